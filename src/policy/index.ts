@@ -1,0 +1,3 @@
+export * from './duration.js';
+export * from './policy.js';
+export * from './schema.js';

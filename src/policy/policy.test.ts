@@ -1,0 +1,135 @@
+import { describe, expect, it } from 'vitest';
+import { BUILTIN_DEFAULTS, parsePolicy, parsePolicyText, policyFor } from './policy.js';
+
+const head = 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\n';
+
+function errorsOf(text: string) {
+  const r = parsePolicyText(head + text);
+  if (r.ok) throw new Error('expected the policy to be refused');
+  return r.errors;
+}
+
+describe('parsePolicy', () => {
+  it('an empty document gives the built-in defaults', () => {
+    const r = parsePolicyText(head);
+    expect(r.ok && r.policy.defaults).toEqual(BUILTIN_DEFAULTS);
+  });
+
+  it('reads every field, in every duration form', () => {
+    const r = parsePolicyText(
+      head +
+        `defaults:
+  interval: 2s
+  window: PT10S
+  startupGrace: 1m
+  startTimeout: 1m30s
+  handoverTimeout: 45s
+  handoverBackoff: { initial: 5s, max: 5m }
+  gcGrace: 1h
+  whenApiUnreachable: activate
+  channels: [local]
+`,
+    );
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.policy.defaults).toEqual({
+      intervalMs: 2000,
+      windowMs: 10_000,
+      startupGraceMs: 60_000,
+      startTimeoutMs: 90_000,
+      handoverTimeoutMs: 45_000,
+      handoverBackoff: { initialMs: 5000, maxMs: 300_000 },
+      gcGraceMs: 3_600_000,
+      whenApiUnreachable: 'activate',
+      channels: ['local'],
+    });
+  });
+
+  it.each([
+    ['wrong apiVersion', 'defaults: {}', 'apiVersion', (t: string) => t.replace('v1alpha1', 'v9')],
+    ['bad duration', 'defaults: { interval: 5 minutes }', 'defaults.interval', (t: string) => t],
+    ['number as duration', 'defaults: { window: 20 }', 'defaults.window', (t: string) => t],
+    ['unknown field', 'defaults: { windw: 20s }', 'defaults', (t: string) => t],
+    ['bad enum', 'defaults: { whenApiUnreachable: panic }', 'defaults.whenApiUnreachable', (t: string) => t],
+    ['bad channel', 'defaults: { channels: [lease, carrier-pigeon] }', 'defaults.channels[1]', (t: string) => t],
+    ['repeated channel', 'defaults: { channels: [lease, lease] }', 'defaults.channels', (t: string) => t],
+    ['no channel', 'defaults: { channels: [] }', 'defaults.channels', (t: string) => t],
+    ['window < 2 x interval', 'defaults: { interval: 10s, window: 15s }', 'defaults.window', (t: string) => t],
+    ['grace < window', 'defaults: { startupGrace: 10s }', 'defaults.startupGrace', (t: string) => t],
+    ['handover <= interval', 'defaults: { handoverTimeout: 5s }', 'defaults.handoverTimeout', (t: string) => t],
+    ['backoff max < initial', 'defaults: { handoverBackoff: { initial: 1m, max: 30s } }', 'defaults.handoverBackoff.max', (t: string) => t],
+    ['interval too small', 'defaults: { interval: 10ms, window: 20ms, startupGrace: 1s }', 'defaults.interval', (t: string) => t],
+    ['zero duration', 'defaults: { gcGrace: 0s }', 'defaults.gcGrace', (t: string) => t],
+    ['over a day', 'defaults: { gcGrace: 25h }', 'defaults.gcGrace', (t: string) => t],
+    ['override breaks rule', 'overrides: [{ name: a, selector: {}, policy: { window: 6s } }]', 'overrides[0].policy.window', (t: string) => t],
+    ['override bad operator', 'overrides: [{ name: a, selector: { matchExpressions: [{ key: k, operator: Is }] }, policy: {} }]', 'overrides[0].selector.matchExpressions[0].operator', (t: string) => t],
+  ])('%s is refused with path %s', (_name, body, path, edit) => {
+    const r = parsePolicyText(edit(head + body));
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.errors.map((e) => e.path)).toContain(path);
+    for (const e of r.errors) expect(e.message.length).toBeGreaterThan(5);
+  });
+
+  it('reports every error at once', () => {
+    const errs = errorsOf('defaults: { interval: nope, whenApiUnreachable: maybe, channels: [x] }\noverrides: [{ name: o, selector: {}, policy: { window: 1s } }]');
+    expect(errs.map((e) => e.path).sort()).toEqual(['defaults.channels[0]', 'defaults.interval', 'defaults.whenApiUnreachable'].sort());
+  });
+
+  it('reports YAML syntax errors with a line', () => {
+    const r = parsePolicyText(head + 'defaults: [unclosed\n');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.errors[0]!.path).toMatch(/^line \d+/);
+  });
+
+  it('refuses non-objects', () => {
+    for (const doc of [null, 42, 'x', []]) expect(parsePolicy(doc).ok).toBe(false);
+  });
+});
+
+describe('policyFor', () => {
+  const r = parsePolicyText(
+    head +
+      `overrides:
+  - name: apiserver
+    selector: { namespaces: [kube-system], matchLabels: { component: kube-apiserver } }
+    policy: { whenApiUnreachable: activate, window: 15s }
+  - name: fast
+    selector: { matchExpressions: [{ key: tier, operator: In, values: [control-plane] }] }
+    policy: { interval: 2s, window: 8s }
+  - name: not-cni
+    selector: { matchExpressions: [{ key: cni, operator: DoesNotExist }] }
+    policy: { gcGrace: 20m }
+`,
+  );
+  if (!r.ok) throw new Error(JSON.stringify(r.errors));
+  const policy = r.policy;
+
+  it.each([
+    [{ namespace: 'kube-system', key: 'kube-apiserver', labels: { component: 'kube-apiserver' } }, ['apiserver', 'not-cni'], 'activate', 15_000],
+    [{ namespace: 'default', key: 'kube-apiserver', labels: { component: 'kube-apiserver' } }, ['not-cni'], 'hold', 20_000],
+    [{ namespace: 'kube-system', key: 'x', labels: { tier: 'control-plane', cni: 'y' } }, ['fast'], 'hold', 8000],
+    [{ namespace: 'kube-system', key: 'both', labels: { component: 'kube-apiserver', tier: 'control-plane' } }, ['apiserver', 'fast', 'not-cni'], 'activate', 8000],
+  ])('%o gets %o', (parent, applied, when, windowMs) => {
+    const eff = policyFor(policy, parent);
+    expect(eff.applied).toEqual(applied);
+    expect(eff.policy.whenApiUnreachable).toBe(when);
+    expect(eff.policy.windowMs).toBe(windowMs);
+    expect(eff.skipped).toEqual([]);
+  });
+
+  it('skips an override whose combination with an earlier one breaks a rule', () => {
+    const r2 = parsePolicyText(
+      head +
+        `overrides:
+  - { name: slow, selector: {}, policy: { interval: 15s, window: 40s } }
+  - { name: short, selector: {}, policy: { window: 25s } }
+`,
+    );
+    if (!r2.ok) throw new Error(JSON.stringify(r2.errors));
+    const eff = policyFor(r2.policy, { namespace: 'a', key: 'b', labels: {} });
+    expect(eff.applied).toEqual(['slow']);
+    expect(eff.skipped).toEqual(['short']);
+    expect(eff.policy.windowMs).toBe(40_000);
+  });
+});

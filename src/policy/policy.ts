@@ -1,0 +1,221 @@
+// Effective policy: built-in defaults, then the document's `defaults`, then each matching override
+// in document order (later wins). Cross-field rules are checked on every combination a parent can
+// end up with, so an override cannot smuggle in a window shorter than two intervals.
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { formatDuration } from './duration.js';
+import {
+  type Channel,
+  MIN_INTERVAL_MS,
+  type PartialParentPolicyRaw,
+  POLICY_API_VERSION,
+  POLICY_KIND,
+  policyDocument,
+  type Selector,
+  type WhenApiUnreachable,
+} from './schema.js';
+
+export interface ParentPolicy {
+  intervalMs: number;
+  windowMs: number;
+  startupGraceMs: number;
+  startTimeoutMs: number;
+  handoverTimeoutMs: number;
+  handoverBackoff: { initialMs: number; maxMs: number };
+  gcGraceMs: number;
+  whenApiUnreachable: WhenApiUnreachable;
+  channels: Channel[];
+}
+
+/**
+ * Built-in defaults, and why.
+ * - interval 5s: the kubelet renews its node Lease every 10s; a parent twice as chatty detects
+ *   failure in well under half a minute while 100 parents cost only 20 writes/s cluster-wide.
+ * - window 20s (4 x interval): three consecutive missed beats (a GC pause, an api-server blip with
+ *   retries) are tolerated before a parent is called silent.
+ * - startupGrace 30s: after the agent or the api-server (re)starts, every parent gets a window plus
+ *   two intervals to be seen before it can be judged; a node's checkpointed api-server is
+ *   therefore back within ~30s of the agent starting after a reboot.
+ * - startTimeout 5m: an api-server replaying a large etcd, or a pod pulling its image, can sit in
+ *   Starting for minutes; past five the parent is treated as down and covered.
+ * - handoverTimeout 2m: after a checkpoint is retired the parent may be in the kubelet's crash-loop
+ *   backoff (10s, 20s, 40s, ... from binding failures while the checkpoint held its ports); two
+ *   minutes covers three such restarts plus its own start.
+ * - handoverBackoff 30s doubling to 10m: a parent that cannot take over is not made to fight the
+ *   checkpoint every few seconds, yet is retried at least every ten minutes.
+ * - gcGrace 10m: deleting a checkpoint is the one irreversible action; ten minutes covers a
+ *   delete-then-create rollout and a slow scheduler.
+ * - whenApiUnreachable hold: losing the api-server is usually a network problem, not a dead parent;
+ *   only the api-server itself (override to `activate`) should be covered because it is unreachable.
+ * - channels lease + local: the Lease is visible with kubectl; the local file keeps working when no
+ *   api-server does, which is exactly when a control-plane checkpoint matters.
+ */
+export const BUILTIN_DEFAULTS: Readonly<ParentPolicy> = Object.freeze({
+  intervalMs: 5_000,
+  windowMs: 20_000,
+  startupGraceMs: 30_000,
+  startTimeoutMs: 300_000,
+  handoverTimeoutMs: 120_000,
+  handoverBackoff: Object.freeze({ initialMs: 30_000, maxMs: 600_000 }),
+  gcGraceMs: 600_000,
+  whenApiUnreachable: 'hold' as const,
+  channels: Object.freeze(['lease', 'local'] as Channel[]) as Channel[],
+});
+
+export interface Override {
+  name: string;
+  selector: Selector;
+  patch: PartialParentPolicyRaw;
+}
+
+export interface Policy {
+  defaults: ParentPolicy;
+  overrides: Override[];
+}
+
+export interface PolicyError {
+  /** Field path in the document, e.g. `overrides[0].policy.window`; `(document)` for the whole. */
+  path: string;
+  message: string;
+}
+
+export type PolicyResult = { ok: true; policy: Policy } | { ok: false; errors: PolicyError[] };
+
+export interface ParentRef {
+  namespace: string;
+  key: string;
+  labels: Record<string, string>;
+}
+
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? String(p) : `.${String(p)}`;
+  return out === '' ? '(document)' : out;
+}
+
+export function applyPatch(base: ParentPolicy, p: PartialParentPolicyRaw): ParentPolicy {
+  return {
+    intervalMs: p.interval ?? base.intervalMs,
+    windowMs: p.window ?? base.windowMs,
+    startupGraceMs: p.startupGrace ?? base.startupGraceMs,
+    startTimeoutMs: p.startTimeout ?? base.startTimeoutMs,
+    handoverTimeoutMs: p.handoverTimeout ?? base.handoverTimeoutMs,
+    handoverBackoff: {
+      initialMs: p.handoverBackoff?.initial ?? base.handoverBackoff.initialMs,
+      maxMs: p.handoverBackoff?.max ?? base.handoverBackoff.maxMs,
+    },
+    gcGraceMs: p.gcGrace ?? base.gcGraceMs,
+    whenApiUnreachable: p.whenApiUnreachable ?? base.whenApiUnreachable,
+    channels: p.channels ? [...p.channels] : [...base.channels],
+  };
+}
+
+/** Cross-field rules. `at` is the path prefix of the block the values came from. */
+export function crossFieldErrors(p: ParentPolicy, at: string): PolicyError[] {
+  const errs: PolicyError[] = [];
+  const f = (field: string, message: string) => errs.push({ path: `${at}.${field}`, message });
+  const d = formatDuration;
+  if (p.intervalMs < MIN_INTERVAL_MS) f('interval', `${d(p.intervalMs)} is below the ${MIN_INTERVAL_MS}ms minimum`);
+  if (p.windowMs < 2 * p.intervalMs)
+    f('window', `${d(p.windowMs)} must be at least 2 x interval (${d(2 * p.intervalMs)}), or one late beat reads as a dead parent`);
+  if (p.startupGraceMs < p.windowMs)
+    f('startupGrace', `${d(p.startupGraceMs)} must be at least the window (${d(p.windowMs)}): a parent needs one window to be seen after a restart`);
+  if (p.startTimeoutMs < p.windowMs) f('startTimeout', `${d(p.startTimeoutMs)} must be at least the window (${d(p.windowMs)})`);
+  if (p.handoverTimeoutMs <= p.intervalMs)
+    f('handoverTimeout', `${d(p.handoverTimeoutMs)} must be longer than the interval (${d(p.intervalMs)}): the parent needs at least one beat to report Ready`);
+  if (p.handoverBackoff.maxMs < p.handoverBackoff.initialMs)
+    f('handoverBackoff.max', `${d(p.handoverBackoff.maxMs)} must be at least handoverBackoff.initial (${d(p.handoverBackoff.initialMs)})`);
+  return errs;
+}
+
+export function parsePolicyText(text: string): PolicyResult {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { prettyErrors: true, uniqueKeys: true });
+  } catch (e) {
+    const where = e instanceof YAMLParseError && e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '(document)';
+    return { ok: false, errors: [{ path: where, message: `not valid YAML: ${(e as Error).message.split('\n')[0]}` }] };
+  }
+  return parsePolicy(doc);
+}
+
+export function parsePolicy(doc: unknown): PolicyResult {
+  const r = policyDocument.safeParse(doc);
+  if (!r.success) {
+    return { ok: false, errors: r.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })) };
+  }
+  const defaults = applyPatch(BUILTIN_DEFAULTS, r.data.defaults ?? {});
+  const errors = crossFieldErrors(defaults, 'defaults');
+  const overrides: Override[] = (r.data.overrides ?? []).map((o) => ({ name: o.name, selector: o.selector, patch: o.policy }));
+  overrides.forEach((o, i) => {
+    // An override is checked merged onto the defaults: that is a combination a parent can receive.
+    errors.push(...crossFieldErrors(applyPatch(defaults, o.patch), `overrides[${i}].policy`));
+    const names = overrides.slice(0, i).map((x) => x.name);
+    if (names.includes(o.name)) errors.push({ path: `overrides[${i}].name`, message: `"${o.name}" is used by an earlier override` });
+  });
+  if (errors.length > 0) return { ok: false, errors };
+  return { ok: true, policy: { defaults, overrides } };
+}
+
+export function defaultPolicy(): Policy {
+  return { defaults: applyPatch(BUILTIN_DEFAULTS, {}), overrides: [] };
+}
+
+export function selectorMatches(s: Selector, p: ParentRef): boolean {
+  if (s.namespaces && !s.namespaces.includes(p.namespace)) return false;
+  if (s.parentKeys && !s.parentKeys.includes(p.key)) return false;
+  for (const [k, v] of Object.entries(s.matchLabels ?? {})) if (p.labels[k] !== v) return false;
+  for (const e of s.matchExpressions ?? []) {
+    const has = Object.hasOwn(p.labels, e.key);
+    const v = p.labels[e.key];
+    const values = e.values ?? [];
+    if (e.operator === 'Exists' && !has) return false;
+    if (e.operator === 'DoesNotExist' && has) return false;
+    if (e.operator === 'In' && !(has && values.includes(v!))) return false;
+    if (e.operator === 'NotIn' && has && values.includes(v!)) return false;
+  }
+  return true;
+}
+
+/**
+ * The effective policy for one parent, and the overrides that shaped it (for status and logs).
+ * Each override is validated merged onto the defaults; two overrides that are each valid can still
+ * combine badly (one sets interval, another window), so an override whose merge would break a
+ * cross-field rule is skipped for that parent and named in `skipped`.
+ */
+export function policyFor(policy: Policy, parent: ParentRef): { policy: ParentPolicy; applied: string[]; skipped: string[] } {
+  let eff = policy.defaults;
+  const applied: string[] = [];
+  const skipped: string[] = [];
+  for (const o of policy.overrides) {
+    if (!selectorMatches(o.selector, parent)) continue;
+    const next = applyPatch(eff, o.patch);
+    if (crossFieldErrors(next, '').length > 0) {
+      skipped.push(o.name);
+      continue;
+    }
+    eff = next;
+    applied.push(o.name);
+  }
+  return { policy: eff, applied, skipped };
+}
+
+/** The document form of a policy, as `policy validate` prints it and the ConfigMap holds it. */
+export function toDocument(p: Policy): Record<string, unknown> {
+  const block = (x: ParentPolicy) => ({
+    interval: formatDuration(x.intervalMs),
+    window: formatDuration(x.windowMs),
+    startupGrace: formatDuration(x.startupGraceMs),
+    startTimeout: formatDuration(x.startTimeoutMs),
+    handoverTimeout: formatDuration(x.handoverTimeoutMs),
+    handoverBackoff: { initial: formatDuration(x.handoverBackoff.initialMs), max: formatDuration(x.handoverBackoff.maxMs) },
+    gcGrace: formatDuration(x.gcGraceMs),
+    whenApiUnreachable: x.whenApiUnreachable,
+    channels: x.channels,
+  });
+  return {
+    apiVersion: POLICY_API_VERSION,
+    kind: POLICY_KIND,
+    defaults: block(p.defaults),
+    overrides: p.overrides.map((o) => ({ name: o.name, selector: o.selector, effective: block(applyPatch(p.defaults, o.patch)) })),
+  };
+}

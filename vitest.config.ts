@@ -1,0 +1,29 @@
+import { defineConfig } from 'vitest/config';
+
+// Two projects: `unit` (pure code and the simulator, no I/O beyond temp folders) and
+// `integration` (one real kube-apiserver + etcd per run, started by test/integration/global-setup.ts).
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['src/**/*.test.ts', 'test/sim/**/*.test.ts', 'test/unit/**/*.test.ts'],
+          testTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/integration/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
+          // One control plane is shared; suites use their own namespaces but run one file at a time
+          // to keep a 2-core machine from starving kube-apiserver.
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
