@@ -122,7 +122,7 @@ describe('policyFor', () => {
     const r2 = parsePolicyText(
       head +
         `overrides:
-  - { name: slow, selector: {}, policy: { interval: 15s, window: 40s } }
+  - { name: slow, selector: {}, policy: { interval: 15s, window: 30s } }
   - { name: short, selector: {}, policy: { window: 25s } }
 `,
     );
@@ -130,6 +130,6 @@ describe('policyFor', () => {
     const eff = policyFor(r2.policy, { namespace: 'a', key: 'b', labels: {} });
     expect(eff.applied).toEqual(['slow']);
     expect(eff.skipped).toEqual(['short']);
-    expect(eff.policy.windowMs).toBe(40_000);
+    expect(eff.policy.windowMs).toBe(30_000);
   });
 });
