@@ -1,0 +1,145 @@
+// The decision core's vocabulary: what it is told (inputs), what it remembers (state), what it
+// asks for (actions). All plain JSON-serializable data, so the simulator can log every step and a
+// crashed agent can be reasoned about from its logs.
+//
+// Time: every `...At` / `...Until` field is milliseconds on the *observer's own monotonic clock*
+// (the agent's, or a simulated node's). Writers' wall-clock times (a Lease's renewTime) are opaque
+// strings to the core: compared for equality only, never for age.
+import type { ParentPolicy } from '../policy/policy.js';
+import type { Channel } from '../policy/schema.js';
+
+export type { Channel, ParentPolicy };
+
+export type Phase = 'Starting' | 'Ready' | 'Stopping';
+export type Role = 'parent' | 'checkpoint';
+
+/** One heartbeat as read from one channel. */
+export interface Beat {
+  channel: Channel;
+  /** Pod name of the writer. */
+  holder: string;
+  /** Pod uid of the writer ('' when unknown). */
+  holderUid: string;
+  role: Role;
+  phase: Phase;
+  /** Monotonic per writer process; a restart begins again at 1. */
+  sequence: number;
+  /** The writer's own wall clock (RFC 3339 MicroTime). Compared for equality only. */
+  renewTime: string;
+}
+
+/** What the api-server says about pods for this parent key on this node. */
+export interface PodInfo {
+  uid: string;
+  name: string;
+  /** Hash of the sanitized spec: what a checkpoint captured from this pod would contain. */
+  specHash: string;
+}
+
+export type ParentStateName = 'Pending' | 'Healthy' | 'Starting' | 'Silent' | 'Active' | 'HandingOver' | 'Orphaned';
+
+export interface CheckpointInfo {
+  /** A sanitized copy is stored on disk. */
+  stored: boolean;
+  /** Its manifest is in the kubelet's static-pod directory. */
+  active: boolean;
+  /** Spec hash of the stored copy (null when none). */
+  specHash: string | null;
+}
+
+export interface ParentState {
+  /** `<namespace>/<parent key>` */
+  id: string;
+  namespace: string;
+  key: string;
+  policy: ParentPolicy;
+  state: ParentStateName;
+  /** Observer time the state was entered. */
+  since: number;
+  /** Why the state was entered, for humans (status, Events, timeline). */
+  reason: string;
+  /** No silence judgement before this time (fresh start after agent start or api-server return). */
+  graceUntil: number;
+  /** Observer time a parent beat was last seen to change, on any channel (null: never). */
+  lastChangeAt: number | null;
+  /** Observer time a parent beat was last seen to change on the local channel (null: never). */
+  lastLocalChangeAt: number | null;
+  /** Phase of the parent's most recently changed beat. */
+  phase: Phase | null;
+  /** Holder uid of that beat. */
+  holderUid: string | null;
+  /** Observer time the parent began its current unbroken run of Starting beats. */
+  startingSince: number | null;
+  /** Last beat fingerprint per channel, to detect change. */
+  seen: Partial<Record<Channel, string>>;
+  /** Phase last reported by the checkpoint copy's own heartbeat (visibility only). */
+  checkpointPhase: Phase | null;
+  checkpoint: CheckpointInfo;
+  /** Whether the api-server is reachable, as last told. */
+  apiReachable: boolean;
+  /** The parent pod the api-server has scheduled here, as last told (null: none or unknown). */
+  pod: PodInfo | null;
+  /** Observer time the api-server was first seen to have no pod for this key here (null: has one, or unknown). */
+  unscheduledSince: number | null;
+  /** A live read is outstanding since this time (null: none). */
+  confirmingSince: number | null;
+  /** A capture is outstanding for this spec hash since this time. */
+  capturing: { specHash: string; since: number } | null;
+  handover: {
+    /** Hand-overs tried since the parent was last Healthy. */
+    attempts: number;
+    /** HandingOver: re-activate if not Ready by then. */
+    deadline: number | null;
+    /** Active: no hand-over before this time. */
+    notBefore: number;
+    /** The backoff to apply after the next failed hand-over. */
+    nextBackoffMs: number;
+  };
+  /** Actuator failures: retry the named action no earlier than this. */
+  retryAt: number | null;
+}
+
+/** Inputs: everything the core can be told. */
+export type Input =
+  /** Time passed; re-evaluate. */
+  | { type: 'tick' }
+  /** A heartbeat was observed on a channel (watch event, file read, or list). */
+  | { type: 'beat'; beat: Beat }
+  /** Result of the live read the core asked for with a `confirm` action. */
+  | { type: 'confirmed'; outcome: 'unchanged' | 'unavailable' }
+  | { type: 'confirmed'; outcome: 'changed'; beat: Beat }
+  | { type: 'api'; reachable: boolean }
+  /** The api-server's view of this key on this node: a pod, or none (only sent while reachable). */
+  | { type: 'pod'; pod: PodInfo | null }
+  | { type: 'policy'; policy: ParentPolicy }
+  /** Actuator reports. */
+  | { type: 'captured'; specHash: string }
+  | { type: 'activated' }
+  | { type: 'retired' }
+  | { type: 'collected' }
+  | { type: 'actionFailed'; action: Action['type']; error: string };
+
+export type EventType = 'Normal' | 'Warning';
+
+/** Actions: everything the core can ask for. Carried out by actuators (or the simulator). */
+export type Action =
+  /** Capture (or refresh) the checkpoint from this pod, which has reported Ready. */
+  | { type: 'capture'; pod: PodInfo; reason: string }
+  /** Read the parent's api channels live and report `confirmed`. */
+  | { type: 'confirm'; channels: Channel[] }
+  /** Put the checkpoint manifest into the kubelet directory. */
+  | { type: 'activate'; reason: string }
+  /** Remove the checkpoint manifest from the kubelet directory (the copy stays on disk). */
+  | { type: 'retire'; reason: string }
+  /** Delete the checkpoint: manifest and stored copy. */
+  | { type: 'collect'; reason: string }
+  | { type: 'event'; eventType: EventType; reason: string; message: string }
+  /** The state changed; status objects should be rewritten. */
+  | { type: 'transition'; from: ParentStateName; to: ParentStateName; reason: string };
+
+export interface Decision {
+  state: ParentState;
+  actions: Action[];
+  /** Call `decide` with a tick no later than this (null: nothing pending, wait for inputs). */
+  wakeAt: number | null;
+}
