@@ -81,10 +81,15 @@ export interface ParentState {
   pod: PodInfo | null;
   /** Observer time the api-server was first seen to have no pod for this key here (null: has one, or unknown). */
   unscheduledSince: number | null;
-  /** A live read is outstanding since this time (null: none). */
-  confirmingSince: number | null;
-  /** A capture is outstanding for this spec hash since this time. */
-  capturing: { specHash: string; since: number } | null;
+  /**
+   * The live read that must precede an activation on api channels: asked at `since`; `pending`
+   * until answered. Cleared by any change in the parent's beats.
+   */
+  confirm: { since: number; result: 'pending' | 'unchanged' | 'unavailable' } | null;
+  /** Actions handed to actuators and not yet reported, with the time they were asked for. */
+  inflight: Partial<Record<'capture' | 'activate' | 'retire' | 'collect', number>>;
+  /** Spec hash of the capture in flight (so a new spec is not asked for twice). */
+  capturingHash: string | null;
   handover: {
     /** Hand-overs tried since the parent was last Healthy. */
     attempts: number;

@@ -1,0 +1,397 @@
+// The decision core: one parent key on one node.
+//
+// Model (the rules of DESIGN.md, made executable):
+// - Freshness is measured on the observer's own clock: `lastChangeAt` is when the agent saw a
+//   parent beat *change* (holder, uid, sequence, renew time or phase). A writer's timestamps are
+//   only compared for equality. The first beat seen on a channel after a (re)start is a baseline,
+//   not a proof of life: a stale Lease or file left behind by a dead parent looks the same.
+// - Silence is judged only after `graceUntil` (agent start, api-server return) and must be
+//   confirmed by a live read before activating when the parent writes to api channels and the
+//   api-server is reachable. Fresh on any channel means alive.
+// - The checkpoint is activated only if a copy is stored (captured from a pod that reported Ready:
+//   last known good), retired when the parent's own beats return, and handed over with a deadline
+//   and exponential backoff. It is collected only with the api-server's word after `gcGrace`.
+// - `whenApiUnreachable: hold` never activates while the api-server is unreachable; `activate`
+//   treats the api-server's absence as the failure and covers without confirmation.
+//
+// Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
+// `wakeAt`, carries out the actions, and reports their results back as inputs.
+import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
+
+/** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
+export const CONFIRM_TIMEOUT_MS = 10_000;
+/** After a live read could not reach the api-server, ask again after this long. */
+export const CONFIRM_RETRY_MS = 5_000;
+/** After an actuator failure (disk full, read-only folder), retry no sooner than this. */
+export const ACTION_RETRY_MS = 5_000;
+/** An action whose result was never reported (a lost report) is asked again after this long. */
+export const ACTION_TIMEOUT_MS = 60_000;
+/** Bound on state-machine steps per call; each step changes state, so a few suffice. */
+const MAX_STEPS = 8;
+
+const API_CHANNELS = ['lease', 'annotation'] as const;
+
+export interface InitialStateArgs {
+  namespace: string;
+  key: string;
+  policy: ParentPolicy;
+  now: number;
+  checkpoint?: CheckpointInfo;
+  apiReachable?: boolean;
+}
+
+/** A parent as the agent first knows it after starting: grace running, nothing seen yet. */
+export function initialState(a: InitialStateArgs): ParentState {
+  const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
+  const recovered = checkpoint.active;
+  return {
+    id: `${a.namespace}/${a.key}`,
+    namespace: a.namespace,
+    key: a.key,
+    policy: a.policy,
+    state: recovered ? 'Active' : 'Pending',
+    since: a.now,
+    reason: recovered ? 'RecoveredActive: the checkpoint was active when the agent started' : 'AgentStarted: waiting for a first beat',
+    graceUntil: a.now + a.policy.startupGraceMs,
+    lastChangeAt: null,
+    lastLocalChangeAt: null,
+    phase: null,
+    holderUid: null,
+    startingSince: null,
+    seen: {},
+    checkpointPhase: null,
+    checkpoint: { ...checkpoint },
+    apiReachable: a.apiReachable ?? false,
+    pod: null,
+    unscheduledSince: null,
+    confirm: null,
+    inflight: {},
+    capturingHash: null,
+    handover: { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
+    retryAt: null,
+  };
+}
+
+function copy(s: ParentState): ParentState {
+  return {
+    ...s,
+    policy: s.policy,
+    seen: { ...s.seen },
+    checkpoint: { ...s.checkpoint },
+    inflight: { ...s.inflight },
+    handover: { ...s.handover },
+    confirm: s.confirm ? { ...s.confirm } : null,
+    pod: s.pod ? { ...s.pod } : null,
+  };
+}
+
+export function beatFingerprint(b: Beat): string {
+  return `${b.holder}|${b.holderUid}|${b.role}|${b.phase}|${b.sequence}|${b.renewTime}`;
+}
+
+export function decide(prev: ParentState, input: Input, now: number): Decision {
+  const s = copy(prev);
+  const actions: Action[] = [];
+  observe(s, input, now);
+  for (let i = 0; i < MAX_STEPS; i++) if (!step(s, now, actions)) break;
+  reconcile(s, now, actions);
+  return { state: s, actions, wakeAt: wakeAt(s, now) };
+}
+
+// ---- observing: inputs change what the core knows, never what it does ----
+
+function observe(s: ParentState, input: Input, now: number): void {
+  switch (input.type) {
+    case 'tick':
+      return;
+    case 'beat':
+      return observeBeat(s, input.beat, now);
+    case 'confirmed':
+      if (input.outcome === 'changed') {
+        observeBeat(s, input.beat, now);
+        if (s.confirm) s.confirm = null;
+      } else {
+        s.confirm = { since: s.confirm?.since ?? now, result: input.outcome };
+        if (input.outcome === 'unavailable') s.confirm.since = now;
+      }
+      return;
+    case 'api':
+      if (input.reachable === s.apiReachable) return;
+      // A fresh start after the api-server returns: watches re-list, beats need a window to show.
+      if (input.reachable) s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
+      s.apiReachable = input.reachable;
+      // The api-server's word on scheduling is only trusted while it can be heard, and the clock
+      // towards GC starts again after any outage.
+      s.unscheduledSince = null;
+      return;
+    case 'pod':
+      if (!s.apiReachable) return;
+      s.pod = input.pod ? { ...input.pod } : null;
+      if (input.pod) s.unscheduledSince = null;
+      else s.unscheduledSince ??= now;
+      return;
+    case 'policy':
+      s.policy = input.policy;
+      return;
+    case 'captured':
+      delete s.inflight.capture;
+      s.capturingHash = null;
+      s.checkpoint = { ...s.checkpoint, stored: true, specHash: input.specHash };
+      return;
+    case 'activated':
+      delete s.inflight.activate;
+      s.checkpoint = { ...s.checkpoint, active: true };
+      return;
+    case 'retired':
+      delete s.inflight.retire;
+      s.checkpoint = { ...s.checkpoint, active: false };
+      return;
+    case 'collected':
+      delete s.inflight.collect;
+      s.checkpoint = { stored: false, active: false, specHash: null };
+      return;
+    case 'actionFailed': {
+      const a = input.action;
+      if (a === 'capture' || a === 'activate' || a === 'retire' || a === 'collect') delete s.inflight[a];
+      if (a === 'capture') s.capturingHash = null;
+      s.retryAt = now + ACTION_RETRY_MS;
+      return;
+    }
+  }
+}
+
+function observeBeat(s: ParentState, b: Beat, now: number): void {
+  if (b.role === 'checkpoint') {
+    s.checkpointPhase = b.phase;
+    return;
+  }
+  const fp = beatFingerprint(b);
+  const before = s.seen[b.channel];
+  if (before === fp) return;
+  s.seen[b.channel] = fp;
+  if (before === undefined) return; // baseline: a first sighting proves nothing about now
+  s.lastChangeAt = now;
+  if (b.channel === 'local') s.lastLocalChangeAt = now;
+  if (b.phase === 'Starting') {
+    if (s.phase !== 'Starting' || s.holderUid !== b.holderUid) s.startingSince = now;
+  } else {
+    s.startingSince = null;
+  }
+  s.phase = b.phase;
+  s.holderUid = b.holderUid;
+  s.confirm = null;
+}
+
+// ---- deciding: one state-machine step; returns whether the state changed ----
+
+function fresh(s: ParentState, now: number): boolean {
+  return s.lastChangeAt !== null && now - s.lastChangeAt <= s.policy.windowMs;
+}
+
+/** Beats changed after the current state was entered (e.g. the parent came back while Active). */
+function freshSinceEntered(s: ParentState, now: number): boolean {
+  return fresh(s, now) && s.lastChangeAt! >= s.since && s.lastChangeAt !== null;
+}
+
+function usesApiChannels(p: ParentPolicy): boolean {
+  return p.channels.some((c) => (API_CHANNELS as readonly string[]).includes(c));
+}
+
+function gcDue(s: ParentState, now: number): boolean {
+  return s.apiReachable && s.pod === null && s.unscheduledSince !== null && now - s.unscheduledSince >= s.policy.gcGraceMs;
+}
+
+function enter(s: ParentState, to: ParentStateName, reason: string, now: number, actions: Action[]): true {
+  actions.push({ type: 'transition', from: s.state, to, reason });
+  s.state = to;
+  s.since = now;
+  s.reason = reason;
+  return true;
+}
+
+function event(actions: Action[], eventType: 'Normal' | 'Warning', reason: string, message: string): void {
+  actions.push({ type: 'event', eventType, reason, message });
+}
+
+function liveState(phase: Phase | null): ParentStateName {
+  return phase === 'Ready' ? 'Healthy' : 'Starting';
+}
+
+function activate(s: ParentState, why: string, message: string, now: number, actions: Action[]): boolean {
+  if (!s.checkpoint.stored) {
+    if (s.state === 'Silent' && s.reason.startsWith('NoCheckpoint')) return false;
+    event(actions, 'Warning', 'NoCheckpoint', `${s.id} is down (${message}) but no checkpoint has been captured from a Ready pod; nothing can cover it`);
+    if (s.state === 'Silent') {
+      s.reason = `NoCheckpoint: ${message}`;
+      actions.push({ type: 'transition', from: 'Silent', to: 'Silent', reason: s.reason });
+      return false;
+    }
+    return enter(s, 'Silent', `NoCheckpoint: ${message}`, now, actions);
+  }
+  event(actions, 'Normal', 'CheckpointActivated', `${s.id}: ${message}; running the checkpoint as a static pod`);
+  return enter(s, 'Active', `${why}: ${message}`, now, actions);
+}
+
+function step(s: ParentState, now: number, actions: Action[]): boolean {
+  const p = s.policy;
+  const isFresh = fresh(s, now);
+  const graceOver = now >= s.graceUntil;
+
+  if (s.state !== 'Orphaned' && gcDue(s, now)) {
+    event(actions, 'Normal', 'CheckpointCollected', `${s.id}: the api-server has scheduled no pod for this parent here for ${Math.round(p.gcGraceMs / 1000)}s; removing its checkpoint`);
+    return enter(s, 'Orphaned', 'NotScheduled: no pod for this parent key on this node', now, actions);
+  }
+
+  switch (s.state) {
+    case 'Pending':
+    case 'Healthy':
+    case 'Starting': {
+      if (isFresh) {
+        if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+        if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
+          s.handover.notBefore = now + s.handover.nextBackoffMs;
+          return activate(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
+        }
+        const want = liveState(s.phase);
+        if (want !== s.state) return enter(s, want, want === 'Healthy' ? 'Ready: the parent reports Ready' : 'Starting: the parent reports Starting', now, actions);
+        return false;
+      }
+      if (!graceOver) return false;
+      return enter(s, 'Silent', s.lastChangeAt === null ? 'NoBeat: no beat seen since the agent started' : 'WindowExpired: no beat changed within the window', now, actions);
+    }
+    case 'Silent': {
+      if (isFresh && s.lastChangeAt! >= s.since) {
+        if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+        return enter(s, liveState(s.phase), 'BeatResumed: a changed beat arrived', now, actions);
+      }
+      if (!graceOver) return false;
+      if (!s.apiReachable) {
+        if (p.whenApiUnreachable === 'activate') return activate(s, 'ApiUnreachable', 'silent and the api-server is unreachable (whenApiUnreachable: activate)', now, actions);
+        holdNote(s, 'HoldApiUnreachable: silent, but the api-server is unreachable and the policy says hold', actions);
+        return false;
+      }
+      if (!usesApiChannels(p)) return activate(s, 'Silent', 'no local beat changed within the window', now, actions);
+      if (s.confirm === null || (s.confirm.result === 'pending' && now - s.confirm.since >= CONFIRM_TIMEOUT_MS)) {
+        s.confirm = { since: now, result: 'pending' };
+        actions.push({ type: 'confirm', channels: p.channels.filter((c) => c !== 'local') });
+        return false;
+      }
+      if (s.confirm.result === 'unchanged') return activate(s, 'SilenceConfirmed', 'no beat changed within the window, confirmed by a live read', now, actions);
+      if (s.confirm.result === 'unavailable') {
+        if (p.whenApiUnreachable === 'activate') return activate(s, 'ApiUnreachable', 'the live read could not reach the api-server (whenApiUnreachable: activate)', now, actions);
+        if (now - s.confirm.since >= CONFIRM_RETRY_MS) s.confirm = null; // ask again on the next step
+        return s.confirm === null ? step(s, now, actions) : false;
+      }
+      return false;
+    }
+    case 'Active': {
+      if (!freshSinceEntered(s, now)) return false;
+      if (s.phase === 'Ready') {
+        event(actions, 'Normal', 'CheckpointRetired', `${s.id}: the parent reports Ready again; retiring the checkpoint`);
+        resetHandover(s);
+        return enter(s, 'Healthy', 'ParentReady: the parent reports Ready; checkpoint retired', now, actions);
+      }
+      if (s.phase === 'Starting' && now >= s.handover.notBefore) {
+        s.handover.attempts += 1;
+        s.handover.deadline = now + p.handoverTimeoutMs;
+        event(actions, 'Normal', 'HandoverStarted', `${s.id}: the parent is starting; retiring the checkpoint so it can take its ports (attempt ${s.handover.attempts}, must be Ready within ${Math.round(p.handoverTimeoutMs / 1000)}s)`);
+        return enter(s, 'HandingOver', `HandoverStarted: attempt ${s.handover.attempts}`, now, actions);
+      }
+      return false;
+    }
+    case 'HandingOver': {
+      if (freshSinceEntered(s, now) && s.phase === 'Ready') {
+        event(actions, 'Normal', 'HandoverSucceeded', `${s.id}: the parent is Ready after ${s.handover.attempts} hand-over attempt(s)`);
+        resetHandover(s);
+        return enter(s, 'Healthy', 'HandedOver: the parent is Ready', now, actions);
+      }
+      if (s.handover.deadline !== null && now >= s.handover.deadline) {
+        const backoff = s.handover.nextBackoffMs;
+        s.handover.deadline = null;
+        s.handover.notBefore = now + backoff;
+        s.handover.nextBackoffMs = Math.min(p.handoverBackoff.maxMs, backoff * 2);
+        event(actions, 'Warning', 'HandoverFailed', `${s.id}: the parent did not become Ready within ${Math.round(p.handoverTimeoutMs / 1000)}s; re-activating the checkpoint, next hand-over in ${Math.round(backoff / 1000)}s`);
+        return enter(s, 'Active', `HandoverFailed: not Ready by the deadline; next attempt in ${Math.round(backoff / 1000)}s`, now, actions);
+      }
+      return false;
+    }
+    case 'Orphaned': {
+      if (s.pod !== null) {
+        s.graceUntil = Math.max(s.graceUntil, now + p.startupGraceMs);
+        return enter(s, 'Pending', 'Rescheduled: the api-server has a pod for this parent here again', now, actions);
+      }
+      return false;
+    }
+  }
+}
+
+function holdNote(s: ParentState, reason: string, actions: Action[]): void {
+  if (s.reason === reason) return;
+  actions.push({ type: 'transition', from: s.state, to: s.state, reason });
+  s.reason = reason;
+}
+
+function resetHandover(s: ParentState): void {
+  s.handover = { attempts: 0, deadline: null, notBefore: 0, nextBackoffMs: s.policy.handoverBackoff.initialMs };
+}
+
+// ---- reconciling: bring the node's files in line with the state (desired vs. reported) ----
+
+function due(s: ParentState, kind: keyof ParentState['inflight'], now: number): boolean {
+  const at = s.inflight[kind];
+  if (at !== undefined && now - at < ACTION_TIMEOUT_MS) return false;
+  return s.retryAt === null || now >= s.retryAt;
+}
+
+function reconcile(s: ParentState, now: number, actions: Action[]): void {
+  const ask = (kind: 'activate' | 'retire' | 'collect', reason: string) => {
+    if (!due(s, kind, now)) return;
+    s.inflight[kind] = now;
+    actions.push({ type: kind, reason });
+  };
+  if (s.state === 'Orphaned') {
+    if (s.checkpoint.stored || s.checkpoint.active) ask('collect', s.reason);
+    return;
+  }
+  const wantActive = s.state === 'Active';
+  if (wantActive && !s.checkpoint.active && s.checkpoint.stored) ask('activate', s.reason);
+  if (!wantActive && s.checkpoint.active) ask('retire', s.reason);
+
+  // Last known good: refresh the copy only from the pod whose own beat says Ready.
+  const pod = s.pod;
+  if (
+    s.state === 'Healthy' &&
+    s.apiReachable &&
+    pod !== null &&
+    s.phase === 'Ready' &&
+    (s.holderUid === pod.uid || s.holderUid === '') &&
+    s.checkpoint.specHash !== pod.specHash &&
+    s.capturingHash !== pod.specHash &&
+    due(s, 'capture', now)
+  ) {
+    s.inflight.capture = now;
+    s.capturingHash = pod.specHash;
+    actions.push({ type: 'capture', pod: { ...pod }, reason: s.checkpoint.stored ? 'the Ready parent runs a new spec' : 'first capture from a Ready parent' });
+  }
+  if (s.retryAt !== null && now >= s.retryAt) s.retryAt = null;
+}
+
+// ---- waking: the earliest time at which the answer could change without new input ----
+
+function wakeAt(s: ParentState, now: number): number | null {
+  const p = s.policy;
+  const times: number[] = [];
+  const add = (t: number | null | undefined) => {
+    if (t !== null && t !== undefined && t > now) times.push(t);
+  };
+  if (s.lastChangeAt !== null) add(s.lastChangeAt + p.windowMs + 1);
+  add(s.graceUntil);
+  if (s.startingSince !== null) add(s.startingSince + p.startTimeoutMs + 1);
+  if (s.unscheduledSince !== null) add(s.unscheduledSince + p.gcGraceMs);
+  if (s.confirm) add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
+  if (s.state === 'Active') add(s.handover.notBefore);
+  add(s.handover.deadline);
+  add(s.retryAt);
+  for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);
+  return times.length === 0 ? null : Math.min(...times);
+}

@@ -1,0 +1,3 @@
+export * from './decide.js';
+export * from './names.js';
+export * from './types.js';
