@@ -1,0 +1,105 @@
+// The NodeCheckpoint custom resource (crds/nodecheckpoints.lastseen.dev.yaml) as TypeScript.
+//
+// Contract for writers (the agent): one object per node, cluster-scoped, named after the node.
+// Create it with metadata only, then write `status` through the status subresource (a create
+// drops `status` because the CRD has the subresource). `summarize` fills the counts, so that
+// `kubectl get nodecheckpoints` and `lastseen status` agree. Keep this file and the CRD in step:
+// the zod schema below mirrors the CRD's (enums, required fields) and test/integration checks
+// that the api-server accepts what `summarize` builds.
+import { z } from 'zod';
+import type { ParentStateName, Phase } from '../core/types.js';
+
+export const NODECHECKPOINT_GROUP = 'lastseen.dev';
+export const NODECHECKPOINT_VERSION = 'v1alpha1';
+export const NODECHECKPOINT_PLURAL = 'nodecheckpoints';
+export const NODECHECKPOINT_KIND = 'NodeCheckpoint';
+export const NODECHECKPOINT_API_VERSION = `${NODECHECKPOINT_GROUP}/${NODECHECKPOINT_VERSION}`;
+
+export const PARENT_STATES = ['Pending', 'Healthy', 'Starting', 'Silent', 'Active', 'HandingOver', 'Orphaned'] as const satisfies readonly ParentStateName[];
+export const PHASES = ['Starting', 'Ready', 'Stopping'] as const satisfies readonly Phase[];
+
+/** States in which the parent is not covered by its own fresh beats (counted by `oldestSilenceSince`). */
+const SILENT_STATES: ReadonlySet<ParentStateName> = new Set(['Silent', 'Active', 'HandingOver']);
+
+const dateTime = z.iso.datetime({ offset: true });
+
+export const parentStatusSchema = z.object({
+  namespace: z.string().min(1),
+  key: z.string().min(1),
+  state: z.enum(PARENT_STATES),
+  /** Phase of the most recent beat; '' when none was seen. */
+  phase: z.enum([...PHASES, '']).optional(),
+  /** Wall-clock time the agent last saw the heartbeat change (null: never). */
+  lastSeen: dateTime.nullable().optional(),
+  checkpointStored: z.boolean().optional(),
+  checkpointActive: z.boolean().optional(),
+  reason: z.string().optional(),
+  lastTransitionTime: dateTime.optional(),
+  handoverAttempts: z.number().int().min(0).optional(),
+  /** Names of the policy overrides applied to this parent, in order. */
+  policyOverrides: z.array(z.string()).optional(),
+  policyOverridesSkipped: z.array(z.string()).optional(),
+});
+
+/** metav1.Condition. */
+export const conditionSchema = z.object({
+  type: z.string().min(1),
+  status: z.enum(['True', 'False', 'Unknown']),
+  observedGeneration: z.number().int().min(0).optional(),
+  lastTransitionTime: dateTime,
+  reason: z.string().regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/),
+  message: z.string(),
+});
+
+export const nodeCheckpointStatusSchema = z.object({
+  node: z.string().optional(),
+  observedAt: dateTime.optional(),
+  parentCount: z.number().int().min(0).optional(),
+  activeCount: z.number().int().min(0).optional(),
+  silentCount: z.number().int().min(0).optional(),
+  oldestSilenceSince: dateTime.nullable().optional(),
+  parents: z.array(parentStatusSchema).optional(),
+  conditions: z.array(conditionSchema).optional(),
+});
+
+export type ParentStatus = z.infer<typeof parentStatusSchema>;
+export type Condition = z.infer<typeof conditionSchema>;
+export type NodeCheckpointStatus = z.infer<typeof nodeCheckpointStatusSchema>;
+
+export interface NodeCheckpoint {
+  apiVersion: typeof NODECHECKPOINT_API_VERSION;
+  kind: typeof NODECHECKPOINT_KIND;
+  metadata: { name: string; resourceVersion?: string; uid?: string; creationTimestamp?: string };
+  spec?: Record<string, never>;
+  status?: NodeCheckpointStatus;
+}
+
+/** A new NodeCheckpoint for `node` (metadata only: status is written through the subresource). */
+export function newNodeCheckpoint(node: string): NodeCheckpoint {
+  return { apiVersion: NODECHECKPOINT_API_VERSION, kind: NODECHECKPOINT_KIND, metadata: { name: node } };
+}
+
+/**
+ * A complete status for `node`: parents sorted by namespace and key, counts filled in.
+ * `observedAt` is the writer's wall clock (an ISO string), passed in: time is never read here.
+ */
+export function summarize(node: string, parents: ParentStatus[], conditions: Condition[], observedAt: string): NodeCheckpointStatus {
+  const sorted = [...parents].sort((a, b) => a.namespace.localeCompare(b.namespace) || a.key.localeCompare(b.key));
+  let oldest: string | null = null;
+  for (const p of sorted) {
+    if (!SILENT_STATES.has(p.state)) continue;
+    // A silent parent never seen since the agent started counts from its transition instead.
+    const since = p.lastSeen ?? p.lastTransitionTime ?? null;
+    if (since !== null && (oldest === null || Date.parse(since) < Date.parse(oldest))) oldest = since;
+  }
+  return {
+    node,
+    observedAt,
+    parentCount: sorted.length,
+    activeCount: sorted.filter((p) => p.checkpointActive === true).length,
+    silentCount: sorted.filter((p) => SILENT_STATES.has(p.state)).length,
+    oldestSilenceSince: oldest,
+    parents: sorted,
+    conditions,
+  };
+}
