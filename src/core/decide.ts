@@ -105,14 +105,15 @@ function observe(s: ParentState, input: Input, now: number): void {
     case 'tick':
       return;
     case 'beat':
-      return observeBeat(s, input.beat, now);
+      observeBeat(s, input.beat, now);
+      return;
     case 'confirmed':
       if (input.outcome === 'changed') {
         observeBeat(s, input.beat, now);
         if (s.confirm) s.confirm = null;
-      } else {
-        s.confirm = { since: s.confirm?.since ?? now, result: input.outcome };
-        if (input.outcome === 'unavailable') s.confirm.since = now;
+      } else if (s.confirm?.result === 'pending') {
+        // Only an answer to the question still open counts; a late answer to an old one does not.
+        s.confirm = { since: input.outcome === 'unavailable' ? now : s.confirm.since, result: input.outcome };
       }
       return;
     case 'api':
@@ -203,6 +204,7 @@ function gcDue(s: ParentState, now: number): boolean {
 
 function enter(s: ParentState, to: ParentStateName, reason: string, now: number, actions: Action[]): true {
   actions.push({ type: 'transition', from: s.state, to, reason });
+  if (to === 'Silent') s.confirm = null; // every silence is confirmed afresh
   s.state = to;
   s.since = now;
   s.reason = reason;
@@ -265,6 +267,8 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         return enter(s, liveState(s.phase), 'BeatResumed: a changed beat arrived', now, actions);
       }
       if (!graceOver) return false;
+      // Nothing to cover with: say so now rather than after a live read.
+      if (!s.checkpoint.stored) return activate(s, 'NoCheckpoint', 'silent', now, actions);
       if (!s.apiReachable) {
         if (p.whenApiUnreachable === 'activate') return activate(s, 'ApiUnreachable', 'silent and the api-server is unreachable (whenApiUnreachable: activate)', now, actions);
         holdNote(s, 'HoldApiUnreachable: silent, but the api-server is unreachable and the policy says hold', actions);
@@ -388,7 +392,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   add(s.graceUntil);
   if (s.startingSince !== null) add(s.startingSince + p.startTimeoutMs + 1);
   if (s.unscheduledSince !== null) add(s.unscheduledSince + p.gcGraceMs);
-  if (s.confirm) add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
+  if (s.confirm && s.state === 'Silent') add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
   if (s.state === 'Active') add(s.handover.notBefore);
   add(s.handover.deadline);
   add(s.retryAt);

@@ -1,0 +1,412 @@
+// Table tests for the core: every state (reached by driving decide() from a fresh start) against
+// every kind of input, then the time-driven rules one by one.
+import { describe, expect, it } from 'vitest';
+import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, initialState } from './decide.js';
+import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
+import type { Action, Input, ParentState } from './types.js';
+
+const inputs: Record<string, () => Input> = {
+  tick: () => ({ type: 'tick' }),
+  beatReady: () => ({ type: 'beat', beat: beat('Ready') }),
+  beatStarting: () => ({ type: 'beat', beat: beat('Starting') }),
+  beatStopping: () => ({ type: 'beat', beat: beat('Stopping') }),
+  beatCheckpoint: () => ({ type: 'beat', beat: beat('Ready', { role: 'checkpoint' }) }),
+  confirmedUnchanged: () => ({ type: 'confirmed', outcome: 'unchanged' }),
+  confirmedUnavailable: () => ({ type: 'confirmed', outcome: 'unavailable' }),
+  confirmedChanged: () => ({ type: 'confirmed', outcome: 'changed', beat: beat('Ready') }),
+  apiDown: () => ({ type: 'api', reachable: false }),
+  podGone: () => ({ type: 'pod', pod: null }),
+  podNew: () => ({ type: 'pod', pod: { uid: 'u2', name: 'x', specHash: 'h2' } }),
+  captured: () => ({ type: 'captured', specHash: 'h2' }),
+  activated: () => ({ type: 'activated' }),
+  retired: () => ({ type: 'retired' }),
+  collected: () => ({ type: 'collected' }),
+  actionFailed: () => ({ type: 'actionFailed', action: 'activate', error: 'ENOSPC' }),
+};
+
+const summary = (as: Action[]) => as.filter((a) => a.type !== 'transition').map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
+const kinds = (as: Action[]) => as.map((a) => a.type);
+
+// [state, input, next state, actions (events by reason; transitions left out), next reason]
+// Inputs arrive 500 ms after the fixture's last input: inside the window, before any deadline.
+const MATRIX: Array<[string, string, string, string[], string]> = [
+  ['Pending', 'tick', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'beatReady', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Pending', 'beatStarting', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Pending', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
+  ['Pending', 'beatCheckpoint', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'confirmedUnchanged', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'confirmedUnavailable', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'confirmedChanged', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Pending', 'apiDown', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'podGone', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'podNew', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'captured', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'activated', 'Pending', ["retire"], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'retired', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'collected', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'actionFailed', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Healthy', 'tick', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'beatReady', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'beatStarting', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Healthy', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
+  ['Healthy', 'beatCheckpoint', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'confirmedUnchanged', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'confirmedUnavailable', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'confirmedChanged', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'apiDown', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'podGone', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'podNew', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'captured', 'Healthy', ["capture"], "Ready: the parent reports Ready"],
+  ['Healthy', 'activated', 'Healthy', ["retire"], "Ready: the parent reports Ready"],
+  ['Healthy', 'retired', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'collected', 'Healthy', ["capture"], "Ready: the parent reports Ready"],
+  ['Healthy', 'actionFailed', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Starting', 'tick', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'beatReady', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Starting', 'beatStarting', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
+  ['Starting', 'beatCheckpoint', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'confirmedUnchanged', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'confirmedUnavailable', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'confirmedChanged', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Starting', 'apiDown', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'podGone', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'podNew', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'captured', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'activated', 'Starting', ["retire"], "Starting: the parent reports Starting"],
+  ['Starting', 'retired', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'collected', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'actionFailed', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Silent', 'tick', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'beatReady', 'Healthy', [], "BeatResumed: a changed beat arrived"],
+  ['Silent', 'beatStarting', 'Starting', [], "BeatResumed: a changed beat arrived"],
+  ['Silent', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
+  ['Silent', 'beatCheckpoint', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'confirmedUnchanged', 'Active', ["event:CheckpointActivated","activate"], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Silent', 'confirmedUnavailable', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'confirmedChanged', 'Healthy', [], "BeatResumed: a changed beat arrived"],
+  ['Silent', 'apiDown', 'Silent', [], "HoldApiUnreachable: silent, but the api-server is unreachable and the policy says hold"],
+  ['Silent', 'podGone', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'podNew', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'captured', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'activated', 'Silent', ["retire"], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'retired', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'collected', 'Silent', ["event:NoCheckpoint"], "NoCheckpoint: silent"],
+  ['Silent', 'actionFailed', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Active', 'tick', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'beatReady', 'Healthy', ["event:CheckpointRetired","retire"], "ParentReady: the parent reports Ready; checkpoint retired"],
+  ['Active', 'beatStarting', 'HandingOver', ["event:HandoverStarted","retire"], "HandoverStarted: attempt 1"],
+  ['Active', 'beatStopping', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'beatCheckpoint', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'confirmedUnchanged', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'confirmedUnavailable', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'confirmedChanged', 'Healthy', ["event:CheckpointRetired","retire"], "ParentReady: the parent reports Ready; checkpoint retired"],
+  ['Active', 'apiDown', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'podGone', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'podNew', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'captured', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'activated', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'retired', 'Active', ["activate"], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'collected', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'actionFailed', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['HandingOver', 'tick', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'beatReady', 'Healthy', ["event:HandoverSucceeded"], "HandedOver: the parent is Ready"],
+  ['HandingOver', 'beatStarting', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'beatStopping', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'beatCheckpoint', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'confirmedUnchanged', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'confirmedUnavailable', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'confirmedChanged', 'Healthy', ["event:HandoverSucceeded"], "HandedOver: the parent is Ready"],
+  ['HandingOver', 'apiDown', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'podGone', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'podNew', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'captured', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'activated', 'HandingOver', ["retire"], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'retired', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'collected', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'actionFailed', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['Orphaned', 'tick', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'beatReady', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'beatStarting', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'beatStopping', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'beatCheckpoint', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'confirmedUnchanged', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'confirmedUnavailable', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'confirmedChanged', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'apiDown', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'podGone', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'podNew', 'Pending', [], "Rescheduled: the api-server has a pod for this parent here again"],
+  ['Orphaned', 'captured', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'activated', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'retired', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'collected', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'actionFailed', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+];
+
+describe('decide: every state x every input', () => {
+  const f = fixtures();
+  it('the fixtures reach the states they are named after', () => {
+    for (const [name, run] of Object.entries(f)) expect(run.state.state).toBe(name);
+  });
+  it('the matrix covers every state and every input', () => {
+    expect(new Set(MATRIX.map((r) => r[0]))).toEqual(new Set(Object.keys(f)));
+    for (const s of Object.keys(f)) expect(MATRIX.filter((r) => r[0] === s).map((r) => r[1])).toEqual(Object.keys(inputs));
+  });
+  it.each(MATRIX)('%s + %s -> %s %j', (state, input, next, actions, reason) => {
+    const run = f[state]!;
+    const d = decide(run.state, inputs[input]!(), run.now + 500);
+    expect(d.state.state).toBe(next);
+    expect(summary(d.actions)).toEqual(actions);
+    expect(d.state.reason).toBe(reason);
+    if (next !== state) expect(kinds(d.actions)).toContain('transition');
+    // The input state is never mutated.
+    expect(run.state.state).toBe(state);
+  });
+});
+
+function ticksUntil(s: ParentState, from: number, to: number): { state: ParentState; actions: Action[]; times: number[] } {
+  // Follows wakeAt like the agent's loop: the only clock the core needs.
+  let st = s;
+  let now = from;
+  const actions: Action[] = [];
+  const times: number[] = [];
+  for (let i = 0; i < 1000; i++) {
+    const d = decide(st, { type: 'tick' }, now);
+    st = d.state;
+    for (const a of d.actions) {
+      actions.push(a);
+      times.push(now);
+    }
+    if (d.wakeAt === null || d.wakeAt > to) break;
+    now = d.wakeAt;
+  }
+  return { state: st, actions, times };
+}
+
+describe('decide: rules over time', () => {
+  const f = fixtures();
+
+  it('a first sighting is a baseline, not a proof of life', () => {
+    const s = start();
+    const d = decide(s, { type: 'beat', beat: beat('Ready') }, 1000);
+    expect(d.state.state).toBe('Pending');
+    expect(d.state.lastChangeAt).toBeNull();
+  });
+
+  it('silence is judged only after the window, and then confirmed by a live read', () => {
+    const h = f.Healthy!; // last change at 2000, window 4000, grace until 6000
+    expect(decide(h.state, { type: 'tick' }, 6000).state.state).toBe('Healthy');
+    const d = decide(h.state, { type: 'tick' }, 6001);
+    expect(d.state.state).toBe('Silent');
+    expect(d.actions).toContainEqual({ type: 'confirm', channels: ['lease'] });
+    expect(kinds(d.actions)).not.toContain('activate');
+  });
+
+  it('wakeAt names the moment the window expires', () => {
+    expect(decide(f.Healthy!.state, { type: 'tick' }, 6000).wakeAt).toBe(6001);
+  });
+
+  it('no silence is judged during the startup grace', () => {
+    const s = start();
+    expect(decide(s, { type: 'tick' }, 5999).state.state).toBe('Pending');
+    const d = decide(s, { type: 'tick' }, 6000);
+    expect(d.state.state).toBe('Silent');
+    expect(d.state.reason).toMatch(/^NoBeat/);
+  });
+
+  it('the api-server coming back gives every parent a fresh start', () => {
+    const down = decide(f.Healthy!.state, { type: 'api', reachable: false }, 2500).state;
+    const up = decide(down, { type: 'api', reachable: true }, 3000).state;
+    expect(up.graceUntil).toBe(3000 + POLICY.startupGraceMs);
+    expect(decide(up, { type: 'tick' }, 8999).state.state).toBe('Healthy');
+    expect(decide(up, { type: 'tick' }, 9000).state.state).toBe('Silent');
+  });
+
+  it('a live read that finds a changed beat prevents the activation', () => {
+    const d = decide(f.Silent!.state, { type: 'confirmed', outcome: 'changed', beat: beat('Ready') }, 6600);
+    expect(d.state.state).toBe('Healthy');
+    expect(kinds(d.actions)).not.toContain('activate');
+  });
+
+  it('a late answer to a live read no longer asked is ignored', () => {
+    const d = decide(f.Healthy!.state, { type: 'confirmed', outcome: 'unchanged' }, 2500);
+    expect(d.state.confirm).toBeNull();
+    // ...so a later silence still asks afresh.
+    expect(decide(d.state, { type: 'tick' }, 6001).actions).toContainEqual({ type: 'confirm', channels: ['lease'] });
+  });
+
+  it('an unanswered live read is asked again', () => {
+    const s = f.Silent!.state; // asked at 6500
+    expect(kinds(decide(s, { type: 'tick' }, 6500 + CONFIRM_TIMEOUT_MS - 1).actions)).not.toContain('confirm');
+    expect(kinds(decide(s, { type: 'tick' }, 6500 + CONFIRM_TIMEOUT_MS).actions)).toContain('confirm');
+  });
+
+  it('hold: silent with the api-server unreachable never activates', () => {
+    const down = decide(f.Healthy!.state, { type: 'api', reachable: false }, 2500).state;
+    const r = ticksUntil(down, 2500, 600_000);
+    expect(r.state.state).toBe('Silent');
+    expect(r.state.reason).toMatch(/^HoldApiUnreachable/);
+    expect(kinds(r.actions)).not.toContain('activate');
+    expect(kinds(r.actions)).not.toContain('confirm');
+  });
+
+  it('activate: silent with the api-server unreachable activates without confirmation', () => {
+    const policy = { ...POLICY, whenApiUnreachable: 'activate' as const };
+    const h = fixtures(policy).Healthy!;
+    const down = decide(h.state, { type: 'api', reachable: false }, 2500).state;
+    const r = ticksUntil(down, 2500, 20_000);
+    expect(r.state.state).toBe('Active');
+    expect(kinds(r.actions)).toContain('activate');
+    expect(kinds(r.actions)).not.toContain('confirm');
+    expect(r.times[kinds(r.actions).indexOf('activate')]).toBe(6001);
+  });
+
+  it('activate: a fresh local beat keeps the parent alive while the api-server is away', () => {
+    const policy = { ...POLICY, whenApiUnreachable: 'activate' as const };
+    let s = decide(fixtures(policy).Healthy!.state, { type: 'api', reachable: false }, 2500).state;
+    s = decide(s, { type: 'beat', beat: beat('Ready', { channel: 'local' }) }, 2600).state; // baseline
+    for (let t = 3000; t < 60_000; t += 1000) {
+      const d = decide(s, { type: 'beat', beat: beat('Ready', { channel: 'local' }) }, t);
+      expect(kinds(d.actions)).not.toContain('activate');
+      s = d.state;
+    }
+    expect(s.state).toBe('Healthy');
+  });
+
+  it('a local-only parent activates on local silence without a live read', () => {
+    const policy = { ...POLICY, channels: ['local' as const] };
+    const r = ticksUntil(fixtures(policy).Healthy!.state, 2000, 20_000);
+    expect(r.state.state).toBe('Active');
+    expect(kinds(r.actions)).not.toContain('confirm');
+  });
+
+  it('a deliberate stop is covered at once', () => {
+    const d = decide(f.Healthy!.state, { type: 'beat', beat: beat('Stopping') }, 2100);
+    expect(d.state.state).toBe('Active');
+    expect(d.actions).toContainEqual({ type: 'activate', reason: expect.stringMatching(/^ParentStopping/) });
+  });
+
+  it('without a stored checkpoint nothing is activated, and a warning is raised once', () => {
+    const s = start(POLICY, false);
+    const r = ticksUntil(s, 0, 600_000);
+    expect(kinds(r.actions)).not.toContain('activate');
+    expect(r.actions.filter((a) => a.type === 'event' && a.reason === 'NoCheckpoint')).toHaveLength(1);
+  });
+
+  it('a parent stuck in Starting past startTimeout is covered, and handed over only after the backoff', () => {
+    let s = f.Starting!.state; // Starting since 2000
+    let t = 2000;
+    const all: Action[] = [];
+    for (; t <= 2000 + POLICY.startTimeoutMs + 1000; t += 1000) {
+      const d = decide(s, { type: 'beat', beat: beat('Starting') }, t);
+      all.push(...d.actions);
+      s = d.state;
+    }
+    expect(s.state).toBe('Active');
+    expect(s.reason).toMatch(/^StartTimeout/);
+    const activatedAt = s.since;
+    s = decide(s, { type: 'activated' }, t).state;
+    // Starting beats keep coming: no hand-over before the initial backoff.
+    for (; t < activatedAt + POLICY.handoverBackoff.initialMs; t += 1000) {
+      s = decide(s, { type: 'beat', beat: beat('Starting') }, t).state;
+      expect(s.state).toBe('Active');
+    }
+    const d = decide(s, { type: 'beat', beat: beat('Starting') }, activatedAt + POLICY.handoverBackoff.initialMs);
+    expect(d.state.state).toBe('HandingOver');
+  });
+
+  it('hand-over: Ready in time ends it; not Ready re-activates with exponential backoff', () => {
+    // Parent keeps reporting Starting: record every hand-over and re-activation.
+    let s = f.HandingOver!.state; // attempt 1 started at 7000, deadline 17000
+    const starts: number[] = [7000];
+    const reactivations: number[] = [];
+    for (let t = 7200; t < 400_000; t += 200) {
+      let d = decide(s, { type: 'beat', beat: beat('Starting') }, t);
+      for (const a of d.actions) {
+        if (a.type === 'retire') d = decide(d.state, { type: 'retired' }, t);
+        if (a.type === 'activate') d = decide(d.state, { type: 'activated' }, t);
+        if (a.type === 'transition' && a.to === 'HandingOver') starts.push(t);
+        if (a.type === 'transition' && a.to === 'Active') reactivations.push(t);
+      }
+      s = d.state;
+    }
+    // Each attempt gets handoverTimeout; the pause before the next doubles from 5s up to 40s.
+    for (let i = 0; i < reactivations.length; i++) expect(reactivations[i]! - starts[i]!).toBe(POLICY.handoverTimeoutMs);
+    const pauses = reactivations.slice(0, starts.length - 1).map((r, i) => starts[i + 1]! - r);
+    expect(pauses.slice(0, 5)).toEqual([5000, 10_000, 20_000, 40_000, 40_000]);
+    // And a Ready beat ends it, resetting the backoff.
+    const ready = decide(s.state === 'HandingOver' ? s : decide(s, { type: 'beat', beat: beat('Starting') }, 400_000).state, { type: 'beat', beat: beat('Ready') }, 400_100);
+    expect(['Healthy']).toContain(ready.state.state);
+    expect(ready.state.handover.nextBackoffMs).toBe(POLICY.handoverBackoff.initialMs);
+  });
+
+  it('last known good: a parent that never reports Ready is never captured', () => {
+    let s = decide(f.Starting!.state, { type: 'pod', pod: { ...POD, specHash: 'h-bad' } }, 2100).state;
+    for (let t = 2200; t < 20_000; t += 1000) {
+      const d = decide(s, { type: 'beat', beat: beat('Starting') }, t);
+      expect(kinds(d.actions)).not.toContain('capture');
+      s = d.state;
+    }
+  });
+
+  it('a Ready parent with a new spec is captured once, from that pod only', () => {
+    const s = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
+    expect(s.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2' }, reason: 'the Ready parent runs a new spec' });
+    const again = decide(s.state, { type: 'beat', beat: beat('Ready') }, 2200);
+    expect(kinds(again.actions)).not.toContain('capture');
+    // A Ready beat from another pod (a different uid) does not capture this pod.
+    const other = decide(f.Healthy!.state, { type: 'beat', beat: beat('Ready', { holderUid: 'someone-else' }) }, 2100);
+    expect(kinds(decide(other.state, { type: 'pod', pod: { ...POD, specHash: 'h3' } }, 2200).actions)).not.toContain('capture');
+  });
+
+  it('no capture while the api-server is unreachable', () => {
+    const down = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
+    const s0 = decide(f.Healthy!.state, { type: 'api', reachable: false }, 2050).state;
+    expect(kinds(decide(s0, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100).actions)).not.toContain('capture');
+    expect(kinds(down.actions)).toContain('capture');
+  });
+
+  it('GC only with the api-server word, after gcGrace', () => {
+    let s = decide(f.Active!.state, { type: 'pod', pod: null }, 7000).state;
+    expect(decide(s, { type: 'tick' }, 7000 + POLICY.gcGraceMs - 1).state.state).toBe('Active');
+    const gone = decide(s, { type: 'tick' }, 7000 + POLICY.gcGraceMs);
+    expect(gone.state.state).toBe('Orphaned');
+    expect(kinds(gone.actions)).toContain('collect');
+    // An outage resets the clock, and nothing is collected while the api-server is unreachable.
+    s = decide(s, { type: 'api', reachable: false }, 30_000).state;
+    const r = ticksUntil(s, 30_000, 1_000_000);
+    expect(kinds(r.actions)).not.toContain('collect');
+    s = decide(r.state, { type: 'api', reachable: true }, 1_000_000).state;
+    expect(decide(s, { type: 'tick' }, 1_000_000 + POLICY.gcGraceMs).state.state).not.toBe('Orphaned');
+  });
+
+  it('a failed action is retried after a pause, a lost report after a timeout', () => {
+    const silent = f.Silent!.state;
+    const act = decide(silent, { type: 'confirmed', outcome: 'unchanged' }, 6600);
+    expect(kinds(act.actions)).toContain('activate');
+    const failed = decide(act.state, { type: 'actionFailed', action: 'activate', error: 'ENOSPC' }, 6700);
+    expect(kinds(failed.actions)).not.toContain('activate');
+    expect(failed.wakeAt).toBe(6700 + 5000);
+    expect(kinds(decide(failed.state, { type: 'tick' }, 11_700).actions)).toContain('activate');
+    expect(kinds(decide(act.state, { type: 'tick' }, 6600 + ACTION_TIMEOUT_MS).actions)).toContain('activate');
+  });
+
+  it('an agent restart with an active checkpoint keeps it active until the parent returns', () => {
+    const s = initialState({ namespace: 'n', key: 'k', policy: POLICY, now: 0, checkpoint: { stored: true, active: true, specHash: 'h1' } });
+    expect(s.state).toBe('Active');
+    const r = drive(s, [
+      [100, { type: 'api', reachable: true }],
+      [200, { type: 'beat', beat: beat('Ready') }], // baseline
+      [300, { type: 'tick' }],
+    ]);
+    expect(r.state.state).toBe('Active');
+    expect(r.all.flatMap((d) => kinds(d.actions))).not.toContain('retire');
+    expect(decide(r.state, { type: 'beat', beat: beat('Ready') }, 1200).state.state).toBe('Healthy');
+  });
+
+  it('decisions are serializable', () => {
+    const d = decide(f.Silent!.state, { type: 'confirmed', outcome: 'unchanged' }, 6600);
+    expect(JSON.parse(JSON.stringify(d))).toEqual(d);
+  });
+});
