@@ -1,0 +1,243 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { capture, CaptureError, downwardValue } from './capture.js';
+import { memoryResolver, parentPod } from './fixtures.js';
+import { canonicalJson, SanitizeError, sanitize } from './sanitize.js';
+
+const DIR = '/var/lib/lastseen/checkpoints/kube-system_kube-apiserver';
+const OPTS = { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: DIR };
+
+function volume(manifest: V1Pod, name: string) {
+  return manifest.spec?.volumes?.find((v) => v.name === name);
+}
+
+describe('sanitize: metadata', () => {
+  const { manifest } = sanitize(parentPod(), OPTS);
+  const meta = manifest.metadata!;
+
+  it('keeps name, namespace and labels, adds role and parent labels', () => {
+    expect(meta.name).toBe('kube-apiserver-x7k2p');
+    expect(meta.namespace).toBe('kube-system');
+    expect(meta.labels).toEqual({
+      app: 'kube-apiserver',
+      'controller-revision-hash': 'abc',
+      'lastseen.dev/role': 'checkpoint',
+      'lastseen.dev/parent': 'kube-apiserver',
+    });
+  });
+
+  it('sets checkpoint-of, drops lastseen.dev and server annotations (so it is never a parent itself)', () => {
+    expect(meta.annotations).toEqual({ 'lastseen.dev/checkpoint-of': 'kube-apiserver-x7k2p', 'prometheus.io/scrape': 'true' });
+  });
+
+  it('points the owner at the parent pod, not the DaemonSet', () => {
+    expect(meta.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Pod', name: 'kube-apiserver-x7k2p', uid: 'uid-parent-1' }]);
+  });
+
+  it.each(['uid', 'resourceVersion', 'creationTimestamp', 'managedFields', 'generateName'] as const)('drops metadata.%s', (field) => {
+    expect(meta[field]).toBeUndefined();
+  });
+
+  it('drops status', () => {
+    expect(manifest.status).toBeUndefined();
+    expect(manifest.kind).toBe('Pod');
+    expect(manifest.apiVersion).toBe('v1');
+  });
+});
+
+describe('sanitize: spec', () => {
+  const { manifest, files, folders } = sanitize(parentPod(), OPTS);
+  const spec = manifest.spec!;
+
+  it.each([
+    'nodeName',
+    'nodeSelector',
+    'serviceAccountName',
+    'serviceAccount',
+    'automountServiceAccountToken',
+    'affinity',
+    'priority',
+  ] as const)('clears spec.%s', (field) => {
+    expect(spec[field]).toBeUndefined();
+  });
+
+  it('keeps what a static pod can use', () => {
+    expect(spec.priorityClassName).toBe('system-node-critical');
+    expect(spec.hostNetwork).toBe(true);
+    expect(spec.tolerations).toEqual([{ operator: 'Exists' }]);
+    expect(volume(manifest, 'host-etc')).toEqual({ name: 'host-etc', hostPath: { path: '/etc/ssl', type: 'Directory' } });
+  });
+
+  it('keeps pod affinity but clears node affinity', () => {
+    const pod = parentPod();
+    pod.spec!.affinity!.podAntiAffinity = { preferredDuringSchedulingIgnoredDuringExecution: [] };
+    expect(sanitize(pod, OPTS).manifest.spec!.affinity).toEqual({ podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [] } });
+  });
+
+  it.each([
+    ['certs', 'secrets/certs'],
+    ['config', 'configmaps/config'],
+    ['kube-api-access', 'projected/kube-api-access'],
+  ])('turns volume %s into a hostPath over %s', (name, folder) => {
+    expect(volume(manifest, name)).toEqual({ name, hostPath: { path: `${DIR}/${folder}`, type: 'Directory' } });
+    expect(folders).toContain(`${folder}/`);
+  });
+
+  it('lists every file to copy with its source, all mode 0600', () => {
+    expect(files).toEqual([
+      { relPath: 'secrets/certs', source: { kind: 'secret', namespace: 'kube-system', name: 'apiserver-certs', optional: false }, mode: 0o600 },
+      {
+        relPath: 'configmaps/config/config.yaml',
+        source: { kind: 'configMap', namespace: 'kube-system', name: 'apiserver-config', key: 'config.yaml', optional: false },
+        mode: 0o600,
+      },
+      {
+        relPath: 'projected/kube-api-access/token',
+        source: { kind: 'serviceAccountToken', namespace: 'kube-system', name: 'kube-apiserver', audience: undefined, expirationSeconds: 3607 },
+        mode: 0o600,
+      },
+      {
+        relPath: 'projected/kube-api-access/ca.crt',
+        source: { kind: 'configMap', namespace: 'kube-system', name: 'kube-root-ca.crt', key: 'ca.crt', optional: false },
+        mode: 0o600,
+      },
+      { relPath: 'projected/kube-api-access/namespace', source: { kind: 'downwardAPI', namespace: 'kube-system', fieldPath: 'metadata.namespace' }, mode: 0o600 },
+    ]);
+  });
+
+  it('marks the heartbeat sidecar (by name) as role checkpoint, replacing the parent role', () => {
+    expect(spec.initContainers![0]!.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }]);
+    expect(spec.containers[0]!.env).toBeUndefined();
+  });
+
+  it('recognises the heartbeat sidecar by its args too', () => {
+    const pod = parentPod();
+    pod.spec!.containers.push({ name: 'beat', image: 'lastseen:1', args: ['heartbeat'] });
+    const out = sanitize(pod, OPTS).manifest.spec!.containers.find((c) => c.name === 'beat');
+    expect(out?.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }]);
+  });
+
+  it('does not change the pod it was given', () => {
+    const pod = parentPod();
+    const before = canonicalJson(pod);
+    sanitize(pod, OPTS);
+    expect(canonicalJson(pod)).toBe(before);
+  });
+});
+
+describe('sanitize: warnings and refusals', () => {
+  it('warns about what a static pod cannot resolve', () => {
+    const pod = parentPod();
+    pod.spec!.containers[0]!.env = [{ name: 'PW', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }];
+    pod.spec!.volumes!.push({ name: 'data', persistentVolumeClaim: { claimName: 'c' } });
+    pod.spec!.imagePullSecrets = [{ name: 'pull' }];
+    const { warnings, manifest } = sanitize(pod, OPTS);
+    expect(warnings).toHaveLength(3);
+    expect(warnings.join('\n')).toMatch(/env PW/);
+    expect(manifest.spec!.imagePullSecrets).toBeUndefined();
+  });
+
+  it.each(['../escape', '/abs', 'a/../../b'])('refuses item path %s', (path) => {
+    const pod = parentPod();
+    pod.spec!.volumes![0]!.secret!.items = [{ key: 'k', path }];
+    expect(() => sanitize(pod, OPTS)).toThrow(SanitizeError);
+  });
+
+  it('refuses a pod without uid', () => {
+    const pod = parentPod();
+    delete pod.metadata!.uid;
+    expect(() => sanitize(pod, OPTS)).toThrow(/uid/);
+  });
+});
+
+describe('specHash', () => {
+  const base = sanitize(parentPod(), OPTS).specHash;
+
+  it('is a sha256 hex digest, the same on every run', () => {
+    expect(base).toMatch(/^[0-9a-f]{64}$/);
+    expect(sanitize(parentPod(), OPTS).specHash).toBe(base);
+  });
+
+  it('does not depend on key order', () => {
+    const reverse = (v: unknown): unknown =>
+      Array.isArray(v) ? v.map(reverse) : v && typeof v === 'object' && !(v instanceof Date) ? Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reverse(x)])) : v;
+    const shuffled = reverse(parentPod()) as V1Pod;
+    expect(Object.keys(shuffled)[0]).toBe('status');
+    expect(sanitize(shuffled, OPTS).specHash).toBe(base);
+  });
+
+  it.each<[string, (p: V1Pod) => void]>([
+    ['server-set metadata', (p) => Object.assign(p.metadata!, { resourceVersion: '9999', managedFields: [] })],
+    ['status', (p) => Object.assign(p.status!, { phase: 'Pending', podIP: '10.9.9.9' })],
+    ['beat annotations', (p) => Object.assign(p.metadata!.annotations!, { 'lastseen.dev/sequence': '18' })],
+    ['node placement', (p) => Object.assign(p.spec!, { nodeName: 'node-b', nodeSelector: {} })],
+  ])('ignores %s', (_name, change) => {
+    const pod = parentPod();
+    change(pod);
+    expect(sanitize(pod, OPTS).specHash).toBe(base);
+  });
+
+  it.each<[string, (p: V1Pod) => void]>([
+    ['the image', (p) => Object.assign(p.spec!.containers[0]!, { image: 'registry.k8s.io/kube-apiserver:v1.34.1' })],
+    ['a flag', (p) => p.spec!.containers[0]!.command!.push('--v=2')],
+    ['a label', (p) => Object.assign(p.metadata!.labels!, { 'controller-revision-hash': 'def' })],
+    ['a volume', (p) => p.spec!.volumes!.pop()],
+    ['the checkpoint folder', () => {}],
+  ])('changes with %s', (name, change) => {
+    const pod = parentPod();
+    change(pod);
+    const opts = name === 'the checkpoint folder' ? { ...OPTS, checkpointDir: '/elsewhere' } : OPTS;
+    expect(sanitize(pod, opts).specHash).not.toBe(base);
+  });
+});
+
+describe('capture', () => {
+  const opts = { ...OPTS, capturedAt: '2026-01-02T03:05:00.000Z', lastReadyAt: '2026-01-02T03:04:59.000Z' };
+
+  it('fetches every file, expands whole objects, lists folders, fetches each object once', async () => {
+    const resolver = memoryResolver();
+    const { data, capture: cap } = await capture(parentPod(), opts, resolver);
+    expect(Object.fromEntries([...data].map(([k, v]) => [k, v.toString()]))).toEqual({
+      'secrets/certs/': '',
+      'configmaps/config/': '',
+      'projected/kube-api-access/': '',
+      'secrets/certs/tls.crt': 'CERT-1',
+      'secrets/certs/tls.key': 'KEY-1',
+      'configmaps/config/config.yaml': 'a: 1\n',
+      'projected/kube-api-access/token': 'token-for-kube-apiserver-api-3607',
+      'projected/kube-api-access/ca.crt': 'CA',
+      'projected/kube-api-access/namespace': 'kube-system',
+    });
+    expect(resolver.calls).toEqual([
+      'secret kube-system/apiserver-certs',
+      'configMap kube-system/apiserver-config',
+      'token kube-system/kube-apiserver',
+      'configMap kube-system/kube-root-ca.crt',
+    ]);
+    expect(cap).toMatchObject({ sourcePodUid: 'uid-parent-1', sourcePodName: 'kube-apiserver-x7k2p', capturedAt: opts.capturedAt });
+  });
+
+  it('fails on a missing secret that is not optional, skips one that is', async () => {
+    await expect(capture(parentPod(), opts, memoryResolver({}))).rejects.toThrow(CaptureError);
+    const pod = parentPod();
+    pod.spec!.volumes![0]!.secret!.optional = true;
+    const { data } = await capture(pod, opts, memoryResolver({}));
+    expect(data.get('secrets/certs/')).toEqual(Buffer.alloc(0));
+    expect([...data.keys()].filter((k) => k.startsWith('secrets/certs/t'))).toEqual([]);
+  });
+
+  it('fails on a missing key that is not optional', async () => {
+    const resolver = memoryResolver(undefined, { 'kube-system/apiserver-config': {}, 'kube-system/kube-root-ca.crt': { 'ca.crt': 'CA' } });
+    await expect(capture(parentPod(), opts, resolver)).rejects.toThrow(/no key config.yaml/);
+  });
+
+  it.each([
+    ['metadata.name', 'kube-apiserver-x7k2p'],
+    ['metadata.uid', 'uid-parent-1'],
+    ["metadata.labels['app']", 'kube-apiserver'],
+    ['metadata.labels', 'app="kube-apiserver"\ncontroller-revision-hash="abc"'],
+    ['status.podIP', '10.0.0.1'],
+  ])('downward API %s', (field, value) => {
+    expect(downwardValue(parentPod(), field)).toBe(value);
+  });
+});
