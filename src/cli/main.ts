@@ -11,6 +11,7 @@ const program = new Command('lastseen')
 // Subcommands (one line each; keep alphabetical).
 const registrations: Array<(p: Command) => void> = [
   (await import('./policy.js')).register,
+  (await import('./status.js')).register,
 ];
 for (const register of registrations) register(program);
 

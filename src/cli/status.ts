@@ -1,0 +1,233 @@
+// `lastseen status` (also `kubectl lastseen status`): a table of parents per node, from the
+// NodeCheckpoints the agents write joined with the Leases the heartbeats write.
+//
+// With --watch: list once, then follow both with watches and re-print whenever a row changes
+// in a way a person would notice (state, phase, checkpoint, reason, holder; a routine Lease
+// renewal alone does not re-print). A watch that ends is re-listed and re-opened after a pause.
+import { CoordinationV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
+import { type Command, Option } from 'commander';
+import { LABEL_MANAGED_BY, LABEL_NODE, MANAGED_BY } from '../core/names.js';
+import { NODECHECKPOINT_GROUP, NODECHECKPOINT_PLURAL, NODECHECKPOINT_VERSION } from '../kube/nodecheckpoint-types.js';
+import { buildRows, type LeaseObject, type NodeCheckpointObject, type OutputFormat, render, significant } from '../kube/status-table.js';
+import { CliError } from './errors.js';
+
+/** A list that takes longer than this is reported instead of hanging the terminal. */
+const REQUEST_TIMEOUT_MS = 30_000;
+/** Pause before re-listing after a watch ends: fast enough to feel live, slow enough not to hammer. */
+const REWATCH_DELAY_MS = 1_000;
+/** Coalesce a burst of watch events (one agent transition touches several objects) into one print. */
+const RENDER_DEBOUNCE_MS = 100;
+
+const NODECHECKPOINTS = `${NODECHECKPOINT_PLURAL}.${NODECHECKPOINT_GROUP}`;
+
+interface Options {
+  output: OutputFormat;
+  node?: string;
+  watch?: boolean;
+  kubeconfig?: string;
+}
+
+export function register(program: Command): void {
+  program
+    .command('status')
+    .description('show every parent per node: phase, last seen, state and checkpoint (from NodeCheckpoints and heartbeat Leases)')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'wide', 'json', 'yaml']).default('table'))
+    .option('--node <name>', 'only this node')
+    .option('-w, --watch', 'keep running; print again when a row changes')
+    .option('--kubeconfig <file>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .action(async (opts: Options) => {
+      const kc = loadConfig(opts.kubeconfig);
+      const source = new StatusSource(kc, opts.node);
+      const world = await withTimeout(source.list(), kc);
+      const print = () => {
+        const { rows, invalid } = buildRows([...world.checkpoints.values()], [...world.leases.values()]);
+        for (const name of invalid) process.stderr.write(`lastseen: NodeCheckpoint ${name} has a status this version cannot read; skipped\n`);
+        process.stdout.write(render(rows, opts.output, Date.now()));
+        return significant(rows);
+      };
+      let last = print();
+      if (!opts.watch) return;
+      let pending = false;
+      await source.follow(world, () => {
+        if (pending) return;
+        pending = true;
+        setTimeout(() => {
+          pending = false;
+          const { rows } = buildRows([...world.checkpoints.values()], [...world.leases.values()]);
+          if (significant(rows) === last) return;
+          process.stdout.write(opts.output === 'yaml' ? '---\n' : '\n');
+          last = print();
+        }, RENDER_DEBOUNCE_MS);
+      });
+    });
+}
+
+function loadConfig(file: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  try {
+    if (file) kc.loadFromFile(file);
+    else kc.loadFromDefault();
+  } catch (e) {
+    throw new CliError(`cannot load kubeconfig ${file ?? '(default)'}: ${(e as Error).message}`, 'EKUBECONFIG', 2);
+  }
+  if (!kc.getCurrentCluster()) throw new CliError(`no current cluster in kubeconfig ${file ?? '(default)'}`, 'EKUBECONFIG', 2);
+  return kc;
+}
+
+async function withTimeout<T>(p: Promise<T>, kc: KubeConfig): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new CliError(`no answer from ${kc.getCurrentCluster()?.server} within ${REQUEST_TIMEOUT_MS / 1000}s`, 'ETIMEOUT', 4)),
+      REQUEST_TIMEOUT_MS,
+    );
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+interface World {
+  checkpoints: Map<string, NodeCheckpointObject>;
+  leases: Map<string, LeaseObject>;
+  checkpointsVersion: string;
+  leasesVersion: string;
+}
+
+/** Turn an api error about `verb` on `resource` into what the person at the terminal should do. */
+export function explain(err: unknown, verb: string, resource: string, kc: KubeConfig): Error {
+  if (err instanceof CliError) return err;
+  const e = (err ?? {}) as { code?: unknown; statusCode?: unknown; body?: unknown; message?: string };
+  const status = typeof e.code === 'number' ? e.code : typeof e.statusCode === 'number' ? e.statusCode : null;
+  const server = kc.getCurrentCluster()?.server ?? '(unknown server)';
+  const detail = serverMessage(e.body);
+  if (status === 404 && resource === NODECHECKPOINTS) {
+    return new CliError('the NodeCheckpoint CRD is not installed: kubectl apply -f crds/', 'ENOCRD', 3);
+  }
+  if (status === 403) {
+    return new CliError(
+      `permission denied: you may not ${verb} ${resource} at cluster scope${detail ? ` (${detail})` : ''}. ` +
+        'The lastseen-viewer ClusterRole (deploy/base/rbac-viewer.yaml) grants what `lastseen status` needs: ' +
+        'kubectl create clusterrolebinding lastseen-viewer-$USER --clusterrole=lastseen-viewer --user=<you>',
+      'EFORBIDDEN',
+      3,
+    );
+  }
+  if (status === 401) return new CliError(`${server} did not accept the kubeconfig's credentials (HTTP 401)`, 'EUNAUTHORIZED', 3);
+  if (status !== null) return new CliError(`${verb} ${resource}: HTTP ${status}${detail ? `: ${detail}` : ''}`, 'EAPI', 4);
+  return new CliError(`cannot reach the api-server at ${server}: ${e.message ?? String(err)}`, 'EUNREACHABLE', 4);
+}
+
+function serverMessage(body: unknown): string {
+  let b = body;
+  if (typeof body === 'string') {
+    try {
+      b = JSON.parse(body);
+    } catch {
+      return body.trim().slice(0, 300);
+    }
+  }
+  return b && typeof b === 'object' && typeof (b as { message?: unknown }).message === 'string' ? (b as { message: string }).message : '';
+}
+
+class StatusSource {
+  private readonly custom: CustomObjectsApi;
+  private readonly coordination: CoordinationV1Api;
+  private readonly leaseSelector: string;
+  private readonly checkpointSelector: string | undefined;
+
+  constructor(
+    private readonly kc: KubeConfig,
+    node: string | undefined,
+  ) {
+    this.custom = kc.makeApiClient(CustomObjectsApi);
+    this.coordination = kc.makeApiClient(CoordinationV1Api);
+    this.leaseSelector = `${LABEL_MANAGED_BY}=${MANAGED_BY}${node ? `,${LABEL_NODE}=${node}` : ''}`;
+    this.checkpointSelector = node ? `metadata.name=${node}` : undefined;
+  }
+
+  async list(): Promise<World> {
+    const world: World = { checkpoints: new Map(), leases: new Map(), checkpointsVersion: '', leasesVersion: '' };
+    await this.listCheckpoints(world);
+    await this.listLeases(world);
+    return world;
+  }
+
+  private async listCheckpoints(world: World): Promise<void> {
+    const list = await this.custom
+      .listClusterCustomObject({ group: NODECHECKPOINT_GROUP, version: NODECHECKPOINT_VERSION, plural: NODECHECKPOINT_PLURAL, fieldSelector: this.checkpointSelector })
+      .catch((e: unknown) => {
+        throw explain(e, 'list', NODECHECKPOINTS, this.kc);
+      });
+    world.checkpoints.clear();
+    for (const item of (list?.items ?? []) as NodeCheckpointObject[]) world.checkpoints.set(item.metadata?.name ?? '', item);
+    world.checkpointsVersion = list?.metadata?.resourceVersion ?? '';
+  }
+
+  private async listLeases(world: World): Promise<void> {
+    const list = await this.coordination.listLeaseForAllNamespaces({ labelSelector: this.leaseSelector }).catch((e: unknown) => {
+      throw explain(e, 'list', 'leases.coordination.k8s.io', this.kc);
+    });
+    world.leases.clear();
+    for (const item of list.items as LeaseObject[]) world.leases.set(`${item.metadata?.namespace}/${item.metadata?.name}`, item);
+    world.leasesVersion = list.metadata?.resourceVersion ?? '';
+  }
+
+  /** Keep `world` current until the process ends; `changed` after every event. Rejects on 403/404. */
+  follow(world: World, changed: () => void): Promise<never> {
+    return new Promise<never>((_, reject) => {
+      const run = (kind: 'checkpoints' | 'leases') => {
+        const isCk = kind === 'checkpoints';
+        const path = isCk ? `/apis/${NODECHECKPOINT_GROUP}/${NODECHECKPOINT_VERSION}/${NODECHECKPOINT_PLURAL}` : '/apis/coordination.k8s.io/v1/leases';
+        const resource = isCk ? NODECHECKPOINTS : 'leases.coordination.k8s.io';
+        const map: Map<string, unknown> = isCk ? world.checkpoints : world.leases;
+        const keyOf = (o: LeaseObject) => (isCk ? (o.metadata?.name ?? '') : `${o.metadata?.namespace}/${o.metadata?.name}`);
+        const restart = () =>
+          setTimeout(() => {
+            (isCk ? this.listCheckpoints(world) : this.listLeases(world)).then(
+              () => {
+                changed();
+                run(kind);
+              },
+              (e: unknown) => (isFatal(e) ? reject(e) : restart()),
+            );
+          }, REWATCH_DELAY_MS);
+        const query = {
+          resourceVersion: isCk ? world.checkpointsVersion : world.leasesVersion,
+          allowWatchBookmarks: true,
+          ...(isCk ? { fieldSelector: this.checkpointSelector } : { labelSelector: this.leaseSelector }),
+        };
+        void new Watch(this.kc).watch(
+          path,
+          query,
+          (type: string, obj: LeaseObject & { metadata?: { resourceVersion?: string } }) => {
+            const rv = obj?.metadata?.resourceVersion;
+            if (rv && type !== 'ERROR') {
+              if (isCk) world.checkpointsVersion = rv;
+              else world.leasesVersion = rv;
+            }
+            if (type === 'ADDED' || type === 'MODIFIED') map.set(keyOf(obj), obj);
+            else if (type === 'DELETED') map.delete(keyOf(obj));
+            else return; // BOOKMARK: only the version moved. ERROR (e.g. 410): the watch ends and is re-listed.
+            changed();
+          },
+          (err: unknown) => {
+            if (err) {
+              const explained = explain(err, 'watch', resource, this.kc);
+              if (isFatal(explained)) return reject(explained);
+            }
+            restart();
+          },
+        );
+      };
+      run('checkpoints');
+      run('leases');
+    });
+  }
+}
+
+function isFatal(e: unknown): boolean {
+  return e instanceof CliError && (e.code === 'ENOCRD' || e.code === 'EFORBIDDEN' || e.code === 'EUNAUTHORIZED');
+}
