@@ -1,0 +1,110 @@
+// Reading a heartbeat's fields back from the outside world (Lease annotations, pod annotations, a
+// JSON file), shared by every channel's `beatFrom...`. Whatever is on the other side may be
+// truncated, hand-edited, written by an older version or by another node: each check returns a
+// reason instead of throwing, and a beat is accepted only when every field makes sense.
+//
+// What is *not* checked: whether a renew time is recent. The agent measures freshness on its own
+// clock and compares renew times for equality only (DESIGN: clocks across nodes disagree, and a
+// node rebooted without a real-time clock may write 1970 until NTP answers, while its parent is
+// very much alive). Only values that cannot be a clock reading at all are refused.
+import type { Beat, Phase, Role } from '../core/types.js';
+
+export type BeatResult = { ok: true; beat: Beat } | { ok: false; reason: string };
+
+/**
+ * Largest sequence accepted. At the minimum interval (100ms) a writer needs ~3,500 years of
+ * uninterrupted beats to get here, so anything larger is a corrupted value; it also keeps every
+ * sequence far inside exact double arithmetic (2^53).
+ */
+export const MAX_SEQUENCE = 2 ** 40;
+
+/** Kubernetes object names (DNS subdomains) are at most 253 characters. */
+const MAX_HOLDER = 253;
+/** Pod uids are 36-character UUIDs; leave room for other writers' identities, refuse novels. */
+const MAX_UID = 128;
+
+const PHASES: readonly Phase[] = ['Starting', 'Ready', 'Stopping'];
+const ROLES: readonly Role[] = ['parent', 'checkpoint'];
+/** RFC 3339 in UTC with exactly six fractional digits: what microTime writes and the api-server returns. */
+const MICROTIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})Z$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+export type Field<T> = { ok: true; value: T } | { ok: false; reason: string };
+
+const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, reason });
+
+export function show(v: unknown): string {
+  if (v === undefined) return 'missing';
+  if (v === null) return 'null';
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === 'object') return Array.isArray(v) ? 'an array' : 'an object';
+  return `${typeof v} ${String(v)}`;
+}
+
+export function parsePhase(v: unknown, what = 'phase'): Field<Phase> {
+  return PHASES.includes(v as Phase) ? { ok: true, value: v as Phase } : bad(`${what} is ${show(v)}, not one of ${PHASES.join(', ')}`);
+}
+
+export function parseRole(v: unknown, what = 'role'): Field<Role> {
+  return ROLES.includes(v as Role) ? { ok: true, value: v as Role } : bad(`${what} is ${show(v)}, not one of ${ROLES.join(', ')}`);
+}
+
+/** A sequence as a number (files) or a decimal string (annotations): an integer in 1..MAX_SEQUENCE. */
+export function parseSequence(v: unknown, what = 'sequence'): Field<number> {
+  let n: number;
+  if (typeof v === 'number') n = v;
+  else if (typeof v === 'string' && /^[0-9]{1,16}$/.test(v)) n = Number(v);
+  else return bad(`${what} is ${show(v)}, not a positive integer`);
+  if (!Number.isInteger(n) || n < 1) return bad(`${what} is ${show(v)}, not a positive integer`);
+  if (n > MAX_SEQUENCE) return bad(`${what} ${n} is impossibly large (over ${MAX_SEQUENCE})`);
+  return { ok: true, value: n };
+}
+
+/**
+ * A renew time: the MicroTime string exactly as written (it is compared for equality, so it is
+ * kept verbatim). A Date (what a typed client may hand over) is turned back into that form.
+ */
+export function parseRenewTime(v: unknown, what = 'renewTime'): Field<string> {
+  let s: string;
+  if (v instanceof Date) {
+    if (Number.isNaN(v.getTime())) return bad(`${what} is an invalid date`);
+    s = `${v.toISOString().slice(0, 23)}000Z`;
+  } else if (typeof v === 'string') s = v;
+  else return bad(`${what} is ${show(v)}, not a time`);
+  const m = MICROTIME.exec(s);
+  if (!m) return bad(`${what} is ${show(v)}, not an RFC 3339 UTC time with six fractional digits`);
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const ms = Date.UTC(year, month - 1, day, hour, minute, second);
+  const d = new Date(ms);
+  // Date.UTC rolls over (Feb 30 -> Mar 2); a real instant round-trips.
+  if (d.getUTCFullYear() !== year || d.getUTCMonth() !== month - 1 || d.getUTCDate() !== day || hour > 23 || minute > 59 || second > 59) {
+    return bad(`${what} ${s} is not a real instant`);
+  }
+  if (year < 1970) return bad(`${what} ${s} is before the Unix epoch: not a clock reading (an unset time?)`);
+  return { ok: true, value: s };
+}
+
+export function parseHolder(v: unknown, what = 'holder'): Field<string> {
+  if (typeof v !== 'string' || v === '') return bad(`${what} is ${show(v)}, not a pod name`);
+  if (v.length > MAX_HOLDER || !DNS_SUBDOMAIN.test(v)) return bad(`${what} ${show(v)} is not a valid pod name`);
+  return { ok: true, value: v };
+}
+
+/** Holder uid: '' (unknown) is allowed. */
+export function parseUid(v: unknown, what = 'holder uid'): Field<string> {
+  if (v === undefined || v === '') return { ok: true, value: '' };
+  if (typeof v !== 'string' || v.length > MAX_UID || !/^[A-Za-z0-9-]+$/.test(v)) return bad(`${what} is ${show(v)}, not a uid`);
+  return { ok: true, value: v };
+}
+
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A string-to-string map (labels, annotations); anything else is treated as absent. */
+export function stringMap(v: unknown): Record<string, string> {
+  if (!isRecord(v)) return {};
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) if (typeof x === 'string') out[k] = x;
+  return out;
+}

@@ -1,0 +1,143 @@
+// `startHeartbeat`: the writer beside a parent's main container, as a library (a Node.js parent can
+// run it in-process) and behind `lastseen heartbeat`.
+//
+// Options are validated here, once: identity fields present, interval from the same policy file
+// the agent reads (so writer and reader agree without an api-server) unless given explicitly, a
+// probe that parses, a known set of channels. Then it only wires: channel adapters over the ports
+// in channel.ts, and the loop in loop.ts.
+import { readFileSync } from 'node:fs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { type Logger, pino } from 'pino';
+import type { Channel } from '../core/types.js';
+import { AnnotationChannel } from '../kube/annotation.js';
+import { type KubeClient, loadKubeConfig, makeKubeClient } from '../kube/client.js';
+import { LeaseChannel } from '../kube/lease.js';
+import { defaultPolicy, type ParentPolicy, parsePolicyText, policyFor } from '../policy/policy.js';
+import { CHANNELS, MIN_INTERVAL_MS } from '../policy/schema.js';
+import type { HeartbeatIdentity } from './beat.js';
+import { type BeatWriter, type Clock, systemClock } from './channel.js';
+import { DEFAULT_HEARTBEAT_DIR, LocalChannel } from './local.js';
+import { type Heartbeat, runHeartbeatLoop } from './loop.js';
+import { makeProbe, type Probe, parseProbe } from './probe.js';
+
+export type { HeartbeatIdentity } from './beat.js';
+export type { BeatWriter, Clock } from './channel.js';
+export type { ChannelStats, Heartbeat } from './loop.js';
+
+/** Probes get 40% of the interval: the writes that follow need the rest. */
+export const PROBE_TIMEOUT_FRACTION = 0.4;
+/** Each api request gets half the interval, so a hung connection still leaves time for one retry. */
+export const REQUEST_TIMEOUT_FRACTION = 0.5;
+/** …but no more than 10s: a Lease write that takes longer is a dead connection, not a slow server. */
+export const MAX_REQUEST_TIMEOUT_MS = 10_000;
+
+export interface HeartbeatOptions {
+  identity: HeartbeatIdentity;
+  /** Beat interval (ms). Overrides the policy's; mainly for tests. */
+  intervalMs?: number;
+  /** The agent's policy file (policy.yaml from the lastseen-policy ConfigMap, mounted). */
+  policyFile?: string;
+  /** Labels of the parent pod, to select per-parent policy overrides. */
+  labels?: Record<string, string>;
+  /** Channels to write; default: the policy's (lease and local unless overridden). */
+  channels?: Channel[];
+  /** `none` (default), `http://…`, `https://…`, `tcp://host:port`, or a probe function. */
+  probe?: string | Probe;
+  probeCaFile?: string;
+  probeInsecure?: boolean;
+  /** Folder of the local channel's files. Default /run/lastseen/heartbeats. */
+  heartbeatDir?: string;
+  /** Api access for the lease and annotation channels: a KubeConfig, or a kubeconfig file (else default / in-cluster). */
+  kubeConfig?: KubeConfig;
+  kubeconfigPath?: string;
+  /** Use these writers instead of building channels (tests, the simulator). */
+  writers?: BeatWriter[];
+  clock?: Clock;
+  logger?: Logger;
+  /** Jitter source for retries, [0, 1). */
+  random?: () => number;
+  /** Told of every api request sent (counting requests per beat). */
+  onRequest?: (method: string, url: string) => void;
+}
+
+export interface ResolvedSettings {
+  policy: ParentPolicy;
+  intervalMs: number;
+  channels: Channel[];
+}
+
+/** The effective interval, window and channels for this writer. Throws with the file and field path on a bad policy. */
+export function resolveSettings(opts: Pick<HeartbeatOptions, 'identity' | 'intervalMs' | 'policyFile' | 'labels' | 'channels'>): ResolvedSettings {
+  let doc = defaultPolicy();
+  if (opts.policyFile) {
+    const r = parsePolicyText(readFileSync(opts.policyFile, 'utf8'));
+    if (!r.ok) throw new Error(`policy ${opts.policyFile}: ${r.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`);
+    doc = r.policy;
+  }
+  const { namespace, key } = opts.identity;
+  const policy = policyFor(doc, { namespace, key, labels: opts.labels ?? {} }).policy;
+  const intervalMs = opts.intervalMs ?? policy.intervalMs;
+  if (!Number.isFinite(intervalMs) || intervalMs < MIN_INTERVAL_MS) throw new Error(`interval ${intervalMs}ms is below the ${MIN_INTERVAL_MS}ms minimum`);
+  // An explicit interval keeps the window at least two intervals, as the policy rules demand.
+  const windowMs = Math.max(policy.windowMs, 2 * intervalMs);
+  const channels = opts.channels ?? policy.channels;
+  if (channels.length === 0) throw new Error('no heartbeat channel: give at least one of lease, annotation, local');
+  for (const c of channels) if (!CHANNELS.includes(c)) throw new Error(`unknown channel "${c}": use ${CHANNELS.join(', ')}`);
+  if (new Set(channels).size !== channels.length) throw new Error(`channel listed twice in ${channels.join(',')}`);
+  return { policy: { ...policy, intervalMs, windowMs }, intervalMs, channels };
+}
+
+function validateIdentity(id: HeartbeatIdentity): void {
+  const missing = (['node', 'podName', 'namespace', 'key'] as const).filter((f) => !id[f]);
+  if (missing.length > 0) throw new Error(`heartbeat identity is missing ${missing.join(', ')}`);
+  if (id.role !== 'parent' && id.role !== 'checkpoint') throw new Error(`role "${id.role}" is not parent or checkpoint`);
+}
+
+/** Start beating. Throws (before any beat) on invalid options; afterwards failures are logged, never thrown. */
+export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {
+  validateIdentity(opts.identity);
+  const settings = resolveSettings(opts);
+  const { intervalMs } = settings;
+  const clock = opts.clock ?? systemClock;
+  const logger = (opts.logger ?? pino()).child({ component: 'heartbeat', namespace: opts.identity.namespace, key: opts.identity.key, node: opts.identity.node, role: opts.identity.role });
+
+  let probe: Probe;
+  if (typeof opts.probe === 'function') probe = opts.probe;
+  else {
+    const p = parseProbe(opts.probe ?? 'none');
+    if (!p.ok) throw new Error(p.error);
+    probe = makeProbe(p.spec, { timeoutMs: Math.floor(intervalMs * PROBE_TIMEOUT_FRACTION), caFile: opts.probeCaFile, insecure: opts.probeInsecure });
+  }
+
+  const writers = opts.writers ?? buildWriters(opts, settings, clock, logger);
+  logger.info({ intervalMs, windowMs: settings.policy.windowMs, channels: writers.map((w) => w.channel), pod: opts.identity.podName }, 'heartbeat starting');
+  return runHeartbeatLoop({ identity: opts.identity, intervalMs, writers, probe, clock, logger });
+}
+
+function buildWriters(opts: HeartbeatOptions, settings: ResolvedSettings, clock: Clock, logger: Logger): BeatWriter[] {
+  const id = opts.identity;
+  let kc = opts.kubeConfig;
+  const makeClient = (): KubeClient => {
+    kc ??= loadKubeConfig(opts.kubeconfigPath);
+    const requestTimeoutMs = Math.min(MAX_REQUEST_TIMEOUT_MS, Math.floor(settings.intervalMs * REQUEST_TIMEOUT_FRACTION));
+    return makeKubeClient(kc, { requestTimeoutMs, onRequest: opts.onRequest });
+  };
+  const onFailure = (channel: Channel) => (err: { kind: string; status: number | null; message: string }, attempt: number) =>
+    logger.debug({ channel, attempt, kind: err.kind, status: err.status, error: err.message }, 'heartbeat request failed');
+  return settings.channels.map((channel): BeatWriter => {
+    switch (channel) {
+      case 'lease':
+        return new LeaseChannel({
+          target: { namespace: id.namespace, key: id.key, node: id.node, role: id.role, windowMs: settings.policy.windowMs },
+          makeClient,
+          clock,
+          random: opts.random,
+          onFailure: onFailure('lease'),
+        });
+      case 'annotation':
+        return new AnnotationChannel({ namespace: id.namespace, podName: id.podName, makeClient, clock, random: opts.random, onFailure: onFailure('annotation') });
+      default:
+        return new LocalChannel(opts.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, { node: id.node, namespace: id.namespace, key: id.key, role: id.role });
+    }
+  });
+}

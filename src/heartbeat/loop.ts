@@ -1,0 +1,115 @@
+// The heartbeat's main loop, over ports only (writers, probe, clock, logger), so tests run it on a
+// fake clock and the wiring in heartbeat.ts stays a list of constructors.
+//
+// Every interval, on a fixed schedule (no drift): probe -> phase -> one sequence for the round ->
+// write to every channel concurrently. A failing channel never stops the others or the loop; it
+// is logged with structured fields. A round that overruns its interval skips the ticks it missed
+// instead of firing them back to back. On stop: finish the round in flight, write one last beat
+// with phase Stopping to every channel, close the writers.
+import type { Logger } from 'pino';
+import type { Channel, Phase } from '../core/types.js';
+import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat, type ProbeResult } from './beat.js';
+import type { BeatWriter, Clock } from './channel.js';
+
+export interface LoopOptions {
+  identity: HeartbeatIdentity;
+  intervalMs: number;
+  writers: BeatWriter[];
+  probe: () => Promise<ProbeResult>;
+  clock: Clock;
+  logger: Logger;
+}
+
+export interface ChannelStats {
+  /** Rounds this channel stored. */
+  written: number;
+  /** Rounds this channel gave up on. */
+  failed: number;
+  /** Failed rounds since the last stored one. */
+  consecutiveFailures: number;
+}
+
+export interface Heartbeat {
+  /** Write a last beat with phase Stopping to every channel, then release everything. Idempotent. */
+  stop(): Promise<void>;
+  /** Rounds written so far (each round is one sequence number, whatever its channels did). */
+  beats(): number;
+  /** Per-channel outcomes, for tests, metrics and the CLI's exit log. */
+  stats(): Record<string, ChannelStats>;
+}
+
+export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
+  const { identity, intervalMs, writers, clock, logger } = opts;
+  let counter: BeatCounter = { sequence: 0 };
+  let lastPhase: Phase | null = null;
+  let stopping = false;
+  const wake = new AbortController();
+  const stats: Record<string, ChannelStats> = {};
+  for (const w of writers) stats[w.channel] = { written: 0, failed: 0, consecutiveFailures: 0 };
+
+  async function round(stop: boolean): Promise<void> {
+    const started = clock.now();
+    const deadline = started + intervalMs;
+    const probe: ProbeResult = stop ? { ok: true } : await opts.probe();
+    const phase = choosePhase(probe, stop);
+    if (phase !== lastPhase) {
+      logger.info({ phase, previous: lastPhase, probeError: probe.ok ? undefined : probe.error }, 'heartbeat phase');
+      lastPhase = phase;
+    }
+    counter = advance(counter);
+    const wallMs = clock.wallNow();
+    const results = await Promise.allSettled(writers.map((w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs), deadline)));
+    results.forEach((r, i) => {
+      const channel: Channel = writers[i]!.channel;
+      const s = stats[channel]!;
+      if (r.status === 'fulfilled') {
+        if (s.consecutiveFailures > 0) logger.info({ channel, sequence: counter.sequence, failedRounds: s.consecutiveFailures }, 'heartbeat channel recovered');
+        s.written++;
+        s.consecutiveFailures = 0;
+      } else {
+        s.failed++;
+        s.consecutiveFailures++;
+        const error = r.reason instanceof Error ? r.reason.message : String(r.reason);
+        logger.warn({ channel, sequence: counter.sequence, phase, consecutiveFailures: s.consecutiveFailures, error }, 'heartbeat channel write failed');
+      }
+    });
+    const tookMs = clock.now() - started;
+    if (tookMs > intervalMs) logger.warn({ sequence: counter.sequence, tookMs, intervalMs }, 'heartbeat round overran its interval');
+  }
+
+  const loop = (async () => {
+    let next = clock.now();
+    while (!stopping) {
+      try {
+        await round(false);
+      } catch (e) {
+        // Writers and probes report through results; reaching here is a bug, but the beat goes on.
+        logger.error({ error: (e as Error).message }, 'heartbeat round failed unexpectedly');
+      }
+      next += intervalMs;
+      const now = clock.now();
+      if (next <= now) next += Math.ceil((now - next) / intervalMs) * intervalMs || intervalMs;
+      if (!stopping) await clock.sleep(next - now, wake.signal);
+    }
+  })();
+
+  let stopped: Promise<void> | null = null;
+  return {
+    beats: () => counter.sequence,
+    stats: () => structuredClone(stats),
+    stop() {
+      stopped ??= (async () => {
+        stopping = true;
+        wake.abort();
+        await loop;
+        try {
+          await round(true);
+        } finally {
+          for (const w of writers) w.close?.();
+        }
+        logger.info({ sequence: counter.sequence, stats }, 'heartbeat stopped');
+      })();
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,90 @@
+// Readiness probe of the parent's main container, which chooses a beat's phase (Ready/Starting).
+// Like the kubelet's probes: HTTP(S) GET succeeds on a 2xx/3xx status, TCP on an accepted
+// connection; `none` is always Ready (the sidecar then only proves the pod is running). Each probe
+// uses a new connection and ends by its timeout, which the caller keeps below the interval.
+import { readFileSync } from 'node:fs';
+import * as http from 'node:http';
+import * as https from 'node:https';
+import * as net from 'node:net';
+import type { ProbeResult } from './beat.js';
+
+export type ProbeSpec =
+  | { kind: 'none' }
+  | { kind: 'http'; url: URL }
+  | { kind: 'tcp'; host: string; port: number };
+
+export interface ProbeOptions {
+  timeoutMs: number;
+  /** PEM file of the CA that signed the main container's serving certificate (https only). */
+  caFile?: string;
+  /** Skip certificate verification (https only): for self-signed serving certificates. */
+  insecure?: boolean;
+}
+
+export type Probe = () => Promise<ProbeResult>;
+
+/** Parse `none`, `http://…`, `https://…` or `tcp://host:port`. */
+export function parseProbe(text: string): { ok: true; spec: ProbeSpec } | { ok: false; error: string } {
+  const s = text.trim();
+  if (s === '' || s === 'none') return { ok: true, spec: { kind: 'none' } };
+  let url: URL;
+  try {
+    url = new URL(s);
+  } catch {
+    return { ok: false, error: `probe "${text}" is not a URL: use none, http://host:port/path, https://… or tcp://host:port` };
+  }
+  if (url.protocol === 'http:' || url.protocol === 'https:') return { ok: true, spec: { kind: 'http', url } };
+  if (url.protocol === 'tcp:') {
+    const port = Number(url.port);
+    if (!url.hostname || !Number.isInteger(port) || port < 1 || port > 65535) {
+      return { ok: false, error: `probe "${text}" needs a host and a port: tcp://host:port` };
+    }
+    return { ok: true, spec: { kind: 'tcp', host: url.hostname.replace(/^\[|\]$/g, ''), port } };
+  }
+  return { ok: false, error: `probe "${text}": protocol ${url.protocol} is not one of http, https, tcp` };
+}
+
+/** A probe function for `spec`. The CA file is read once, here, so a missing file fails at start. */
+export function makeProbe(spec: ProbeSpec, opts: ProbeOptions): Probe {
+  if (spec.kind === 'none') return async () => ({ ok: true });
+  if (spec.kind === 'tcp') return () => probeTcp(spec.host, spec.port, opts.timeoutMs);
+  const ca = spec.url.protocol === 'https:' && opts.caFile ? readFileSync(opts.caFile) : undefined;
+  return () => probeHttp(spec.url, opts.timeoutMs, ca, opts.insecure === true);
+}
+
+function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, insecure: boolean): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    const lib = url.protocol === 'https:' ? https : http;
+    const options: https.RequestOptions = {
+      method: 'GET',
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: { 'user-agent': 'lastseen-heartbeat', accept: '*/*' },
+      agent: false,
+      ...(url.protocol === 'https:' ? { ca, rejectUnauthorized: !insecure } : {}),
+    };
+    const req = lib.request(url, options, (res) => {
+      res.resume();
+      const code = res.statusCode ?? 0;
+      resolve(code >= 200 && code < 400 ? { ok: true } : { ok: false, error: `GET ${url.href}: HTTP ${code}` });
+    });
+    req.on('error', (e: NodeJS.ErrnoException) => {
+      const why = e.name === 'AbortError' ? `no answer within ${timeoutMs}ms` : (e.code ?? e.message);
+      resolve({ ok: false, error: `GET ${url.href}: ${why}` });
+    });
+    req.end();
+  });
+}
+
+function probeTcp(host: string, port: number, timeoutMs: number): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host, port });
+    const done = (r: ProbeResult) => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(r);
+    };
+    const timer = setTimeout(() => done({ ok: false, error: `tcp://${host}:${port}: no connection within ${timeoutMs}ms` }), timeoutMs);
+    sock.once('connect', () => done({ ok: true }));
+    sock.once('error', (e: NodeJS.ErrnoException) => done({ ok: false, error: `tcp://${host}:${port}: ${e.code ?? e.message}` }));
+  });
+}
