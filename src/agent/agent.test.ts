@@ -1,0 +1,163 @@
+// The agent loop with fake actuators and a fake clock: the wiring around decide() carries out
+// each action once, feeds results back, and follows wakeAt without real sleeps.
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { Beat, Phase } from '../core/types.js';
+import { parsePolicyText } from '../policy/policy.js';
+import { Agent, type Actuators, type LiveRead, type Timers } from './agent.js';
+
+class FakeTime implements Timers {
+  now = 0;
+  private q: Array<{ at: number; fn: () => void; id: number }> = [];
+  private ids = 0;
+  set(fn: () => void, ms: number) {
+    const id = ++this.ids;
+    this.q.push({ at: this.now + ms, fn, id });
+    return id;
+  }
+  clear(h: unknown) {
+    this.q = this.q.filter((t) => t.id !== h);
+  }
+  async advance(ms: number) {
+    const end = this.now + ms;
+    for (;;) {
+      this.q.sort((a, b) => a.at - b.at);
+      const t = this.q[0];
+      if (!t || t.at > end) break;
+      this.q.shift();
+      this.now = t.at;
+      t.fn();
+      await flush();
+    }
+    this.now = end;
+    await flush();
+  }
+}
+
+async function flush() {
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+}
+
+const policy = (() => {
+  const r = parsePolicyText(
+    'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\ndefaults: { interval: 1s, window: 3s, startupGrace: 4s, handoverTimeout: 5s, handoverBackoff: { initial: 2s, max: 8s } }\n',
+  );
+  if (!r.ok) throw new Error(JSON.stringify(r.errors));
+  return r.policy;
+})();
+
+function setup(live: () => LiveRead = () => ({ beats: [] })) {
+  const time = new FakeTime();
+  const calls: string[] = [];
+  const actuators: Actuators = {
+    capture: async (_p, pod) => {
+      calls.push(`capture:${pod.specHash}`);
+      return { specHash: pod.specHash };
+    },
+    activate: async () => void calls.push('activate'),
+    retire: async () => void calls.push('retire'),
+    collect: async () => void calls.push('collect'),
+    readLive: async () => {
+      calls.push('readLive');
+      return live();
+    },
+    event: async (_p, e) => void calls.push(`event:${e.reason}`),
+  };
+  const agent = new Agent({
+    node: 'n1',
+    clock: { now: () => time.now },
+    timers: time,
+    logger: pino({ level: 'silent' }),
+    actuators,
+    specHash: (pod) => `h-${(pod as { metadata: { uid: string } }).metadata.uid}`,
+    policy,
+  });
+  let seq = 0;
+  const beat = (phase: Phase, uid = 'u1'): Beat => ({ channel: 'lease', holder: 'apiserver-n1', holderUid: uid, role: 'parent', phase, sequence: ++seq, renewTime: `r${seq}` });
+  const pod = (uid = 'u1') => new Map([['kube-system/kube-apiserver', { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid, name: 'apiserver-n1' } }, labels: {} }]]);
+  return { time, calls, agent, beat, pod };
+}
+
+describe('Agent loop', () => {
+  it('captures from a Ready parent, activates after confirmed silence, retires when Ready returns', async () => {
+    const { time, calls, agent, beat, pod } = setup();
+    agent.api(true);
+    agent.podsObserved(pod());
+    for (let i = 0; i < 3; i++) {
+      agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+      await time.advance(1000);
+    }
+    expect(calls).toEqual(['capture:h-u1']);
+    expect(agent.views()[0]!.state.state).toBe('Healthy');
+    // The parent stops beating: after the window (and the grace) a live read, then activation.
+    await time.advance(10_000);
+    expect(calls).toEqual(['capture:h-u1', 'readLive', 'event:CheckpointActivated', 'activate']);
+    expect(agent.views()[0]!.state.checkpoint.active).toBe(true);
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+    await flush();
+    expect(calls.slice(-2)).toEqual(['event:CheckpointRetired', 'retire']);
+    expect(agent.views()[0]!.state.state).toBe('Healthy');
+    expect(agent.views()[0]!.state.checkpoint.active).toBe(false);
+    await agent.stop();
+  });
+
+  it('a live read that finds the parent alive prevents activation', async () => {
+    let lastBeat: Beat | null = null;
+    let reads = 0;
+    // Each live read finds a newer beat: the parent is alive, only the watch is stuck.
+    const { time, calls, agent, beat, pod } = setup(() => {
+      reads += 1;
+      return { beats: lastBeat ? [{ ...lastBeat, sequence: lastBeat.sequence + 100 + reads, renewTime: `later-${reads}` }] : [] };
+    });
+    agent.api(true);
+    agent.podsObserved(pod());
+    for (let i = 0; i < 3; i++) {
+      lastBeat = beat('Ready');
+      agent.beat('kube-system', 'kube-apiserver', lastBeat);
+      await time.advance(1000);
+    }
+    // The watch stalls (no more beats delivered) but the Lease keeps changing in the api-server.
+    await time.advance(30_000);
+    expect(calls.filter((c) => c === 'readLive').length).toBeGreaterThan(3);
+    expect(calls).not.toContain('activate');
+    await agent.stop();
+  });
+
+  it('an actuator failure is reported to the core and retried', async () => {
+    const { time, calls, agent, beat, pod } = setup();
+    let fail = true;
+    const orig = (agent as unknown as { o: { actuators: Actuators } }).o.actuators;
+    const activate = orig.activate;
+    orig.activate = async (p) => {
+      if (fail) {
+        calls.push('activate-failed');
+        throw new Error('ENOSPC: no space left on device');
+      }
+      return activate(p);
+    };
+    agent.api(true);
+    agent.podsObserved(pod());
+    for (let i = 0; i < 3; i++) {
+      agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+      await time.advance(1000);
+    }
+    await time.advance(5000);
+    expect(calls).toContain('activate-failed');
+    fail = false;
+    await time.advance(6000);
+    expect(calls).toContain('activate');
+    expect(agent.views()[0]!.state.checkpoint.active).toBe(true);
+    await agent.stop();
+  });
+
+  it('beats seen before the parent is tracked are kept as its baseline', async () => {
+    const { time, agent, beat, pod } = setup();
+    agent.api(true);
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+    agent.podsObserved(pod());
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+    await time.advance(100);
+    expect(agent.views()[0]!.state.state).toBe('Healthy');
+    await agent.stop();
+  });
+});

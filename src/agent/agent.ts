@@ -1,0 +1,285 @@
+// The node agent's main loop: observers -> decide() -> actuators, for every parent on one node.
+//
+// Promises: decide() is called for one parent at a time with inputs in arrival order; every action
+// it asks for is carried out once and its result is fed back as an input (success or failure), so
+// the core's picture of the node's files stays true. Time only comes from the injected clock and
+// timers. A failing actuator never stops the loop; a throwing observer callback cannot reach it.
+// Assumes: one acting agent per node (see lock.ts); observers deliver only this node's objects.
+import type { Logger } from 'pino';
+import { beatFingerprint, decide, initialState } from '../core/decide.js';
+import { parentId } from '../core/names.js';
+import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo } from '../core/types.js';
+import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
+
+export interface Clock {
+  /** Monotonic milliseconds. */
+  now(): number;
+}
+
+export interface Timers {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+export const realTimers: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+export const monotonicClock: Clock = { now: () => Math.floor(performance.now()) };
+
+/** What the agent knows of a parent beyond the core's state: the pod to capture from, its labels. */
+export interface ParentView {
+  id: string;
+  namespace: string;
+  key: string;
+  state: ParentState;
+  /** Latest parent pod the api-server showed us (raw object, for capture). */
+  pod: unknown | null;
+  labels: Record<string, string>;
+  /** Overrides applied to this parent's policy (for status). */
+  overrides: string[];
+}
+
+export type LiveRead = { beats: Beat[] } | { unavailable: string };
+
+/** The ports the agent drives. Each returns when done; a rejection is reported to the core as actionFailed. */
+export interface Actuators {
+  capture(p: ParentView, pod: PodInfo): Promise<{ specHash: string }>;
+  activate(p: ParentView): Promise<void>;
+  retire(p: ParentView): Promise<void>;
+  collect(p: ParentView): Promise<void>;
+  /** Read the parent's api channels live (no cache). */
+  readLive(p: ParentView, channels: Channel[]): Promise<LiveRead>;
+  event(p: ParentView, e: Extract<Action, { type: 'event' }>): Promise<void>;
+}
+
+export interface AgentHooks {
+  /** Called after every transition (debounce in the caller). */
+  onTransition?(p: ParentView, a: Extract<Action, { type: 'transition' }>): void;
+  /** Called after every decide() (metrics). */
+  onDecision?(p: ParentView): void;
+  /** Called when a parent is forgotten (collected and no longer scheduled). */
+  onForget?(id: string): void;
+}
+
+export interface AgentOptions {
+  node: string;
+  clock: Clock;
+  timers: Timers;
+  logger: Logger;
+  actuators: Actuators;
+  /** Spec hash of the checkpoint a pod would give (sanitize(pod).specHash). */
+  specHash(pod: unknown): string;
+  hooks?: AgentHooks;
+  policy?: Policy;
+}
+
+interface Entry extends ParentView {
+  wakeAt: number | null;
+}
+
+/** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
+const MAX_UNTRACKED_KEYS = 1000;
+
+export class Agent {
+  private readonly entries = new Map<string, Entry>();
+  private readonly untracked = new Map<string, Beat[]>();
+  private policy: Policy;
+  private apiReachable = false;
+  private timer: unknown = null;
+  private timerAt: number | null = null;
+  private stopped = false;
+  private readonly inflight = new Set<Promise<unknown>>();
+
+  constructor(private readonly o: AgentOptions) {
+    this.policy = o.policy ?? defaultPolicy();
+  }
+
+  // ---- what observers call ----
+
+  /** A checkpoint found on disk at start (or a manifest found active). */
+  restore(namespace: string, key: string, checkpoint: CheckpointInfo, labels: Record<string, string> = {}): void {
+    this.ensure(namespace, key, labels, checkpoint);
+  }
+
+  /** The api-server's pods for this node were (re)listed or changed; `parents` maps key id -> pod. */
+  podsObserved(parents: Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }>): void {
+    if (!this.apiReachable) return;
+    for (const p of parents.values()) {
+      const e = this.ensure(p.namespace, p.key, p.labels);
+      e.pod = p.pod;
+      e.labels = p.labels;
+      this.refreshPolicy(e);
+      this.feed(e, { type: 'pod', pod: this.podInfo(p.pod) });
+    }
+    // Everything else has no pod here as far as the api-server knows: the core starts its GC clock.
+    for (const e of this.entries.values()) {
+      if (parents.has(e.id)) continue;
+      e.pod = null;
+      this.feed(e, { type: 'pod', pod: null });
+    }
+  }
+
+  beat(namespace: string, key: string, beat: Beat): void {
+    const e = this.entries.get(parentId(namespace, key));
+    if (e) {
+      this.feed(e, { type: 'beat', beat });
+      return;
+    }
+    const id = parentId(namespace, key);
+    if (!this.untracked.has(id) && this.untracked.size >= MAX_UNTRACKED_KEYS) return;
+    const list = this.untracked.get(id) ?? [];
+    list.push(beat);
+    this.untracked.set(id, list.slice(-3));
+  }
+
+  api(reachable: boolean): void {
+    if (reachable === this.apiReachable) return;
+    this.apiReachable = reachable;
+    this.o.logger.info({ reachable }, 'api-server reachability changed');
+    for (const e of this.entries.values()) this.feed(e, { type: 'api', reachable });
+  }
+
+  setPolicy(policy: Policy): void {
+    this.policy = policy;
+    for (const e of this.entries.values()) this.refreshPolicy(e);
+  }
+
+  views(): ParentView[] {
+    return [...this.entries.values()].map((e) => ({ ...e }));
+  }
+
+  isApiReachable(): boolean {
+    return this.apiReachable;
+  }
+
+  /** Stop scheduling; wait for actions in flight. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== null) this.o.timers.clear(this.timer);
+    this.timer = null;
+    await Promise.allSettled([...this.inflight]);
+  }
+
+  // ---- the loop ----
+
+  private ensure(namespace: string, key: string, labels: Record<string, string>, checkpoint?: CheckpointInfo): Entry {
+    const id = parentId(namespace, key);
+    let e = this.entries.get(id);
+    if (e) {
+      if (checkpoint && !e.state.checkpoint.stored) this.feed(e, checkpoint.active ? { type: 'activated' } : { type: 'captured', specHash: checkpoint.specHash ?? '' });
+      return e;
+    }
+    const eff = policyFor(this.policy, { namespace, key, labels });
+    const state = initialState({ namespace, key, policy: eff.policy, now: this.o.clock.now(), apiReachable: this.apiReachable, ...(checkpoint ? { checkpoint } : {}) });
+    e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, wakeAt: null };
+    this.entries.set(id, e);
+    this.o.logger.info({ parent: id, state: state.state, checkpoint: state.checkpoint }, 'tracking parent');
+    this.feed(e, { type: 'tick' });
+    for (const b of this.untracked.get(id) ?? []) this.feed(e, { type: 'beat', beat: b });
+    this.untracked.delete(id);
+    return e;
+  }
+
+  private refreshPolicy(e: Entry): void {
+    const eff = policyFor(this.policy, { namespace: e.namespace, key: e.key, labels: e.labels });
+    e.overrides = eff.applied;
+    if (JSON.stringify(eff.policy) !== JSON.stringify(e.state.policy)) this.feed(e, { type: 'policy', policy: eff.policy });
+  }
+
+  private podInfo(pod: unknown): PodInfo {
+    const m = (pod as { metadata?: { uid?: string; name?: string } }).metadata ?? {};
+    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod) };
+  }
+
+  private feed(e: Entry, input: Input): void {
+    if (this.stopped) return;
+    const now = this.o.clock.now();
+    const d = decide(e.state, input, now);
+    e.state = d.state;
+    e.wakeAt = d.wakeAt;
+    for (const a of d.actions) this.carryOut(e, a);
+    this.o.hooks?.onDecision?.(e);
+    if (e.state.state === 'Orphaned' && !e.state.checkpoint.stored && !e.state.checkpoint.active && e.state.pod === null) {
+      this.entries.delete(e.id);
+      this.o.logger.info({ parent: e.id }, 'forgot parent: collected and no longer scheduled here');
+      this.o.hooks?.onForget?.(e.id);
+    }
+    this.schedule();
+  }
+
+  private carryOut(e: Entry, a: Action): void {
+    const log = this.o.logger;
+    const run = (what: Action['type'], p: Promise<Input | null>) => {
+      const done = p
+        .catch((err: unknown): Input => {
+          const error = err instanceof Error ? err.message : String(err);
+          log.warn({ parent: e.id, action: what, err: error }, 'action failed');
+          return { type: 'actionFailed', action: what, error };
+        })
+        .then((next) => {
+          const cur = this.entries.get(e.id);
+          if (next && cur) this.feed(cur, next);
+        })
+        .finally(() => this.inflight.delete(done));
+      this.inflight.add(done);
+    };
+    const A = this.o.actuators;
+    switch (a.type) {
+      case 'transition':
+        log.info({ parent: e.id, from: a.from, to: a.to, reason: a.reason }, 'transition');
+        this.o.hooks?.onTransition?.(e, a);
+        return;
+      case 'event':
+        run('event', A.event(e, a).then(() => null));
+        return;
+      case 'capture':
+        run('capture', A.capture(e, a.pod).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input));
+        return;
+      case 'activate':
+        log.info({ parent: e.id, reason: a.reason }, 'activating checkpoint');
+        run('activate', A.activate(e).then(() => ({ type: 'activated' }) as Input));
+        return;
+      case 'retire':
+        log.info({ parent: e.id, reason: a.reason }, 'retiring checkpoint');
+        run('retire', A.retire(e).then(() => ({ type: 'retired' }) as Input));
+        return;
+      case 'collect':
+        log.info({ parent: e.id, reason: a.reason }, 'collecting checkpoint');
+        run('collect', A.collect(e).then(() => ({ type: 'collected' }) as Input));
+        return;
+      case 'confirm':
+        run(
+          'confirm',
+          A.readLive(e, a.channels).then((r): Input => {
+            if ('unavailable' in r) return { type: 'confirmed', outcome: 'unavailable' };
+            const cur = this.entries.get(e.id)?.state ?? e.state;
+            const changed = r.beats.find((b) => b.role === 'parent' && cur.seen[b.channel] !== beatFingerprint(b));
+            return changed ? { type: 'confirmed', outcome: 'changed', beat: changed } : { type: 'confirmed', outcome: 'unchanged' };
+          }),
+        );
+        return;
+    }
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    let next: number | null = null;
+    for (const e of this.entries.values()) if (e.wakeAt !== null && (next === null || e.wakeAt < next)) next = e.wakeAt;
+    if (next === this.timerAt) return;
+    if (this.timer !== null) this.o.timers.clear(this.timer);
+    this.timer = null;
+    this.timerAt = next;
+    if (next === null) return;
+    this.timer = this.o.timers.set(() => this.wake(), Math.max(0, next - this.o.clock.now()));
+  }
+
+  private wake(): void {
+    this.timer = null;
+    this.timerAt = null;
+    const now = this.o.clock.now();
+    for (const e of [...this.entries.values()]) if (e.wakeAt !== null && e.wakeAt <= now) this.feed(e, { type: 'tick' });
+    this.schedule();
+  }
+}
