@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# lastseen: one image for the node agent (`lastseen agent`) and the heartbeat sidecar
+# (`lastseen heartbeat`). The runtime holds Node 20 and one file, the esbuild bundle.
+#
+#   docker build -t ghcr.io/lastseen/lastseen:0.1.0 .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ... .
+#
+# Pin both base images by digest in release builds (FROM image@sha256:...).
+
+# The bundle is plain JavaScript, the same for every target platform: build it once, natively.
+FROM --platform=$BUILDPLATFORM node:20-bookworm-slim AS build
+WORKDIR /src
+# Dependencies first, so that source edits reuse the cached `npm ci` layer.
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY scripts/bundle.mjs scripts/bundle.mjs
+COPY src ./src
+RUN npm run bundle && node dist/lastseen.mjs --help >/dev/null
+
+# Distroless: no shell, no package manager; Node lives at /nodejs/bin/node.
+# Runs as uid 65532 by default, which suits the heartbeat sidecar; the agent's DaemonSet asks
+# for uid 0 explicitly (it writes the root-owned kubelet manifest folder) with every capability
+# dropped.
+FROM gcr.io/distroless/nodejs20-debian12:nonroot
+LABEL org.opencontainers.image.title="lastseen" \
+      org.opencontainers.image.description="Heartbeat-lease checkpoint controller for Kubernetes" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/lastseen/lastseen"
+WORKDIR /app
+COPY --from=build /src/dist/lastseen.mjs /app/lastseen.mjs
+ENV NODE_ENV=production
+# The agent's health port (hostNetwork: it is the node's port).
+EXPOSE 9870
+ENTRYPOINT ["/nodejs/bin/node", "/app/lastseen.mjs"]
+CMD ["--help"]
