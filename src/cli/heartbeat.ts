@@ -1,0 +1,165 @@
+// `lastseen heartbeat`: the sidecar beside a parent's main container. Identity comes from flags or
+// the downward-API environment; JSON logs go to stdout; SIGTERM/SIGINT write a last beat with phase
+// Stopping to every channel and exit 0.
+import type { Command } from 'commander';
+import { type Logger, pino } from 'pino';
+import { parentKey } from '../core/names.js';
+import type { Channel, Role } from '../core/types.js';
+import type { HeartbeatIdentity } from '../heartbeat/beat.js';
+import { startHeartbeat } from '../heartbeat/heartbeat.js';
+import { DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
+import { classifyKubeError } from '../kube/errors.js';
+import { loadKubeConfig, makeKubeClient } from '../kube/client.js';
+import { parseDuration } from '../policy/duration.js';
+import { CliError } from './errors.js';
+
+/** Reading our own pod (parent key, labels) at start: tries, and the timeout of each. */
+const POD_LOOKUP_ATTEMPTS = 3;
+const POD_LOOKUP_TIMEOUT_MS = 2_000;
+
+interface Flags {
+  node?: string;
+  podName?: string;
+  namespace?: string;
+  podUid?: string;
+  parentKey?: string;
+  role?: string;
+  probe: string;
+  probeCa?: string;
+  probeInsecure?: boolean;
+  channels?: string;
+  heartbeatDir: string;
+  policyFile?: string;
+  interval?: string;
+  kubeconfig?: string;
+}
+
+export function register(program: Command): void {
+  program
+    .command('heartbeat')
+    .description('write heartbeats for this pod (run as a sidecar beside the parent container)')
+    .option('--node <name>', 'node name (env NODE_NAME)')
+    .option('--pod-name <name>', 'this pod (env POD_NAME)')
+    .option('--namespace <ns>', "this pod's namespace (env POD_NAMESPACE)")
+    .option('--pod-uid <uid>', "this pod's uid (env POD_UID)")
+    .option('--parent-key <key>', 'parent key (env LASTSEEN_PARENT_KEY; default: derived from the pod)')
+    .option('--role <role>', 'parent or checkpoint (env LASTSEEN_ROLE; default parent)')
+    .option('--probe <spec>', 'readiness of the main container: none, http://…, https://…, tcp://host:port', 'none')
+    .option('--probe-ca <file>', 'CA bundle for an https probe')
+    .option('--probe-insecure', 'do not verify the https probe certificate')
+    .option('--channels <list>', 'comma-separated: lease, annotation, local (default: the policy)')
+    .option('--heartbeat-dir <dir>', 'folder of the local channel', DEFAULT_HEARTBEAT_DIR)
+    .option('--policy-file <file>', "the agent's policy.yaml, for the interval and window")
+    .option('--interval <duration>', 'beat interval, overriding the policy (e.g. 500ms, 5s)')
+    .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
+    .action(async (flags: Flags) => {
+      const logger = pino(pino.destination({ dest: 1, sync: true }));
+      await run(flags, logger);
+    });
+}
+
+function need(value: string | undefined, flag: string, env: string): string {
+  if (!value) throw new CliError(`${flag} (or env ${env}) is required`, 'EUSAGE', 2);
+  return value;
+}
+
+async function run(flags: Flags, logger: Logger): Promise<void> {
+  const env = process.env;
+  const node = need(flags.node ?? env.NODE_NAME, '--node', 'NODE_NAME');
+  const podName = need(flags.podName ?? env.POD_NAME, '--pod-name', 'POD_NAME');
+  const namespace = need(flags.namespace ?? env.POD_NAMESPACE, '--namespace', 'POD_NAMESPACE');
+  const role = (flags.role ?? env.LASTSEEN_ROLE ?? 'parent') as Role;
+  if (role !== 'parent' && role !== 'checkpoint') throw new CliError(`--role must be parent or checkpoint, not "${role}"`, 'EUSAGE', 2);
+  let intervalMs: number | undefined;
+  if (flags.interval) {
+    const d = parseDuration(flags.interval);
+    if (!d.ok) throw new CliError(`--interval: ${d.error}`, 'EUSAGE', 2);
+    intervalMs = d.ms;
+  }
+  const channels = flags.channels?.split(',').map((c) => c.trim()).filter(Boolean) as Channel[] | undefined;
+  const usesApi = !channels || channels.some((c) => c !== 'local');
+
+  let key = flags.parentKey ?? env.LASTSEEN_PARENT_KEY;
+  let podUid = flags.podUid ?? env.POD_UID ?? '';
+  let labels: Record<string, string> = {};
+  if (usesApi || !key) {
+    const pod = await readOwnPod(flags.kubeconfig, namespace, podName, logger);
+    if (pod) {
+      key ??= pod.key;
+      podUid ||= pod.uid;
+      labels = pod.labels;
+    }
+  }
+  if (!key) {
+    key = podName;
+    logger.warn({ pod: podName }, 'parent key unknown (api unreachable, no --parent-key / LASTSEEN_PARENT_KEY): using the pod name; set LASTSEEN_PARENT_KEY so the agent finds these beats');
+  }
+
+  const identity: HeartbeatIdentity = { node, podName, namespace, podUid, key, role };
+  let hb: ReturnType<typeof startHeartbeat>;
+  try {
+    hb = startHeartbeat({
+      identity,
+      intervalMs,
+      policyFile: flags.policyFile,
+      labels,
+      channels,
+      probe: flags.probe,
+      probeCaFile: flags.probeCa,
+      probeInsecure: flags.probeInsecure,
+      heartbeatDir: flags.heartbeatDir,
+      kubeconfigPath: flags.kubeconfig,
+      logger,
+    });
+  } catch (e) {
+    throw new CliError((e as Error).message, 'EHEARTBEAT', 2);
+  }
+
+  await new Promise<void>((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      logger.info({ signal }, 'heartbeat stopping');
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      hb.stop().then(resolve, (e) => {
+        logger.error({ error: (e as Error).message }, 'heartbeat stop failed');
+        resolve();
+      });
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+  process.exit(0);
+}
+
+/** Our own pod's parent key, uid and labels; null when the api-server cannot tell us. */
+async function readOwnPod(
+  kubeconfig: string | undefined,
+  namespace: string,
+  name: string,
+  logger: Logger,
+): Promise<{ key: string; uid: string; labels: Record<string, string> } | null> {
+  let client: ReturnType<typeof makeKubeClient>;
+  try {
+    client = makeKubeClient(loadKubeConfig(kubeconfig), { requestTimeoutMs: POD_LOOKUP_TIMEOUT_MS });
+  } catch (e) {
+    logger.warn({ error: (e as Error).message }, 'no api access: beating without reading this pod');
+    return null;
+  }
+  try {
+    for (let attempt = 1; attempt <= POD_LOOKUP_ATTEMPTS; attempt++) {
+      try {
+        const pod = await client.core.readNamespacedPod({ name, namespace });
+        const labels = pod.metadata?.labels ?? {};
+        const owners = (pod.metadata?.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller }));
+        return { key: parentKey({ name, labels, ownerReferences: owners }), uid: pod.metadata?.uid ?? '', labels };
+      } catch (e) {
+        const err = classifyKubeError(e, `pod ${namespace}/${name}`);
+        logger.warn({ attempt, kind: err.kind, error: err.message }, 'cannot read this pod');
+        if (err.kind !== 'unreachable') return null;
+      }
+    }
+    return null;
+  } finally {
+    client.close();
+  }
+}
