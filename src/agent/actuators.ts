@@ -1,0 +1,171 @@
+// The agent's actuators: the real files (checkpoint store, kubelet manifest directory) and the
+// real api-server (live reads, secrets for capture, Events). Each call does one thing and either
+// resolves or rejects with an error that names the object and the cause; the loop turns a
+// rejection into `actionFailed` so the core retries later. Nothing here decides.
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { capture, type DataResolver } from '../checkpoint/capture.js';
+import type { ManifestDir } from '../checkpoint/manifests.js';
+import { sanitize } from '../checkpoint/sanitize.js';
+import type { Store } from '../checkpoint/store.js';
+import { leaseName } from '../core/names.js';
+import type { Beat, Channel } from '../core/types.js';
+import { beatFromPod } from '../kube/annotation.js';
+import type { KubeClient } from '../kube/client.js';
+import { classifyKubeError } from '../kube/errors.js';
+import { beatFromLease } from '../kube/lease.js';
+import type { Actuators, LiveRead, ParentView } from './agent.js';
+
+export const COMPONENT = 'lastseen-agent';
+
+export interface ActuatorDeps {
+  node: string;
+  /** The agent pod's own name, reported as the Events' reporting instance. */
+  instance: string;
+  store: Store;
+  manifests: ManifestDir;
+  /** Null while running without an api-server (file-only tests); api actions then reject. */
+  kube: () => KubeClient | null;
+  logger: Logger;
+  wallNow?: () => number;
+}
+
+export function specHashOf(deps: Pick<ActuatorDeps, 'node' | 'store'>, id: string, key: string, pod: unknown): string {
+  try {
+    return sanitize(pod as V1Pod, { parentKey: key, node: deps.node, checkpointDir: deps.store.checkpointDir(id) }).specHash;
+  } catch {
+    return ''; // an unsanitizable pod; capture will fail with the reason
+  }
+}
+
+export function kubeResolver(k: KubeClient): DataResolver {
+  const read = async <T>(what: string, f: () => Promise<T>): Promise<T | null> => {
+    try {
+      return await f();
+    } catch (e) {
+      const err = classifyKubeError(e, what);
+      if (err.kind === 'notFound') return null;
+      throw new Error(err.message);
+    }
+  };
+  const decode = (m: Record<string, string> | undefined, base64: boolean) =>
+    Object.fromEntries(Object.entries(m ?? {}).map(([k2, v]) => [k2, Buffer.from(v, base64 ? 'base64' : 'utf8')]));
+  return {
+    secret: async (namespace, name) => {
+      const s = await read(`secret ${namespace}/${name}`, () => k.core.readNamespacedSecret({ name, namespace }));
+      return s ? decode(s.data, true) : null;
+    },
+    configMap: async (namespace, name) => {
+      const c = await read(`configmap ${namespace}/${name}`, () => k.core.readNamespacedConfigMap({ name, namespace }));
+      return c ? { ...decode(c.data, false), ...decode(c.binaryData, true) } : null;
+    },
+    serviceAccountToken: async (namespace, name, audience, expirationSeconds) => {
+      const t = await k.core.createNamespacedServiceAccountToken({
+        name,
+        namespace,
+        body: { spec: { audiences: audience ? [audience] : [], ...(expirationSeconds ? { expirationSeconds } : {}) } },
+      });
+      const token = t.status?.token;
+      if (!token) throw new Error(`TokenRequest for serviceaccount ${namespace}/${name} returned no token`);
+      return Buffer.from(token);
+    },
+  };
+}
+
+export function makeActuators(d: ActuatorDeps): Actuators {
+  const wallNow = d.wallNow ?? Date.now;
+  const kube = (what: string): KubeClient => {
+    const k = d.kube();
+    if (!k) throw new Error(`cannot ${what}: no api-server client`);
+    return k;
+  };
+  return {
+    async capture(p, info) {
+      const pod = p.pod as V1Pod | null;
+      if (!pod || pod.metadata?.uid !== info.uid) throw new Error(`cannot capture ${p.id}: pod ${info.name} (${info.uid}) is no longer the one the api-server shows`);
+      const lastReady = p.state.lastChangeAt !== null ? new Date(wallNow()).toISOString() : null;
+      const r = await capture(
+        pod,
+        { parentKey: p.key, node: d.node, checkpointDir: d.store.checkpointDir(p.id), capturedAt: new Date(wallNow()).toISOString(), lastReadyAt: lastReady },
+        kubeResolver(kube(`capture ${p.id}`)),
+      );
+      const written = await d.store.save(p.id, r.capture, r.data);
+      d.logger.info({ parent: p.id, specHash: r.capture.specHash, written, warnings: r.warnings }, 'checkpoint captured');
+      return { specHash: r.capture.specHash };
+    },
+    async activate(p) {
+      const c = await d.store.load(p.id);
+      if (!c) throw new Error(`cannot activate ${p.id}: no complete checkpoint in ${d.store.checkpointDir(p.id)}`);
+      await d.manifests.activate(p.id, c.manifest);
+    },
+    async retire(p) {
+      await d.manifests.retire(p.id);
+    },
+    async collect(p) {
+      await d.manifests.retire(p.id);
+      await d.store.remove(p.id);
+    },
+    async readLive(p, channels): Promise<LiveRead> {
+      const k = d.kube();
+      if (!k) return { unavailable: 'no api-server client' };
+      const beats: Beat[] = [];
+      try {
+        for (const c of channels as Channel[]) {
+          if (c === 'lease') {
+            const name = leaseName(p.key, d.node);
+            try {
+              const lease = await k.coordination.readNamespacedLease({ name, namespace: p.namespace });
+              const r = beatFromLease(lease, d.node);
+              if (r.ok) beats.push(r.beat);
+              else d.logger.warn({ parent: p.id, reason: r.reason }, 'live read: lease ignored');
+            } catch (e) {
+              if (classifyKubeError(e, `lease ${p.namespace}/${name}`).kind !== 'notFound') throw e;
+            }
+          } else if (c === 'annotation') {
+            const podName = (p.pod as V1Pod | null)?.metadata?.name;
+            if (!podName) continue;
+            try {
+              const pod = await k.core.readNamespacedPod({ name: podName, namespace: p.namespace });
+              const r = beatFromPod(pod, d.node);
+              if (r.ok) beats.push(r.beat);
+            } catch (e) {
+              if (classifyKubeError(e, `pod ${p.namespace}/${podName}`).kind !== 'notFound') throw e;
+            }
+          }
+        }
+      } catch (e) {
+        const err = classifyKubeError(e, `live read of ${p.id}`);
+        if (err.kind === 'unreachable') return { unavailable: err.message };
+        throw new Error(err.message);
+      }
+      return { beats };
+    },
+    async event(p, e) {
+      const k = d.kube();
+      if (!k) return; // Events are best effort; the log has the same line
+      const pod = p.pod as V1Pod | null;
+      const now = new Date(wallNow());
+      const involved = pod?.metadata?.uid
+        ? { apiVersion: 'v1', kind: 'Pod', name: pod.metadata.name, namespace: p.namespace, uid: pod.metadata.uid }
+        : { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node };
+      const body: CoreV1Event = {
+        metadata: { generateName: `${p.key}.`, namespace: p.namespace, labels: { 'app.kubernetes.io/managed-by': 'lastseen', 'lastseen.dev/node': d.node } },
+        involvedObject: involved,
+        reason: e.reason,
+        message: e.message,
+        type: e.eventType,
+        source: { component: COMPONENT, host: d.node },
+        reportingComponent: `lastseen.dev/${COMPONENT}`,
+        reportingInstance: d.instance,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      };
+      try {
+        await k.core.createNamespacedEvent({ namespace: p.namespace, body });
+      } catch (err) {
+        d.logger.warn({ parent: p.id, reason: e.reason, err: classifyKubeError(err, `event for ${p.id}`).message }, 'event not recorded');
+      }
+    },
+  };
+}

@@ -1,0 +1,112 @@
+// The node's NodeCheckpoint status, rebuilt from the agent's views on every write (never patched
+// piecemeal), written on transitions only and coalesced: a burst of transitions costs one write.
+// Times in status are wall-clock ISO strings derived from the agent's monotonic observations.
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { classifyKubeError } from '../kube/errors.js';
+import {
+  type Condition,
+  NODECHECKPOINT_GROUP,
+  NODECHECKPOINT_PLURAL,
+  NODECHECKPOINT_VERSION,
+  type NodeCheckpoint,
+  type NodeCheckpointStatus,
+  newNodeCheckpoint,
+  type ParentStatus,
+  summarize,
+} from '../kube/nodecheckpoint-types.js';
+import type { Clock, ParentView, Timers } from './agent.js';
+
+/** Transitions within this long are written together. */
+export const STATUS_COALESCE_MS = 500;
+/** After a failed write, try again after this long (the api-server may be away). */
+export const STATUS_RETRY_MS = 5_000;
+
+export function buildStatus(node: string, views: ParentView[], monoNow: number, wallNow: number, conditions: Condition[]): NodeCheckpointStatus {
+  const wall = (mono: number) => new Date(wallNow - (monoNow - mono)).toISOString();
+  const parents: ParentStatus[] = views.map((v) => ({
+    namespace: v.namespace,
+    key: v.key,
+    state: v.state.state,
+    phase: v.state.phase ?? '',
+    lastSeen: v.state.lastChangeAt === null ? null : wall(v.state.lastChangeAt),
+    checkpointStored: v.state.checkpoint.stored,
+    checkpointActive: v.state.checkpoint.active,
+    reason: v.state.reason,
+    lastTransitionTime: wall(v.state.since),
+    handoverAttempts: v.state.handover.attempts,
+    policyOverrides: v.overrides,
+  }));
+  return summarize(node, parents, conditions, new Date(wallNow).toISOString());
+}
+
+export interface StatusWriterOptions {
+  node: string;
+  kubeConfig: KubeConfig;
+  views: () => ParentView[];
+  conditions: () => Condition[];
+  clock: Clock;
+  timers: Timers;
+  logger: Logger;
+  wallNow?: () => number;
+}
+
+export class StatusWriter {
+  private readonly api: CustomObjectsApi;
+  private timer: unknown = null;
+  private writing: Promise<void> | null = null;
+  private again = false;
+  writes = 0;
+
+  constructor(private readonly o: StatusWriterOptions) {
+    this.api = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  /** Ask for a write soon (coalesced). */
+  poke(delayMs = STATUS_COALESCE_MS): void {
+    if (this.timer !== null) return;
+    this.timer = this.o.timers.set(() => {
+      this.timer = null;
+      void this.flush();
+    }, delayMs);
+  }
+
+  async flush(): Promise<void> {
+    if (this.writing) {
+      this.again = true;
+      return this.writing;
+    }
+    this.writing = this.write()
+      .catch((e: unknown) => {
+        this.o.logger.warn({ err: classifyKubeError(e, `nodecheckpoint ${this.o.node}`).message }, 'status not written; will retry');
+        this.poke(STATUS_RETRY_MS);
+      })
+      .finally(() => {
+        this.writing = null;
+        if (this.again) {
+          this.again = false;
+          this.poke(0);
+        }
+      });
+    return this.writing;
+  }
+
+  stop(): void {
+    if (this.timer !== null) this.o.timers.clear(this.timer);
+    this.timer = null;
+  }
+
+  private async write(): Promise<void> {
+    const base = { group: NODECHECKPOINT_GROUP, version: NODECHECKPOINT_VERSION, plural: NODECHECKPOINT_PLURAL, name: this.o.node };
+    let obj: NodeCheckpoint;
+    try {
+      obj = (await this.api.getClusterCustomObject(base)) as NodeCheckpoint;
+    } catch (e) {
+      if (classifyKubeError(e, `nodecheckpoint ${this.o.node}`).kind !== 'notFound') throw e;
+      obj = (await this.api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node) })) as NodeCheckpoint;
+    }
+    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), this.o.conditions());
+    await this.api.replaceClusterCustomObjectStatus({ ...base, body: { ...obj, status } });
+    this.writes += 1;
+  }
+}
