@@ -1,7 +1,7 @@
 // Effective policy: built-in defaults, then the document's `defaults`, then each matching override
 // in document order (later wins). Cross-field rules are checked on every combination a parent can
 // end up with, so an override cannot smuggle in a window shorter than two intervals.
-import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { parseDocument } from 'yaml';
 import { formatDuration } from './duration.js';
 import {
   type Channel,
@@ -128,12 +128,23 @@ export function crossFieldErrors(p: ParentPolicy, at: string): PolicyError[] {
 }
 
 export function parsePolicyText(text: string): PolicyResult {
+  // Warnings (an unknown tag, say) are refused like errors: a policy should mean exactly one thing.
+  const parsed = parseDocument(text, { prettyErrors: true, uniqueKeys: true, logLevel: 'silent' });
+  const problems = [...parsed.errors, ...parsed.warnings];
+  if (problems.length > 0) {
+    return {
+      ok: false,
+      errors: problems.map((e) => ({
+        path: e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '(document)',
+        message: `not valid YAML: ${e.message.split('\n')[0]}`,
+      })),
+    };
+  }
   let doc: unknown;
   try {
-    doc = parseYaml(text, { prettyErrors: true, uniqueKeys: true });
+    doc = parsed.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    const where = e instanceof YAMLParseError && e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '(document)';
-    return { ok: false, errors: [{ path: where, message: `not valid YAML: ${(e as Error).message.split('\n')[0]}` }] };
+    return { ok: false, errors: [{ path: '(document)', message: `not valid YAML: ${(e as Error).message.split('\n')[0]}` }] };
   }
   return parsePolicy(doc);
 }
