@@ -74,13 +74,12 @@ export function parseRenewTime(v: unknown, what = 'renewTime'): Field<string> {
   const m = MICROTIME.exec(s);
   if (!m) return bad(`${what} is ${show(v)}, not an RFC 3339 UTC time with six fractional digits`);
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
-  const ms = Date.UTC(year, month - 1, day, hour, minute, second);
-  const d = new Date(ms);
+  if (year < 1970) return bad(`${what} ${s} is before the Unix epoch: not a clock reading (an unset time?)`);
+  const d = new Date(Date.UTC(year, month - 1, day, hour, minute, second));
   // Date.UTC rolls over (Feb 30 -> Mar 2); a real instant round-trips.
   if (d.getUTCFullYear() !== year || d.getUTCMonth() !== month - 1 || d.getUTCDate() !== day || hour > 23 || minute > 59 || second > 59) {
     return bad(`${what} ${s} is not a real instant`);
   }
-  if (year < 1970) return bad(`${what} ${s} is before the Unix epoch: not a clock reading (an unset time?)`);
   return { ok: true, value: s };
 }
 

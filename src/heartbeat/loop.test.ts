@@ -1,0 +1,113 @@
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { Beat, Channel } from '../core/types.js';
+import type { HeartbeatIdentity, ProbeResult } from './beat.js';
+import type { BeatWriter } from './channel.js';
+import { runHeartbeatLoop } from './loop.js';
+import { FakeClock, settle } from './testing/fake-clock.js';
+
+const identity: HeartbeatIdentity = { namespace: 'kube-system', podName: 'api-1', podUid: 'u-1', key: 'kube-apiserver', node: 'n1', role: 'parent' };
+
+class Recorder implements BeatWriter {
+  beats: Array<Beat & { at: number }> = [];
+  closed = false;
+  constructor(
+    readonly channel: Channel,
+    private readonly clock: FakeClock,
+    private readonly behaviour: 'ok' | 'fail' | 'throw-sync' | 'hang' = 'ok',
+  ) {}
+  write(beat: Beat): Promise<void> {
+    if (this.behaviour === 'throw-sync') throw new Error('broken writer');
+    this.beats.push({ ...beat, at: this.clock.now() });
+    if (this.behaviour === 'fail') return Promise.reject(new Error(`${this.channel}: api-server unreachable`));
+    if (this.behaviour === 'hang') return new Promise((r) => this.clock.sleep(10_000).then(r));
+    return Promise.resolve();
+  }
+  close() {
+    this.closed = true;
+  }
+}
+
+function memoryLogger() {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(JSON.parse(s)) });
+  return { logger, lines };
+}
+
+describe('runHeartbeatLoop', () => {
+  it('beats every interval on all channels, one sequence per round, then a Stopping beat on stop', async () => {
+    const clock = new FakeClock();
+    const lease = new Recorder('lease', clock);
+    const local = new Recorder('local', clock);
+    const { logger } = memoryLogger();
+    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [lease, local], probe: async () => ({ ok: true }), clock, logger });
+    await clock.advance(4500);
+    expect(lease.beats.map((b) => b.at)).toEqual([0, 1000, 2000, 3000, 4000]);
+    expect(lease.beats.map((b) => b.sequence)).toEqual([1, 2, 3, 4, 5]);
+    expect(local.beats.map((b) => b.sequence)).toEqual([1, 2, 3, 4, 5]);
+    expect(lease.beats.every((b) => b.phase === 'Ready' && b.channel === 'lease' && b.holder === 'api-1')).toBe(true);
+    expect(local.beats[2]!.renewTime).toBe(lease.beats[2]!.renewTime);
+    expect(lease.beats[1]!.renewTime).toMatch(/^2026-12-02T10:00:01\.000000Z$/);
+    await hb.stop();
+    const last = lease.beats.at(-1)!;
+    expect(last).toMatchObject({ phase: 'Stopping', sequence: 6 });
+    expect(local.beats.at(-1)).toMatchObject({ phase: 'Stopping', sequence: 6 });
+    expect(lease.closed && local.closed).toBe(true);
+    expect(hb.beats()).toBe(6);
+    await clock.advance(5000);
+    expect(lease.beats).toHaveLength(6);
+    await hb.stop(); // idempotent
+    expect(lease.beats).toHaveLength(6);
+  });
+
+  it('a failing channel does not stop the others, and is logged with structured fields', async () => {
+    const clock = new FakeClock();
+    const lease = new Recorder('lease', clock, 'fail');
+    const annotation = new Recorder('annotation', clock, 'throw-sync');
+    const local = new Recorder('local', clock);
+    const { logger, lines } = memoryLogger();
+    const hb = runHeartbeatLoop({ identity, intervalMs: 500, writers: [lease, annotation, local], probe: async () => ({ ok: true }), clock, logger });
+    await clock.advance(2400);
+    expect(local.beats.map((b) => b.sequence)).toEqual([1, 2, 3, 4, 5]);
+    expect(lease.beats).toHaveLength(5);
+    const failures = lines.filter((l) => l.msg === 'heartbeat channel write failed');
+    expect(failures.filter((l) => l.channel === 'lease').map((l) => l.consecutiveFailures)).toEqual([1, 2, 3, 4, 5]);
+    expect(failures.find((l) => l.channel === 'annotation')).toMatchObject({ level: 40, sequence: 1, error: 'broken writer' });
+    expect(failures.find((l) => l.channel === 'lease')).toMatchObject({ error: 'lease: api-server unreachable', phase: 'Ready' });
+    expect(hb.stats()).toMatchObject({ local: { written: 5, failed: 0 }, lease: { written: 0, failed: 5 } });
+    await hb.stop();
+    expect(local.beats.at(-1)!.phase).toBe('Stopping');
+    expect(lease.beats.at(-1)!.phase).toBe('Stopping');
+  });
+
+  it('the probe chooses the phase', async () => {
+    const clock = new FakeClock();
+    const local = new Recorder('local', clock);
+    const answers: ProbeResult[] = [{ ok: false, error: 'connection refused' }, { ok: false, error: 'HTTP 503' }, { ok: true }, { ok: false, error: 'HTTP 500' }];
+    let i = 0;
+    const { logger, lines } = memoryLogger();
+    const hb = runHeartbeatLoop({ identity, intervalMs: 100, writers: [local], probe: async () => answers[i++] ?? { ok: true }, clock, logger });
+    await clock.advance(350);
+    expect(local.beats.map((b) => b.phase)).toEqual(['Starting', 'Starting', 'Ready', 'Starting']);
+    expect(lines.filter((l) => l.msg === 'heartbeat phase').map((l) => l.phase)).toEqual(['Starting', 'Ready', 'Starting']);
+    await hb.stop();
+  });
+
+  it('a round that overruns skips the ticks it missed instead of bunching up', async () => {
+    const clock = new FakeClock();
+    const slow = new Recorder('lease', clock, 'hang');
+    const { logger, lines } = memoryLogger();
+    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [slow], probe: async () => ({ ok: true }), clock, logger });
+    await clock.advance(10_000);
+    await settle();
+    // Round 1 ran 0..10000 (hung writer); the next starts at the next tick, not ten at once.
+    expect(slow.beats.map((b) => b.at)).toEqual([0, 10_000]);
+    expect(lines.find((l) => l.msg === 'heartbeat round overran its interval')).toMatchObject({ sequence: 1, tookMs: 10_000 });
+    await clock.advance(10_000);
+    expect(slow.beats.map((b) => b.at)).toEqual([0, 10_000, 20_000]);
+    const stopped = hb.stop();
+    await clock.advance(20_000);
+    await stopped;
+    expect(slow.beats.at(-1)!.phase).toBe('Stopping');
+  });
+});

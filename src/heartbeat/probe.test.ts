@@ -1,0 +1,73 @@
+import { createServer, type Server } from 'node:http';
+import { createServer as createTcpServer, type AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeProbe, parseProbe } from './probe.js';
+
+const closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of closers.splice(0)) await c();
+});
+
+async function listen(server: Server | ReturnType<typeof createTcpServer>): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  closers.push(() => new Promise<void>((r) => server.close(() => r())));
+  return (server.address() as AddressInfo).port;
+}
+
+function probe(spec: string, timeoutMs = 1000) {
+  const p = parseProbe(spec);
+  if (!p.ok) throw new Error(p.error);
+  return makeProbe(p.spec, { timeoutMs })();
+}
+
+describe('parseProbe', () => {
+  it.each(['none', '', 'http://127.0.0.1:8080/healthz', 'https://localhost:6443/readyz', 'tcp://127.0.0.1:2379', 'tcp://[::1]:80'])('accepts %j', (s) => {
+    expect(parseProbe(s).ok).toBe(true);
+  });
+  it.each(['127.0.0.1:80', 'ftp://x', 'tcp://host', 'tcp://:80', 'tcp://h:70000'])('refuses %j', (s) => {
+    const r = parseProbe(s);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error).toContain(s);
+  });
+});
+
+describe('probes', () => {
+  it('none is always ready', async () => {
+    expect(await probe('none')).toEqual({ ok: true });
+  });
+
+  it('http: 2xx/3xx ready, other statuses and refusals not, with the reason', async () => {
+    let status = 200;
+    const server = createServer((req, res) => {
+      res.statusCode = req.url === '/healthz' ? status : 404;
+      res.end('ok');
+    });
+    const port = await listen(server);
+    expect(await probe(`http://127.0.0.1:${port}/healthz`)).toEqual({ ok: true });
+    status = 302;
+    expect(await probe(`http://127.0.0.1:${port}/healthz`)).toEqual({ ok: true });
+    status = 503;
+    expect(await probe(`http://127.0.0.1:${port}/healthz`)).toEqual({ ok: false, error: `GET http://127.0.0.1:${port}/healthz: HTTP 503` });
+    expect(await probe(`http://127.0.0.1:${port}/other`)).toMatchObject({ ok: false, error: expect.stringContaining('HTTP 404') });
+    await closers.pop()!();
+    expect(await probe(`http://127.0.0.1:${port}/healthz`)).toMatchObject({ ok: false, error: expect.stringContaining('ECONNREFUSED') });
+  });
+
+  it('http: a server that never answers fails within the timeout', async () => {
+    const server = createServer(() => {});
+    const port = await listen(server);
+    closers.unshift(async () => void server.closeAllConnections());
+    const t0 = performance.now();
+    const r = await probe(`http://127.0.0.1:${port}/`, 150);
+    expect(r).toMatchObject({ ok: false, error: expect.stringContaining('no answer within 150ms') });
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+
+  it('tcp: an accepted connection is ready, a refused one is not', async () => {
+    const server = createTcpServer((s) => s.end());
+    const port = await listen(server);
+    expect(await probe(`tcp://127.0.0.1:${port}`)).toEqual({ ok: true });
+    await closers.pop()!();
+    expect(await probe(`tcp://127.0.0.1:${port}`)).toMatchObject({ ok: false, error: expect.stringContaining('ECONNREFUSED') });
+  });
+});
