@@ -86,7 +86,13 @@ export async function writeFileAtomic(path: string, bytes: Uint8Array, options: 
   const dir = dirname(path);
   const temp = join(dir, tempName(basename(path)));
   try {
-    await writeNewFile(fs, temp, bytes, options.mode);
+    try {
+      await writeNewFile(fs, temp, bytes, options.mode);
+    } catch (err) {
+      // Name the file the caller asked for; the temporary name means nothing to a person.
+      const e = StoreError.from(err, 'write', temp);
+      throw new StoreError(`${e.op} the temporary file of`, path, e.code, e.hint, { cause: err });
+    }
     try {
       await fs.rename(temp, path);
     } catch (err) {
