@@ -57,6 +57,7 @@ export interface DataFile {
 export interface SanitizeOptions {
   /** The parent key (see parentKey in ../core/names.ts). */
   parentKey: string;
+  /** The node the copy is for. Not written into the manifest: the kubelet runs static pods where it is. */
   node: string;
   /** Absolute host path of this checkpoint's folder, e.g. /var/lib/lastseen/checkpoints/ns_key. */
   checkpointDir: string;

@@ -15,8 +15,8 @@
 //   order can protect pod.json but not a pair of data files. When only meta.json changes (a new
 //   capture time for the same pod and data) it is replaced atomically in place. When nothing
 //   changes nothing is written.
-// - A crash can leave staging or old folders behind. `settle` (run by save, load, list, remove)
-//   repairs them: the live folder wins; with no live folder, a complete staged copy is promoted
+// - A crash can leave staging or old folders behind. `settle` (run by save, load and list; remove
+//   deletes every leftover of its id) repairs them: the live folder wins; with no live folder, a complete staged copy is promoted
 //   (the crash fell between the two renames), else a complete old one is put back.
 //   `.del-<hex>` folders (a remove in progress) are only ever deleted.
 //
