@@ -1,0 +1,179 @@
+// Observer of the local heartbeat folder (/run/lastseen/heartbeats by default).
+//
+// Promises: every `pollMs` the folder is scanned; `onFile(name, text)` is called for a `*.json`
+// file whose bytes differ from what was last handed over for that name (first sight included),
+// and `onRemoved(name)` once for a name that was handed over and is gone. Dot files (the writers'
+// temporaries) and anything not ending in `.json` are ignored. A file that cannot be read, or is
+// larger than a beat can be, is logged with its reason (once per distinct problem) and skipped;
+// nothing here throws into the agent. Parsing is not done here: `beatFromFile`
+// (src/heartbeat/local.ts) turns the text into a beat.
+//
+// Why polling and not fs.watch: the folder is a hostPath shared with other pods; inotify on such
+// mounts (overlay, bind mounts across mount namespaces, some CSI and network filesystems) misses
+// events or reports none, and a missed event here would read as a silent parent. A readdir and
+// one small read per file each second is cheap and always right.
+//
+// Assumes: writers replace files atomically (dot-prefixed temporary, rename), as the local channel
+// does, so a read sees a whole file; a torn or hand-edited file is still handed over as text and
+// refused later by beatFromFile with a reason.
+import { createHash } from 'node:crypto';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { DEFAULT_HEARTBEAT_DIR, MAX_BEAT_FILE_BYTES } from '../../heartbeat/local.js';
+import type { Timers } from '../agent.js';
+
+export { DEFAULT_HEARTBEAT_DIR };
+
+/**
+ * Default scan period. Beats change every interval (5 s by default, never below the policy's
+ * minimum); one second of detection delay is small against a 20 s window and costs one readdir
+ * and a stat per parent.
+ */
+export const LOCAL_POLL_MS = 1_000;
+
+export interface LocalBeatsOptions {
+  /** Default DEFAULT_HEARTBEAT_DIR. */
+  dir?: string;
+  /** Default LOCAL_POLL_MS. */
+  pollMs?: number;
+  log: Logger;
+  timers: Timers;
+  onFile(name: string, text: string): void;
+  onRemoved(name: string): void;
+}
+
+export interface LocalBeats {
+  /** Scan at once, then every pollMs. Idempotent. */
+  start(): void;
+  /** Stop polling; waits for a scan in progress. No callback runs after this resolves. */
+  stop(): Promise<void>;
+  /** One scan now (the timer's scans and this one never overlap). */
+  pollOnce(): Promise<void>;
+}
+
+interface Seen {
+  /** sha256 of the bytes last handed over. */
+  hash: string | null;
+  /** The last problem logged for this name, so a bad file is logged once, not every second. */
+  problem: string | null;
+}
+
+export function isBeatFileName(name: string): boolean {
+  return !name.startsWith('.') && name.endsWith('.json') && !name.endsWith('.tmp');
+}
+
+export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
+  const dir = opts.dir ?? DEFAULT_HEARTBEAT_DIR;
+  const pollMs = opts.pollMs ?? LOCAL_POLL_MS;
+  if (!(pollMs > 0)) throw new Error(`local beats: pollMs must be positive, got ${pollMs}`);
+  const log = opts.log.child({ observer: 'local-beats', dir });
+  const seen = new Map<string, Seen>();
+  let dirProblem: string | null = null;
+  let stopped = false;
+  let started = false;
+  let timer: unknown = null;
+  let running: Promise<void> | null = null;
+
+  const call = (what: string, fn: () => void) => {
+    if (stopped) return;
+    try {
+      fn();
+    } catch (e) {
+      log.error({ callback: what, error: (e as Error)?.message ?? String(e) }, 'local beats callback threw; carrying on');
+    }
+  };
+
+  const problem = (name: string, s: Seen, reason: string, code?: string) => {
+    if (s.problem === reason) return;
+    s.problem = reason;
+    log.warn({ file: name, reason, code }, 'heartbeat file skipped');
+  };
+
+  const remove = (name: string) => {
+    const s = seen.get(name);
+    seen.delete(name);
+    if (s?.hash) call('onRemoved', () => opts.onRemoved(name));
+  };
+
+  async function scanFile(name: string): Promise<void> {
+    const s: Seen = seen.get(name) ?? { hash: null, problem: null };
+    seen.set(name, s);
+    const path = join(dir, name);
+    try {
+      const st = await stat(path);
+      if (!st.isFile()) return problem(name, s, 'not a regular file');
+      if (st.size > MAX_BEAT_FILE_BYTES) return problem(name, s, `${st.size} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
+      // Always read (a beat is a few hundred bytes) and compare bytes: an mtime+size shortcut misses
+      // an in-place rewrite within the filesystem's timestamp granularity.
+      const bytes = await readFile(path);
+      if (bytes.length > MAX_BEAT_FILE_BYTES) return problem(name, s, `${bytes.length} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
+      s.problem = null;
+      const hash = createHash('sha256').update(bytes).digest('hex');
+      if (hash === s.hash) return;
+      s.hash = hash;
+      const text = bytes.toString('utf8');
+      call('onFile', () => opts.onFile(name, text));
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      // Renamed away between readdir and read: the next scan sees what replaced it, or its absence.
+      if (code === 'ENOENT') return;
+      problem(name, s, (e as Error).message, code);
+    }
+  }
+
+  async function scan(): Promise<void> {
+    let names: string[];
+    try {
+      names = (await readdir(dir)).filter(isBeatFileName);
+      if (dirProblem) log.info({}, 'heartbeat folder readable again');
+      dirProblem = null;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      const reason = (e as Error).message;
+      if (dirProblem !== reason) log.warn({ code, reason }, code === 'ENOENT' ? 'heartbeat folder does not exist (yet)' : 'heartbeat folder unreadable');
+      dirProblem = reason;
+      // A folder that is gone holds no beats; one we may not read tells us nothing, so keep what we know.
+      if (code === 'ENOENT') for (const name of [...seen.keys()]) remove(name);
+      return;
+    }
+    const present = new Set(names);
+    for (const name of [...seen.keys()]) if (!present.has(name)) remove(name);
+    for (const name of names.sort()) {
+      if (stopped) return;
+      await scanFile(name);
+    }
+  }
+
+  const pollOnce = (): Promise<void> => {
+    running ??= scan()
+      .catch((e) => log.error({ error: (e as Error).message }, 'heartbeat folder scan failed unexpectedly'))
+      .finally(() => {
+        running = null;
+      });
+    return running;
+  };
+
+  const tick = () => {
+    timer = null;
+    if (stopped) return;
+    void pollOnce().then(() => {
+      if (!stopped) timer = opts.timers.set(tick, pollMs);
+    });
+  };
+
+  return {
+    start() {
+      if (stopped || started) return;
+      started = true;
+      tick();
+    },
+    async stop() {
+      stopped = true;
+      if (timer !== null) opts.timers.clear(timer);
+      timer = null;
+      await running;
+    },
+    pollOnce,
+  };
+}
