@@ -134,7 +134,7 @@ describe('local beats observer', () => {
       dir,
       log,
       timers: time,
-      onFile: (name, text) => {
+      onFile: (_name, text) => {
         got.push(text);
         if (text === 'bad') throw new Error('consumer bug');
       },
