@@ -12,6 +12,7 @@ const program = new Command('lastseen')
 const registrations: Array<(p: Command) => void> = [
   (await import('./heartbeat.js')).register,
   (await import('./policy.js')).register,
+  (await import('./simulate.js')).register,
   (await import('./status.js')).register,
 ];
 for (const register of registrations) register(program);

@@ -1,0 +1,126 @@
+// `lastseen simulate SCENARIO|--file FILE [--seed N] [--strategy S] [--json] [--svg FILE]` and
+// `lastseen simulate random --seeds A..B`: run the deterministic simulator, print the timeline and
+// a verdict (or one JSON object), optionally draw the run.
+import { readFile, writeFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import {
+  formatTimeline,
+  namedScenario,
+  parseScenarioText,
+  parseSeedRange,
+  randomScenario,
+  renderSvg,
+  runScenario,
+  type RunResult,
+  SCENARIO_NAMES,
+  STRATEGIES,
+  type Scenario,
+  type StrategyName,
+} from '../sim/index.js';
+import { CliError } from './errors.js';
+
+interface Opts {
+  file?: string;
+  seed?: string;
+  strategy: string;
+  json?: boolean;
+  svg?: string;
+  seeds?: string;
+}
+
+function strategyOf(s: string): StrategyName {
+  if (!(STRATEGIES as readonly string[]).includes(s)) throw new CliError(`unknown strategy "${s}": use one of ${STRATEGIES.join(', ')}`, 'ESTRATEGY', 2);
+  return s as StrategyName;
+}
+
+function seedOf(s: string | undefined): number | undefined {
+  if (s === undefined) return undefined;
+  if (!/^\d+$/.test(s)) throw new CliError(`--seed must be a non-negative integer, got "${s}"`, 'ESEED', 2);
+  return Number(s);
+}
+
+async function load(name: string | undefined, file: string | undefined): Promise<Scenario> {
+  if (file) {
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (e) {
+      throw new CliError(`cannot read ${file}: ${(e as Error).message}`, 'EREAD', 2);
+    }
+    const r = parseScenarioText(text);
+    if (!r.ok) {
+      for (const err of r.errors) process.stderr.write(`${file}: ${err.path}: ${err.message}\n`);
+      throw new CliError(`${file}: ${r.errors.length} error(s); the scenario was not run`, 'ESCENARIO', 1);
+    }
+    return r.scenario;
+  }
+  if (!name) throw new CliError(`name a scenario (${SCENARIO_NAMES.join(', ')}, random) or pass --file FILE`, 'ENOSCENARIO', 2);
+  const s = namedScenario(name);
+  if (!s) throw new CliError(`no scenario named "${name}": known are ${SCENARIO_NAMES.join(', ')}, random`, 'ENOSCENARIO', 2);
+  return s;
+}
+
+function jsonOf(r: RunResult): Record<string, unknown> {
+  return {
+    scenario: r.scenario,
+    seed: r.seed,
+    strategy: r.strategy,
+    verdict: r.verdict,
+    invariantViolations: r.invariantViolations,
+    expectationFailures: r.expectationFailures,
+    outcome: r.outcome,
+    simulatedSeconds: r.endedAt,
+    events: r.events,
+  };
+}
+
+function runRandom(range: string, strategy: StrategyName, json: boolean): void {
+  const seeds = parseSeedRange(range);
+  if (!seeds) throw new CliError(`--seeds must look like 1..1000, got "${range}"`, 'ESEEDS', 2);
+  const failing: Array<{ seed: number; violations: RunResult['invariantViolations'] }> = [];
+  let runs = 0;
+  const t0 = Date.now();
+  for (let seed = seeds.from; seed <= seeds.to; seed++) {
+    const r = runScenario(randomScenario(seed), { seed, strategy, keepLogs: false });
+    runs++;
+    if (r.invariantViolations.length > 0) failing.push({ seed, violations: r.invariantViolations });
+  }
+  const wallSeconds = (Date.now() - t0) / 1000;
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ strategy, runs, passed: runs - failing.length, failed: failing.length, failing, wallSeconds })}\n`);
+  } else {
+    process.stdout.write(`random seeds ${seeds.from}..${seeds.to} (${strategy}): ${runs} runs, ${runs - failing.length} passed, ${failing.length} failed, ${wallSeconds.toFixed(1)}s\n`);
+    for (const f of failing) {
+      const v = f.violations[0]!;
+      process.stdout.write(`  seed ${f.seed}: ${v.invariant} at ${v.t}s on ${v.node} (${v.key}): ${v.message}\n    replay: lastseen simulate random --seeds ${f.seed}..${f.seed} (or --seed ${f.seed} with the timeline: lastseen simulate random-one --seed ${f.seed})\n`);
+    }
+  }
+  if (failing.length > 0 && strategy === 'lastseen') process.exitCode = 1;
+}
+
+export function register(program: Command): void {
+  program
+    .command('simulate')
+    .argument('[scenario]', `${SCENARIO_NAMES.join(', ')}, random (with --seeds) or random-one (with --seed)`)
+    .description('run the deterministic simulator on a named scenario or a scenario file')
+    .option('-f, --file <file>', 'a scenario file (YAML or JSON)')
+    .option('--seed <n>', 'seed (a seed replays a run exactly)')
+    .option('--seeds <A..B>', 'with `random`: the range of seeds to run')
+    .option('--strategy <name>', `checkpointing strategy: ${STRATEGIES.join(', ')}`, 'lastseen')
+    .option('--json', 'print one JSON object instead of the timeline')
+    .option('--svg <file>', 'draw the run as an SVG chart')
+    .action(async (name: string | undefined, opts: Opts) => {
+      const strategy = strategyOf(opts.strategy);
+      if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json);
+      const seed = seedOf(opts.seed);
+      const scenario = name === 'random-one' ? randomScenario(seed ?? 1) : await load(name, opts.file);
+      const r = runScenario(scenario, { seed, strategy });
+      if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r), null, 2)}\n`);
+      else process.stdout.write(`${formatTimeline(r)}\n`);
+      if (opts.svg) {
+        await writeFile(opts.svg, renderSvg(r));
+        if (!opts.json) process.stdout.write(`chart written to ${opts.svg}\n`);
+      }
+      if (r.verdict === 'fail') process.exitCode = 1;
+    });
+}

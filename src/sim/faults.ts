@@ -1,0 +1,119 @@
+// Faults from a scenario's schedule, applied to the world at their time. Each records when it
+// ends, for the liveness bounds.
+import { T } from './model.js';
+import type { FaultSpec } from './schema.js';
+import { specFor, type World } from './world.js';
+
+export function faultEnd(f: FaultSpec): number {
+  switch (f.type) {
+    case 'reboot':
+      return f.at + f.down;
+    case 'partition':
+    case 'latency':
+    case 'stall-watch':
+      return f.at + f.duration;
+    default:
+      return f.at;
+  }
+}
+
+export function describeFault(f: FaultSpec): string {
+  switch (f.type) {
+    case 'reboot':
+      return `reboot (down ${f.down / 1000}s)`;
+    case 'partition':
+      return `network partition for ${f.duration / 1000}s`;
+    case 'latency':
+      return `+${f.latency}ms latency to the api-server for ${f.duration / 1000}s`;
+    case 'stall-watch':
+      return `agent's watch stalls for ${f.duration / 1000}s`;
+    case 'delete-pod':
+      return `kubectl delete pod (${f.key})`;
+    case 'rollout':
+      return `rollout of ${f.key} (${f.healthy ? 'healthy' : 'never becomes Ready'})`;
+    case 'agent-restart':
+      return 'agent container killed';
+    case 'clock-step':
+      return `wall clock steps by ${f.step / 1000}s`;
+  }
+}
+
+export function scheduleFaults(w: World): void {
+  const faults = w.scenario.spec.faults;
+  for (const f of faults) {
+    w.lastFaultEnd = Math.max(w.lastFaultEnd, faultEnd(f));
+    w.firstFaultAt = w.firstFaultAt === null ? f.at : Math.min(w.firstFaultAt, f.at);
+    w.q.at(f.at, () => apply(w, f));
+  }
+}
+
+function apply(w: World, f: FaultSpec): void {
+  const node = 'node' in f ? w.nodes.get(f.node)! : null;
+  w.log(node?.name ?? 'cluster', 'fault', describeFault(f), 'key' in f ? f.key : undefined);
+  switch (f.type) {
+    case 'reboot': {
+      const n = node!;
+      n.up = false;
+      n.bootId++;
+      n.ports.clear();
+      n.files.clear();
+      w.kubelets.delete(n.name);
+      w.agents.delete(n.name);
+      w.q.at(f.at + f.down, () => {
+        n.up = true;
+        n.bootId++;
+        n.clock.bootAt = w.q.now;
+        w.log(n.name, 'fault', 'node is up again');
+        const boot = n.bootId;
+        w.q.after(T.kubeletStartMs, () => {
+          if (n.bootId === boot) w.startKubelet(n);
+        });
+      });
+      return;
+    }
+    case 'partition':
+      node!.net.partitioned = true;
+      w.q.at(f.at + f.duration, () => {
+        node!.net.partitioned = false;
+        w.log(node!.name, 'fault', 'partition healed');
+      });
+      return;
+    case 'latency':
+      node!.net.latencyMs = f.latency;
+      w.q.at(f.at + f.duration, () => {
+        node!.net.latencyMs = 0;
+        w.log(node!.name, 'fault', 'latency back to normal');
+      });
+      return;
+    case 'stall-watch':
+      node!.net.watchStalled = true;
+      w.q.at(f.at + f.duration, () => {
+        node!.net.watchStalled = false;
+        w.log(node!.name, 'fault', 'watch resumes (watchdog restarted it)');
+        w.agents.get(node!.name)?.onWatchResumed?.();
+      });
+      return;
+    case 'delete-pod': {
+      const pod = w.api.podFor(f.node, f.key);
+      if (!w.api.available()) w.log('cluster', 'fault', 'kubectl delete failed: no api-server available');
+      else if (pod) w.api.deletePod(pod.uid);
+      return;
+    }
+    case 'rollout': {
+      const def = w.parentDef(f.key);
+      const gen = (w.api.desired.get(f.key)?.generation ?? 0) + 1;
+      w.api.desired.set(f.key, specFor(def, gen, f.healthy, f.startTime ?? def.startMs));
+      return;
+    }
+    case 'agent-restart': {
+      const k = w.kubelets.get(node!.name);
+      const agent = k && [...k.pods.values()].find((p) => p.role === 'agent');
+      if (k && agent) k.exit(agent, 'killed (fault)');
+      w.agents.delete(node!.name);
+      return;
+    }
+    case 'clock-step':
+      node!.clock.skewMs += f.step;
+      return;
+  }
+}

@@ -1,0 +1,58 @@
+// The heartbeat sidecar of a parent pod or of a checkpoint copy, running the real heartbeat logic
+// (src/heartbeat/beat.ts). Every interval it probes its main container (Ready: running and past
+// its start) and writes one round of beats: the local file on the node's tmpfs, and the Lease or
+// annotation into the api-server when the node reaches one. It lives as long as its pod: a native
+// sidecar keeps beating `Starting` while the main container crash-loops. On removal it writes a
+// last `Stopping` round, as the real sidecar does on SIGTERM.
+import { localBeatFile, leaseName } from '../core/names.js';
+import type { Role } from '../core/types.js';
+import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat } from '../heartbeat/beat.js';
+import type { KPod } from './kubelet.js';
+import type { SimNode } from './model.js';
+import { T } from './model.js';
+import type { World } from './world.js';
+
+export function startSidecar(world: World, node: SimNode, pod: KPod): () => void {
+  const spec = pod.spec!;
+  const def = world.parentDef(spec.key);
+  const policy = def.policy;
+  const role: Role = pod.role === 'checkpoint' ? 'checkpoint' : 'parent';
+  const id: HeartbeatIdentity = { namespace: spec.namespace, podName: pod.name, podUid: pod.uid, key: spec.key, node: node.name, role };
+  const bootId = node.bootId;
+  let counter: BeatCounter = { sequence: 1 };
+  let stopped = false;
+  const rng = world.rng(`sidecar/${pod.uid}`);
+
+  const round = (stopping: boolean) => {
+    const now = world.q.now;
+    const ready = pod.state === 'running' && !pod.removed;
+    const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);
+    const reach = world.api.reachableFrom(node);
+    for (const channel of policy.channels) {
+      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now));
+      if (channel === 'local') {
+        node.files.set(localBeatFile(spec.namespace, spec.key, role), beat);
+        continue;
+      }
+      if (!reach) continue;
+      const name = leaseName(spec.key, node.name, role); // annotation beats are keyed the same way in the model
+      world.q.after(T.apiRttMs / 2 + node.net.latencyMs, () => {
+        if (world.api.reachableFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
+      });
+    }
+    if (role === 'parent') world.invariants.parentBeat(node, spec.key, phase, reach);
+    counter = advance(counter);
+  };
+
+  const loop = () => {
+    if (stopped || !node.up || node.bootId !== bootId) return;
+    round(false);
+    world.q.after(policy.intervalMs, loop);
+  };
+  world.q.after(rng.between(0, policy.intervalMs), loop);
+  return () => {
+    if (stopped || !node.up || node.bootId !== bootId) return;
+    stopped = true;
+    round(true);
+  };
+}

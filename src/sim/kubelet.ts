@@ -1,0 +1,233 @@
+// A model kubelet, one per node and boot. What it keeps in memory dies with a reboot; what is on
+// disk (the static-pod manifests) survives. Mechanics that matter for checkpointing:
+// - static pods come from the manifest folder, noticed only on the periodic file check;
+// - api-assigned pods are learned only while an api-server is reachable, and forgotten on reboot;
+//   once learned they keep running (and restarting) without one, as a kubelet does;
+// - a container binds its host ports shortly after it starts; a second binder exits;
+// - exits are restarted with the kubelet's crash-loop backoff;
+// - container states are pushed to the api-server only while one is reachable, and the kubelet's
+//   own pod listing (`/pods`) repeats the last state it managed to push. This is the stale view
+//   the old checkpointer trusted (background/master-reboot-issue.txt).
+import type { PodRole, PodSpec, SimNode } from './model.js';
+import { AGENT_MANIFEST, T } from './model.js';
+import type { World } from './world.js';
+
+export type ContainerState = 'waiting' | 'starting' | 'running' | 'terminating';
+/** A container state as pushed to the api-server ('running' covers started-but-not-Ready). */
+export type ReportedState = 'pending' | 'running' | 'waiting' | 'terminated';
+
+export interface KPod {
+  uid: string;
+  name: string;
+  role: PodRole;
+  source: 'static' | 'api';
+  manifestFile: string | null;
+  /** null for the agent's own pod. */
+  spec: PodSpec | null;
+  state: ContainerState;
+  /** Ports are held (bound) by this container. */
+  bound: boolean;
+  restarts: number;
+  backoffMs: number;
+  startedAt: number;
+  /** Increments on every container start; stale timers compare it. */
+  runId: number;
+  removed: boolean;
+  /** The state last pushed to an api-server (null: never). */
+  reported: ReportedState | null;
+  stopSidecar: (() => void) | null;
+}
+
+export class Kubelet {
+  readonly pods = new Map<string, KPod>();
+  private connected = false;
+  private nextUid = 0;
+
+  constructor(
+    private readonly world: World,
+    private readonly node: SimNode,
+    private readonly bootId: number,
+  ) {}
+
+  private live(): boolean {
+    return this.node.up && this.node.bootId === this.bootId;
+  }
+
+  private after(ms: number, fn: () => void): void {
+    this.world.q.after(ms, () => {
+      if (this.live()) fn();
+    });
+  }
+
+  start(): void {
+    const period = this.world.scenario.spec.kubelet.fileCheckPeriod;
+    const loop = () => {
+      this.checkFiles();
+      this.after(period, loop);
+    };
+    loop();
+  }
+
+  /** Serving: running and Ready, not being removed. */
+  serving(p: KPod): boolean {
+    return p.state === 'running' && !p.removed;
+  }
+
+  /** The kubelet's `/pods` listing: every pod it knows, with the state it last managed to report. */
+  listPods(): Array<{ key: string | null; role: PodRole; source: 'static' | 'api'; state: ReportedState }> {
+    return [...this.pods.values()].map((p) => ({ key: p.spec?.key ?? null, role: p.role, source: p.source, state: p.reported ?? 'pending' }));
+  }
+
+  // ---- static pods ----
+
+  private checkFiles(): void {
+    const disk = this.node.disk.manifests;
+    for (const p of this.pods.values()) {
+      if (p.source !== 'static' || p.removed || p.manifestFile === null) continue;
+      const m = disk.get(p.manifestFile);
+      if (!m) this.kill(p, `manifest ${p.manifestFile} removed`);
+      else if (m.spec?.hash !== p.spec?.hash) this.kill(p, `manifest ${p.manifestFile} changed`);
+    }
+    for (const [file, m] of disk) {
+      const running = [...this.pods.values()].some((p) => p.manifestFile === file && !p.removed);
+      if (running) continue;
+      const name = file === AGENT_MANIFEST ? 'lastseen-agent' : `${m.spec!.key}-checkpoint-${this.node.name}`;
+      this.add({ name, role: m.role, source: 'static', manifestFile: file, spec: m.spec, uid: `${this.node.name}/static/${++this.nextUid}` });
+    }
+  }
+
+  // ---- api pods ----
+
+  /** Reachability changed (the world tells every kubelet after every event that changes it). */
+  setConnected(reachable: boolean): void {
+    if (reachable === this.connected) return;
+    this.connected = reachable;
+    if (reachable) {
+      this.syncApiPods();
+      for (const p of this.pods.values()) this.report(p);
+    }
+  }
+
+  /** Cluster bootstrap: the temporary control plane hands the kubelet its pods once. */
+  adoptApiPods(): void {
+    this.connected = true;
+    this.syncApiPods();
+    this.connected = false;
+  }
+
+  /** The api-server's pods for this node changed (or the kubelet just connected). */
+  syncApiPods(): void {
+    if (!this.connected) return;
+    const desired = this.world.api.podsOn(this.node.name);
+    const uids = new Set(desired.map((d) => d.uid));
+    for (const p of this.pods.values()) {
+      if (p.source === 'api' && !p.removed && !uids.has(p.uid)) this.kill(p, 'deleted in the api-server');
+    }
+    for (const d of desired) {
+      if (this.pods.has(d.uid)) continue;
+      this.add({ name: d.name, role: 'parent', source: 'api', manifestFile: null, spec: d.spec, uid: d.uid });
+    }
+  }
+
+  // ---- containers ----
+
+  private add(a: { uid: string; name: string; role: PodRole; source: 'static' | 'api'; manifestFile: string | null; spec: PodSpec | null }): void {
+    const p: KPod = {
+      ...a,
+      state: 'waiting',
+      bound: false,
+      restarts: 0,
+      backoffMs: T.backoffInitialMs,
+      startedAt: 0,
+      runId: 0,
+      removed: false,
+      reported: null,
+      stopSidecar: null,
+    };
+    this.pods.set(p.uid, p);
+    this.world.log(this.node.name, 'kubelet', `pod ${p.name} (${p.source}${p.spec ? `, gen ${p.spec.generation}` : ''}) added`, p.spec?.key);
+    if (p.spec && p.role !== 'agent') p.stopSidecar = this.world.startSidecar(this.node, p);
+    this.report(p);
+    this.after(T.podStartMs, () => this.startContainer(p));
+  }
+
+  private startContainer(p: KPod): void {
+    if (p.removed || p.state !== 'waiting') return;
+    p.state = 'starting';
+    p.startedAt = this.world.q.now;
+    const run = ++p.runId;
+    this.report(p);
+    const same = () => p.runId === run && !p.removed;
+    if (p.role === 'agent') {
+      this.after(T.agentStartMs, () => {
+        if (!same()) return;
+        p.state = 'running';
+        this.world.startAgent(this.node, p, () => same() && this.live());
+      });
+      return;
+    }
+    const spec = p.spec!;
+    this.after(T.bindDelayMs, () => {
+      if (!same()) return;
+      const held = spec.ports.find((port) => this.node.ports.has(port) && this.node.ports.get(port) !== p.uid);
+      if (held !== undefined) return this.exit(p, `bind :${held}: address already in use`);
+      for (const port of spec.ports) this.node.ports.set(port, p.uid);
+      p.bound = true;
+      this.after(Math.max(0, spec.startMs - T.bindDelayMs), () => {
+        if (!same()) return;
+        if (!spec.healthy) return this.exit(p, 'crashed while starting (bad build)');
+        p.state = 'running';
+        this.world.markReady(this.node, p);
+        this.report(p);
+      });
+    });
+  }
+
+  private release(p: KPod): void {
+    if (!p.bound) return;
+    for (const port of p.spec?.ports ?? []) if (this.node.ports.get(port) === p.uid) this.node.ports.delete(port);
+    p.bound = false;
+  }
+
+  /** The container exited: restart it with the crash-loop backoff. */
+  exit(p: KPod, why: string): void {
+    if (p.removed) return;
+    const now = this.world.q.now;
+    this.release(p);
+    if (now - p.startedAt >= T.backoffResetMs) p.backoffMs = T.backoffInitialMs;
+    const delay = p.backoffMs;
+    p.backoffMs = Math.min(T.backoffMaxMs, p.backoffMs * 2);
+    p.state = 'waiting';
+    p.restarts++;
+    p.runId++;
+    this.report(p);
+    this.world.log(this.node.name, 'kubelet', `${p.name} exited: ${why}; restart in ${delay / 1000}s (back-off)`, p.spec?.key);
+    const run = p.runId;
+    this.after(delay, () => {
+      if (p.runId === run) this.startContainer(p);
+    });
+  }
+
+  /** Remove a pod: graceful termination, then the ports are free. */
+  kill(p: KPod, why: string): void {
+    if (p.removed) return;
+    p.removed = true;
+    p.runId++;
+    p.stopSidecar?.();
+    this.world.log(this.node.name, 'kubelet', `pod ${p.name} removed: ${why}`, p.spec?.key);
+    const wasUp = p.state !== 'waiting';
+    p.state = 'terminating';
+    this.after(wasUp ? T.terminationMs : 0, () => {
+      this.release(p);
+      this.pods.delete(p.uid);
+      this.report(p);
+    });
+  }
+
+  /** Push a container state to the api-server, if one is reachable. */
+  private report(p: KPod): void {
+    if (!this.connected) return;
+    const state: ReportedState = p.state === 'waiting' ? (p.restarts > 0 ? 'waiting' : 'pending') : p.state === 'terminating' ? 'terminated' : 'running';
+    p.reported = state;
+  }
+}

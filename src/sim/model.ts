@@ -1,0 +1,95 @@
+// Shared shapes of the simulated world: pod specs, the node's disk and tmpfs, and the handful of
+// timing constants the model's mechanics use (each with the reason for its value).
+import type { Beat, Role } from '../core/types.js';
+import type { NodeClock } from './clock.js';
+
+/** What a container image does, reduced to what matters for checkpointing. */
+export interface PodSpec {
+  namespace: string;
+  key: string;
+  /** Spec generation (1, 2, ... per rollout) and its hash. */
+  generation: number;
+  hash: string;
+  /** Serves the api-server: its readiness is the api-server's availability. */
+  apiServer: boolean;
+  /** Host ports bound at start; a second binder fails and exits (api-server >= 1.5 behaviour). */
+  ports: number[];
+  /** From process start to Ready. */
+  startMs: number;
+  /** A bad build crashes at the end of its start instead of becoming Ready. */
+  healthy: boolean;
+}
+
+export type PodRole = Role | 'agent';
+
+/** A stored checkpoint (the sanitized copy on the node's disk). */
+export interface StoredCheckpoint {
+  spec: PodSpec;
+}
+
+/** A static-pod manifest in the kubelet's directory. */
+export interface Manifest {
+  role: PodRole;
+  spec: PodSpec | null;
+}
+
+export interface NodeDisk {
+  /** /etc/kubernetes/manifests: file name -> manifest. Survives reboots. */
+  manifests: Map<string, Manifest>;
+  /** /var/lib/lastseen/checkpoints: parent id -> copy. Survives reboots. */
+  checkpoints: Map<string, StoredCheckpoint>;
+}
+
+export interface NodeNet {
+  partitioned: boolean;
+  /** Added one-way latency to the api-server, ms. */
+  latencyMs: number;
+  /** The agent's watches stop delivering (live reads still work). */
+  watchStalled: boolean;
+}
+
+export interface SimNode {
+  name: string;
+  master: boolean;
+  up: boolean;
+  /** Increments on every boot; callbacks scheduled in an earlier boot check it and do nothing. */
+  bootId: number;
+  clock: NodeClock;
+  disk: NodeDisk;
+  /** /run/lastseen/heartbeats (tmpfs): file name -> beat. Wiped on reboot. */
+  files: Map<string, Beat>;
+  net: NodeNet;
+  /** Host ports: port -> uid of the pod holding it. */
+  ports: Map<number, string>;
+}
+
+/** The agent's own manifest, always present: the agent's checkpoint is always active. */
+export const AGENT_MANIFEST = 'lastseen-agent.json';
+
+export const T = {
+  /** Kubelet crash-loop backoff: 10s doubling to 5m, reset after 10m of running (kubelet defaults). */
+  backoffInitialMs: 10_000,
+  backoffMaxMs: 300_000,
+  backoffResetMs: 600_000,
+  /** A process reads its config before binding its ports; until then it holds none. */
+  bindDelayMs: 1_000,
+  /** Graceful termination of a removed pod before its ports are released. */
+  terminationMs: 3_000,
+  /** Kubelet: from learning of a pod to starting its container (image present, sandbox). */
+  podStartMs: 1_000,
+  /** Kubelet: from boot to running. */
+  kubeletStartMs: 3_000,
+  /** Kubelet status manager: statuses are pushed to the api-server at most this often. */
+  statusSyncMs: 10_000,
+  /** The agent container's own start. */
+  agentStartMs: 2_000,
+  /** Agent: api-server readiness probe period, local heartbeat folder poll period. */
+  agentProbeMs: 2_000,
+  agentFilePollMs: 1_000,
+  /** Agent actuators: writing a manifest or a checkpoint copy. */
+  actuatorMs: 200,
+  /** Base round trip to the api-server before added latency. */
+  apiRttMs: 20,
+  /** Controller manager: from a missing DaemonSet pod to a created one. */
+  controllerMs: 2_000,
+} as const;

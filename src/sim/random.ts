@@ -1,0 +1,74 @@
+// Random fault schedules: one seed, one short cluster run. The schedule is drawn from the seed's
+// own stream, so `random --seeds 17..17` replays run 17 exactly.
+import { Rng } from './rng.js';
+import { parseScenario, type Scenario, type ScenarioInput } from './schema.js';
+
+type FaultInput = NonNullable<ScenarioInput['faults']>[number];
+
+/** A random scenario: 1-3 masters, an api-server and a CNI parent, 1-3 faults in the first minutes. */
+export function randomScenario(seed: number): Scenario {
+  const rng = new Rng(seed).fork('schedule');
+  const masters = rng.int(1, 3);
+  const nodes = Array.from({ length: masters }, (_, i) => ({
+    name: `m${i + 1}`,
+    master: true,
+    skew: rng.int(-300_000, 300_000),
+    driftPpm: rng.int(-500, 500),
+  }));
+  const names = nodes.map((n) => n.name);
+  const faults: FaultInput[] = [];
+  const count = rng.int(1, 3);
+  let at = rng.int(60_000, 120_000);
+  for (let i = 0; i < count; i++) {
+    const node = rng.pick(names);
+    const kind = rng.pick(['reboot', 'reboot', 'partition', 'stall-watch', 'agent-restart', 'delete-pod', 'latency', 'clock-step', 'rollout'] as const);
+    switch (kind) {
+      case 'reboot':
+        faults.push({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
+        break;
+      case 'partition':
+        faults.push({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
+        break;
+      case 'stall-watch':
+        faults.push({ type: 'stall-watch', at, node, duration: rng.int(10_000, 180_000) });
+        break;
+      case 'agent-restart':
+        faults.push({ type: 'agent-restart', at, node });
+        break;
+      case 'delete-pod':
+        faults.push({ type: 'delete-pod', at, node, key: rng.pick(['kube-apiserver', 'kube-flannel']) });
+        break;
+      case 'latency':
+        faults.push({ type: 'latency', at, node, latency: rng.int(100, 3000), duration: rng.int(10_000, 120_000) });
+        break;
+      case 'clock-step':
+        faults.push({ type: 'clock-step', at, node, step: rng.int(-3_600_000, 3_600_000) });
+        break;
+      case 'rollout':
+        faults.push({ type: 'rollout', at, key: rng.pick(['kube-apiserver', 'kube-flannel']), healthy: rng.chance(0.7) });
+        break;
+    }
+    at += rng.int(5_000, 90_000);
+  }
+  const doc: ScenarioInput = {
+    name: `random-${seed}`,
+    duration: at + 300_000,
+    nodes,
+    parents: [
+      { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
+      { key: 'kube-flannel', kind: 'app' },
+    ],
+    faults,
+  };
+  const r = parseScenario(doc);
+  if (!r.ok) throw new Error(`random scenario ${seed} is invalid: ${JSON.stringify(r.errors)}`);
+  return r.scenario;
+}
+
+export function parseSeedRange(text: string): { from: number; to: number } | null {
+  const m = /^(\d+)(?:\.\.(\d+))?$/.exec(text.trim());
+  if (!m) return null;
+  const from = Number(m[1]);
+  const to = m[2] === undefined ? from : Number(m[2]);
+  return to >= from ? { from, to } : null;
+}

@@ -1,0 +1,91 @@
+// One run of a scenario: build the world, bootstrap the cluster, schedule the faults, run to the
+// end (or to the first violation when enforcing), then measure and judge.
+import { scheduleFaults } from './faults.js';
+import type { Violation } from './invariants.js';
+import type { OutcomeFigures } from './outcome.js';
+import type { Scenario } from './schema.js';
+import type { StrategyName } from './strategies.js';
+import { type LogEntry, type Series, World } from './world.js';
+
+export interface RunOptions {
+  seed?: number;
+  strategy?: StrategyName;
+  /** Keep the timeline and chart series (default true). */
+  keepLogs?: boolean;
+  /** Override the scenario's duration. */
+  durationMs?: number;
+}
+
+export interface RunResult {
+  scenario: string;
+  seed: number;
+  strategy: StrategyName;
+  invariantViolations: Violation[];
+  outcome: OutcomeFigures;
+  /** Expectations of the scenario that did not hold (judged for the lastseen strategy only). */
+  expectationFailures: string[];
+  verdict: 'pass' | 'fail';
+  /** Virtual seconds simulated. */
+  endedAt: number;
+  events: number;
+  logs: LogEntry[];
+  series: Series;
+  nodes: string[];
+  keys: string[];
+}
+
+/** The default seed of a scenario without one. */
+export const DEFAULT_SEED = 1;
+
+export function runScenario(scenario: Scenario, opts: RunOptions = {}): RunResult {
+  const seed = opts.seed ?? scenario.spec.seed ?? DEFAULT_SEED;
+  const strategy = opts.strategy ?? 'lastseen';
+  const w = new World(scenario, seed, strategy, opts.keepLogs ?? true);
+  w.bootstrap();
+  scheduleFaults(w);
+  const end = opts.durationMs ?? scenario.spec.duration;
+  w.q.runUntil(end, () => w.afterEvent());
+  const outcome = w.outcome.figures(w.q.now);
+  const expectationFailures = strategy === 'lastseen' ? judge(scenario, outcome, w) : [];
+  const violations = w.invariants.violations;
+  return {
+    scenario: scenario.spec.name,
+    seed,
+    strategy,
+    invariantViolations: violations,
+    outcome,
+    expectationFailures,
+    verdict: strategy === 'lastseen' && (violations.length > 0 || expectationFailures.length > 0) ? 'fail' : 'pass',
+    endedAt: w.q.now / 1000,
+    events: w.q.executed,
+    logs: w.logs,
+    series: w.series,
+    nodes: [...w.nodes.keys()],
+    keys: scenario.parents.map((p) => p.key),
+  };
+}
+
+function judge(s: Scenario, o: OutcomeFigures, w: World): string[] {
+  const e = s.spec.expect;
+  const out: string[] = [];
+  if (e.served === true && o.servedAt === null) out.push('expected the key to be served again; it was not');
+  if (e.served === false && o.servedAt !== null && o.servedAt > 0) out.push('expected the key not to be served again; it was');
+  if (e.parentServed === true && o.parentServedAt === null) out.push('expected the parent to serve again; it did not');
+  if (e.parentServed === false && o.parentServedAt !== null && o.parentServedAt > 0) out.push('expected the parent not to serve again; it did');
+  if (e.maxServedAt !== undefined && (o.servedAt === null || o.servedAt * 1000 > e.maxServedAt)) out.push(`expected servedAt <= ${e.maxServedAt / 1000}s, got ${o.servedAt}`);
+  if (e.maxParentServedAt !== undefined && (o.parentServedAt === null || o.parentServedAt * 1000 > e.maxParentServedAt)) {
+    out.push(`expected parentServedAt <= ${e.maxParentServedAt / 1000}s, got ${o.parentServedAt}`);
+  }
+  if (e.noActivation) {
+    const { node, key } = s.spec.focus ?? s.focus;
+    const activated = w.logs.some((l) => l.node === node && l.key === key && l.kind === 'core' && / -> Active/.test(l.text) && l.t >= (w.firstFaultAt ?? 0));
+    if (activated) out.push('expected no activation of the checkpoint; there was one');
+  }
+  if (e.checkpointGeneration !== undefined) {
+    const { node, key } = s.focus;
+    const def = w.parentDef(key);
+    const cp = w.nodes.get(node)!.disk.checkpoints.get(`${def.namespace}/${key}`);
+    if (cp?.spec.generation !== e.checkpointGeneration) out.push(`expected the stored checkpoint to be generation ${e.checkpointGeneration}, got ${cp?.spec.generation ?? 'none'}`);
+  }
+  return out;
+}

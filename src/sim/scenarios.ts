@@ -1,0 +1,136 @@
+// The named scenarios, written in the same structure as scenario files (see schema.ts), so each
+// can be exported as YAML and edited. Times are strings as a user would write them.
+import { parseScenario, type Scenario, type ScenarioInput } from './schema.js';
+
+/** The api-server itself: its absence *is* the failure, so it is covered when unreachable. */
+const apiserver = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } } as const;
+/** A node-level DaemonSet (a CNI agent): losing the api-server is not its death. */
+const cni = { key: 'kube-flannel', kind: 'app', policy: { whenApiUnreachable: 'hold' } } as const;
+
+const one = [{ name: 'm1', master: true }];
+const three = [
+  { name: 'm1', master: true },
+  { name: 'm2', master: true },
+  { name: 'm3', master: true },
+];
+
+export const NAMED: Record<string, ScenarioInput> = {
+  'master-reboot': {
+    name: 'master-reboot',
+    description: 'The single master, whose api-server is a self-hosted DaemonSet pod, reboots (the background issue).',
+    duration: '20m',
+    nodes: one,
+    parents: [apiserver],
+    faults: [{ type: 'reboot', at: '3m', node: 'm1', down: '40s' }],
+    expect: { served: true, parentServed: true },
+  },
+  'delete-last-apiserver': {
+    name: 'delete-last-apiserver',
+    description: 'kubectl delete pod on the only api-server: it stops deliberately; the checkpoint covers until the DaemonSet pod is back.',
+    duration: '15m',
+    nodes: one,
+    parents: [apiserver],
+    faults: [{ type: 'delete-pod', at: '3m', key: 'kube-apiserver', node: 'm1' }],
+    expect: { served: true, parentServed: true },
+  },
+  'rollout-delete-first': {
+    name: 'rollout-delete-first',
+    description: 'A healthy rollout of the api-server that deletes the old pod before the new one exists.',
+    duration: '15m',
+    nodes: one,
+    parents: [apiserver],
+    faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: true }],
+    focus: { node: 'm1', key: 'kube-apiserver' },
+    expect: { served: true, parentServed: true, checkpointGeneration: 2 },
+  },
+  'bad-rollout': {
+    name: 'bad-rollout',
+    description: 'A rollout whose new spec never becomes Ready: the checkpoint keeps (and serves) the last good spec.',
+    duration: '15m',
+    nodes: one,
+    parents: [apiserver],
+    faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false }],
+    focus: { node: 'm1', key: 'kube-apiserver' },
+    expect: { served: true, parentServed: false, checkpointGeneration: 1 },
+  },
+  'multi-master-one-reboot': {
+    name: 'multi-master-one-reboot',
+    description: 'Three masters; one reboots while the other two keep the api-server available.',
+    duration: '15m',
+    nodes: three,
+    parents: [apiserver, cni],
+    faults: [{ type: 'reboot', at: '3m', node: 'm2', down: '40s' }],
+    expect: { served: true, parentServed: true },
+  },
+  'full-cluster-reboot': {
+    name: 'full-cluster-reboot',
+    description: 'Every master loses power at once and comes back at slightly different times.',
+    duration: '20m',
+    nodes: three,
+    parents: [apiserver, cni],
+    faults: [
+      { type: 'reboot', at: '3m', node: 'm1', down: '45s' },
+      { type: 'reboot', at: '3m', node: 'm2', down: '60s' },
+      { type: 'reboot', at: '3m', node: 'm3', down: '90s' },
+    ],
+    expect: { served: true, parentServed: true },
+  },
+  'api-partition': {
+    name: 'api-partition',
+    description: 'A worker loses the api-server for 10 minutes while its CNI pod is fine: a hold parent is not covered.',
+    duration: '20m',
+    nodes: [{ name: 'm1', master: true }, { name: 'w1' }],
+    parents: [apiserver, cni],
+    faults: [{ type: 'partition', at: '3m', node: 'w1', duration: '10m' }],
+    focus: { node: 'w1', key: 'kube-flannel' },
+    expect: { served: true, parentServed: true, noActivation: true, maxServedAt: '0s' },
+  },
+  'clock-skew': {
+    name: 'clock-skew',
+    description: 'Masters whose wall clocks disagree by minutes and drift; one steps back an hour. Nothing may activate.',
+    duration: '15m',
+    nodes: [
+      { name: 'm1', master: true, skew: '-5m', driftPpm: 800 },
+      { name: 'm2', master: true, skew: '7m', driftPpm: -800 },
+      { name: 'm3', master: true, skew: '0s', driftPpm: 200 },
+    ],
+    parents: [apiserver, cni],
+    faults: [{ type: 'clock-step', at: '3m', node: 'm1', step: '-1h' }],
+    focus: { node: 'm1', key: 'kube-apiserver' },
+    expect: { noActivation: true, maxServedAt: '0s' },
+  },
+  'stalled-watch': {
+    name: 'stalled-watch',
+    description: "The agent's Lease watch stops delivering for 5 minutes; live reads still work. A lease-only parent must not be covered.",
+    duration: '15m',
+    nodes: three,
+    parents: [apiserver, { key: 'kube-scheduler', kind: 'app', policy: { channels: ['lease'] } }],
+    faults: [{ type: 'stall-watch', at: '3m', node: 'm1', duration: '5m' }],
+    focus: { node: 'm1', key: 'kube-scheduler' },
+    expect: { noActivation: true, maxServedAt: '0s' },
+  },
+  'agent-restart-mid-handover': {
+    name: 'agent-restart-mid-handover',
+    description: 'The master reboots; the agent is killed while it hands the node back to the real api-server.',
+    duration: '20m',
+    nodes: one,
+    parents: [apiserver],
+    faults: [
+      { type: 'reboot', at: '3m', node: 'm1', down: '40s' },
+      // Reboot + kubelet + agent + grace + checkpoint start: the hand-over begins about 75-95s after power-on.
+      { type: 'agent-restart', at: '5m15s', node: 'm1' },
+    ],
+    focus: { node: 'm1', key: 'kube-apiserver' },
+    expect: { served: true, parentServed: true },
+  },
+};
+
+export const SCENARIO_NAMES = Object.keys(NAMED);
+
+export function namedScenario(name: string): Scenario | null {
+  const doc = NAMED[name];
+  if (!doc) return null;
+  const r = parseScenario(doc);
+  if (!r.ok) throw new Error(`named scenario ${name} is invalid: ${r.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`);
+  return r.scenario;
+}

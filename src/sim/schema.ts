@@ -1,0 +1,197 @@
+// Scenario files: a topology, the parents with their policy, a schedule of faults and the
+// expectations a run must meet. Users write them as YAML or JSON; the named scenarios are the same
+// structure as TypeScript objects. Validation is zod, and every error names its field path, like
+// the policy document's.
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { z } from 'zod';
+import { type ParentPolicy, parsePolicy } from '../policy/policy.js';
+import { parseDuration } from '../policy/duration.js';
+import { formatPath, type PolicyError } from '../policy/policy.js';
+
+export const SCENARIO_API_VERSION = 'lastseen.dev/v1alpha1';
+
+/** A duration string ("15s", "PT1M") or a number of milliseconds; may be negative when `signed`. */
+function duration(signed = false) {
+  return z.union([z.number(), z.string()], { error: 'must be a duration such as 20s or 1m30s, or milliseconds' }).transform((v, ctx) => {
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v) || (!signed && v < 0)) {
+        ctx.addIssue({ code: 'custom', message: `${v} is not a valid number of milliseconds` });
+        return z.NEVER;
+      }
+      return v;
+    }
+    const neg = signed && v.trim().startsWith('-');
+    const r = parseDuration(neg ? v.trim().slice(1) : v);
+    if (!r.ok) {
+      ctx.addIssue({ code: 'custom', message: r.error });
+      return z.NEVER;
+    }
+    return neg ? -r.ms : r.ms;
+  });
+}
+
+const node = z.strictObject({
+  name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label (lowercase letters, digits, -)'),
+  master: z.boolean().default(false),
+  /** Wall clock minus true time. */
+  skew: duration(true).default(0),
+  /** Clock rate error in parts per million. */
+  driftPpm: z.number().min(-10_000).max(10_000).default(0),
+});
+
+const parent = z.strictObject({
+  key: z.string().min(1),
+  namespace: z.string().min(1).default('kube-system'),
+  /** `apiserver`: the pod serves the api-server (its readiness is the api-server's availability). */
+  kind: z.enum(['apiserver', 'app']).default('app'),
+  /** Nodes the DaemonSet runs on (default: masters for an apiserver, else every node). */
+  nodes: z.array(z.string()).optional(),
+  /** Host ports the main container binds (default 6443 for an apiserver, none otherwise). */
+  ports: z.array(z.number().int().min(1).max(65535)).optional(),
+  /** From process start to Ready. */
+  startTime: duration().optional(),
+  /** Policy fields, in the policy document's syntax (`window: 20s`, `whenApiUnreachable: activate`). */
+  policy: z.record(z.string(), z.unknown()).default({}),
+});
+
+const at = duration();
+const fault = z.discriminatedUnion('type', [
+  /** `down`: from power loss until the node runs again (firmware, kernel, systemd). */
+  z.strictObject({ type: z.literal('reboot'), at, node: z.string(), down: duration().default(40_000) }),
+  z.strictObject({ type: z.literal('partition'), at, node: z.string(), duration: duration() }),
+  z.strictObject({ type: z.literal('latency'), at, node: z.string(), latency: duration(), duration: duration() }),
+  z.strictObject({ type: z.literal('stall-watch'), at, node: z.string(), duration: duration() }),
+  z.strictObject({ type: z.literal('delete-pod'), at, key: z.string(), node: z.string() }),
+  z.strictObject({
+    type: z.literal('rollout'),
+    at,
+    key: z.string(),
+    /** Whether the new spec can become Ready. */
+    healthy: z.boolean().default(true),
+    startTime: duration().optional(),
+  }),
+  z.strictObject({ type: z.literal('agent-restart'), at, node: z.string() }),
+  z.strictObject({ type: z.literal('clock-step'), at, node: z.string(), step: duration(true) }),
+]);
+
+const expectations = z.strictObject({
+  /** The focus key is served again (by parent or checkpoint) after the first fault. */
+  served: z.boolean().optional(),
+  /** The parent itself serves again with its checkpoint retired. */
+  parentServed: z.boolean().optional(),
+  maxServedAt: duration().optional(),
+  maxParentServedAt: duration().optional(),
+  /** No checkpoint is ever activated for the focus key after the first fault. */
+  noActivation: z.boolean().optional(),
+  /** The active checkpoint at the end runs this spec generation (1 = the first). */
+  checkpointGeneration: z.number().int().min(1).optional(),
+});
+
+export const scenarioSchema = z
+  .strictObject({
+    apiVersion: z.literal(SCENARIO_API_VERSION).optional(),
+    kind: z.literal('Scenario').optional(),
+    name: z.string().min(1),
+    description: z.string().default(''),
+    /** Virtual run length. */
+    duration: duration().default(900_000),
+    seed: z.number().int().optional(),
+    kubelet: z
+      .strictObject({ fileCheckPeriod: duration().default(20_000) })
+      .default({ fileCheckPeriod: 20_000 }),
+    nodes: z.array(node).min(1),
+    parents: z.array(parent).min(1),
+    faults: z.array(fault).default([]),
+    /** The node and key the outcome figures are about (default: the first fault's node, the first parent). */
+    focus: z.strictObject({ node: z.string(), key: z.string() }).optional(),
+    expect: expectations.default({}),
+  })
+  .superRefine((s, ctx) => {
+    const names = new Set(s.nodes.map((n) => n.name));
+    const keys = new Set(s.parents.map((p) => p.key));
+    s.nodes.forEach((n, i) => {
+      if (s.nodes.findIndex((m) => m.name === n.name) !== i) ctx.addIssue({ code: 'custom', path: ['nodes', i, 'name'], message: `"${n.name}" repeats` });
+    });
+    s.parents.forEach((p, i) => {
+      p.nodes?.forEach((n, j) => {
+        if (!names.has(n)) ctx.addIssue({ code: 'custom', path: ['parents', i, 'nodes', j], message: `no node named "${n}"` });
+      });
+    });
+    s.faults.forEach((f, i) => {
+      if ('node' in f && !names.has(f.node)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'node'], message: `no node named "${f.node}"` });
+      if ('key' in f && !keys.has(f.key)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'key'], message: `no parent with key "${f.key}"` });
+      if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
+    });
+    if (s.focus && !names.has(s.focus.node)) ctx.addIssue({ code: 'custom', path: ['focus', 'node'], message: `no node named "${s.focus.node}"` });
+    if (s.focus && !keys.has(s.focus.key)) ctx.addIssue({ code: 'custom', path: ['focus', 'key'], message: `no parent with key "${s.focus.key}"` });
+  });
+
+export type ScenarioInput = z.input<typeof scenarioSchema>;
+export type ScenarioSpec = z.output<typeof scenarioSchema>;
+export type FaultSpec = ScenarioSpec['faults'][number];
+
+export interface ParentDef {
+  key: string;
+  namespace: string;
+  kind: 'apiserver' | 'app';
+  nodes: string[];
+  ports: number[];
+  startMs: number;
+  policy: ParentPolicy;
+}
+
+export interface Scenario {
+  spec: ScenarioSpec;
+  parents: ParentDef[];
+  focus: { node: string; key: string };
+}
+
+export type ScenarioResult = { ok: true; scenario: Scenario } | { ok: false; errors: PolicyError[] };
+
+/** Default start times: an api-server replays its state and warms caches; an app is quicker. */
+const START_MS = { apiserver: 15_000, app: 5_000 } as const;
+
+/** Validate a scenario document (already parsed from YAML/JSON, or a TS object). */
+export function parseScenario(doc: unknown): ScenarioResult {
+  const r = scenarioSchema.safeParse(doc);
+  if (!r.success) return { ok: false, errors: r.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })) };
+  const spec = r.data;
+  const errors: PolicyError[] = [];
+  const parents: ParentDef[] = [];
+  spec.parents.forEach((p, i) => {
+    const pr = parsePolicy({ apiVersion: 'lastseen.dev/v1alpha1', kind: 'Policy', defaults: p.policy });
+    if (!pr.ok) {
+      for (const e of pr.errors) errors.push({ path: e.path.replace(/^defaults/, `parents[${i}].policy`), message: e.message });
+      return;
+    }
+    const masters = spec.nodes.filter((n) => n.master).map((n) => n.name);
+    parents.push({
+      key: p.key,
+      namespace: p.namespace,
+      kind: p.kind,
+      nodes: p.nodes ?? (p.kind === 'apiserver' && masters.length > 0 ? masters : spec.nodes.map((n) => n.name)),
+      ports: p.ports ?? (p.kind === 'apiserver' ? [6443] : []),
+      startMs: p.startTime ?? START_MS[p.kind],
+      policy: pr.policy.defaults,
+    });
+  });
+  if (errors.length > 0) return { ok: false, errors };
+  const first = spec.faults[0];
+  const focus = spec.focus ?? {
+    node: first && 'node' in first ? first.node : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name),
+    key: first && 'key' in first ? first.key : parents[0]!.key,
+  };
+  return { ok: true, scenario: { spec, parents, focus } };
+}
+
+/** Parse YAML or JSON text (JSON is YAML), then validate. */
+export function parseScenarioText(text: string): ScenarioResult {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { prettyErrors: true, uniqueKeys: true });
+  } catch (e) {
+    const where = e instanceof YAMLParseError && e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '(document)';
+    return { ok: false, errors: [{ path: where, message: `not valid YAML or JSON: ${(e as Error).message.split('\n')[0]}` }] };
+  }
+  return parseScenario(doc);
+}

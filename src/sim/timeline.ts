@@ -1,0 +1,45 @@
+// The readable timeline: virtual time, node, what happened and why, then a verdict.
+import type { RunResult } from './run.js';
+import type { LogEntry } from './world.js';
+
+export function formatTime(ms: number): string {
+  const s = ms / 1000;
+  const m = Math.floor(s / 60);
+  const rest = s - m * 60;
+  return `${String(m).padStart(3, ' ')}m${rest.toFixed(1).padStart(4, '0')}s`;
+}
+
+const KIND_WIDTH = 9;
+
+export function formatEntry(e: LogEntry, nodeWidth: number): string {
+  return `${formatTime(e.t)}  ${e.node.padEnd(nodeWidth)}  ${e.kind.padEnd(KIND_WIDTH)} ${e.text}`;
+}
+
+const sec = (v: number | null) => (v === null ? 'never' : `${v}s`);
+
+export function verdictLines(r: RunResult): string[] {
+  const o = r.outcome;
+  const lines = [
+    `scenario ${r.scenario}  seed ${r.seed}  strategy ${r.strategy}  (${r.endedAt}s simulated, ${r.events} events)`,
+    o.faultAt === null
+      ? 'no fault scheduled'
+      : `after the fault at ${o.faultAt}s: served again after ${sec(o.servedAt)}; parent itself serving (checkpoint retired) after ${sec(o.parentServedAt)}; unserved ${o.unservedSeconds}s in total; at the end served by ${o.finalServedBy ?? 'nobody'}`,
+  ];
+  for (const v of r.invariantViolations) lines.push(`invariant violated at ${v.t}s on ${v.node} (${v.key}): ${v.invariant}: ${v.message}`);
+  for (const f of r.expectationFailures) lines.push(`expectation failed: ${f}`);
+  if (r.strategy !== 'lastseen') {
+    lines.push(
+      o.parentServedAt === null
+        ? `verdict: the parent never served again under ${r.strategy} (invariants are recorded, not enforced, for this strategy)`
+        : `verdict: recorded (invariants are not enforced for ${r.strategy})`,
+    );
+  } else {
+    lines.push(r.verdict === 'pass' ? 'verdict: PASS' : `verdict: FAIL (replay with --seed ${r.seed})`);
+  }
+  return lines;
+}
+
+export function formatTimeline(r: RunResult): string {
+  const width = Math.max(7, ...r.nodes.map((n) => n.length));
+  return [...r.logs.map((e) => formatEntry(e, width)), '', ...verdictLines(r)].join('\n');
+}
