@@ -1,0 +1,217 @@
+// The policy observer: the shared tracker (valid -> emitted once; invalid -> refused, last good
+// kept; missing -> defaults), the file source over a temp folder, and the ConfigMap source over a
+// scripted informer transport.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { InformerTransport } from '../../kube/informer.js';
+import { defaultPolicy, type Policy, type PolicyError } from '../../policy/policy.js';
+import { FakeTime, memoryLogger } from './fake-time.test-helpers.js';
+import { configMapPolicySource, filePolicySource } from './policy-source.js';
+
+const head = 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\n';
+const GOOD_10S = `${head}defaults: { interval: 10s, window: 40s, startupGrace: 60s }\n`;
+const GOOD_2S = `${head}defaults: { interval: 2s, window: 8s }\n`;
+const BAD_WINDOW = `${head}defaults: { interval: 10s, window: 15s }\n`;
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'lastseen-policy-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function recorder() {
+  const events: Array<{ type: 'policy'; policy: Policy; origin: string } | { type: 'invalid'; errors: PolicyError[]; origin: string }> = [];
+  return {
+    events,
+    onPolicy: (policy: Policy, origin: string) => events.push({ type: 'policy', policy, origin }),
+    onInvalid: (errors: PolicyError[], origin: string) => events.push({ type: 'invalid', errors, origin }),
+  };
+}
+
+async function fileSource() {
+  const time = new FakeTime();
+  const { log, records } = await memoryLogger();
+  const r = recorder();
+  const path = join(dir, 'policy.yaml');
+  const src = filePolicySource({ path, log, timers: time, ...r });
+  return { time, src, path, records, events: r.events };
+}
+
+describe('file policy source', () => {
+  it('starts with the defaults; a valid file is emitted once, unchanged re-reads emit nothing', async () => {
+    const { src, path, events } = await fileSource();
+    expect(src.current()).toEqual(defaultPolicy());
+    expect(src.isValid()).toBe(true);
+    await writeFile(path, GOOD_10S);
+    await src.checkNow();
+    await src.checkNow();
+    await writeFile(path, `# a comment only\n${GOOD_10S}`);
+    await src.checkNow();
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'policy', origin: `file ${path}` });
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+  });
+
+  it('refuses an invalid policy with field paths, once per distinct text, and keeps the last good', async () => {
+    const { src, path, events, records } = await fileSource();
+    await writeFile(path, GOOD_10S);
+    await src.checkNow();
+    await writeFile(path, BAD_WINDOW);
+    await src.checkNow();
+    await src.checkNow();
+    expect(events.map((e) => e.type)).toEqual(['policy', 'invalid']);
+    const bad = events[1];
+    expect(bad?.type === 'invalid' && bad.errors.map((e) => e.path)).toEqual(['defaults.window']);
+    expect(src.isValid()).toBe(false);
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+    expect(records.find((r) => r.msg === 'policy refused; keeping the last valid one')).toMatchObject({ errors: [{ path: 'defaults.window' }] });
+    // Not YAML at all: refused too, with a position.
+    await writeFile(path, 'defaults: [\n');
+    await src.checkNow();
+    const notYaml = events[2];
+    expect(notYaml?.type === 'invalid' && notYaml.errors[0]?.message).toMatch(/not valid YAML/);
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+  });
+
+  it('the same good policy after an invalid one is emitted again (validity regained)', async () => {
+    const { src, path, events } = await fileSource();
+    await writeFile(path, GOOD_10S);
+    await src.checkNow();
+    await writeFile(path, BAD_WINDOW);
+    await src.checkNow();
+    await writeFile(path, GOOD_10S);
+    await src.checkNow();
+    expect(events.map((e) => e.type)).toEqual(['policy', 'invalid', 'policy']);
+    expect(src.isValid()).toBe(true);
+  });
+
+  it('a missing file gives the built-in defaults (valid), with a logged note; removing the file returns to them', async () => {
+    const { src, path, events, records } = await fileSource();
+    await src.checkNow();
+    expect(events).toEqual([{ type: 'policy', policy: defaultPolicy(), origin: 'built-in defaults' }]);
+    expect(records.some((r) => r.msg === 'no policy found; using the built-in defaults')).toBe(true);
+    await writeFile(path, GOOD_2S);
+    await src.checkNow();
+    await rm(path);
+    await src.checkNow();
+    expect(events.map((e) => e.type === 'policy' && e.policy.defaults.intervalMs)).toEqual([5_000, 2_000, 5_000]);
+    expect(src.isValid()).toBe(true);
+  });
+
+  it('an unreadable path (a folder) is refused, not defaulted', async () => {
+    const { src, path, events } = await fileSource();
+    await writeFile(path, GOOD_2S);
+    await src.checkNow();
+    await rm(path);
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(path);
+    await src.checkNow();
+    expect(events.at(-1)).toMatchObject({ type: 'invalid', errors: [{ path: '(document)', message: expect.stringContaining('cannot read') }] });
+    expect(src.current().defaults.intervalMs).toBe(2_000);
+  });
+
+  it('polls every pollMs once started; a throwing callback does not stop it; stop() ends it', async () => {
+    const time = new FakeTime();
+    const { log } = await memoryLogger();
+    const path = join(dir, 'policy.yaml');
+    const seen: number[] = [];
+    const src = filePolicySource({
+      path,
+      pollMs: 5_000,
+      log,
+      timers: time,
+      onPolicy: (p) => {
+        seen.push(p.defaults.intervalMs);
+        throw new Error('consumer bug');
+      },
+      onInvalid: () => undefined,
+    });
+    await writeFile(path, GOOD_10S);
+    src.start();
+    await waitUntil(() => seen.length === 1);
+    await writeFile(path, GOOD_2S);
+    await time.advance(4_999);
+    expect(seen).toEqual([10_000]);
+    await time.advance(1);
+    await waitUntil(() => seen.length === 2);
+    await src.stop();
+    expect(time.pending()).toBe(0);
+  });
+});
+
+class ConfigMapApi implements InformerTransport {
+  cm: { metadata: { name: string; namespace: string; uid: string; resourceVersion: string }; data?: Record<string, string> } | null = null;
+  rv = 1;
+  queries: Array<Record<string, string>> = [];
+  private line: ((l: string) => void) | null = null;
+  set(data: Record<string, string> | undefined) {
+    const old = this.cm;
+    this.cm = { metadata: { name: 'lastseen-policy', namespace: 'lastseen', uid: 'u1', resourceVersion: String(++this.rv) }, ...(data ? { data } : {}) };
+    this.line?.(JSON.stringify({ type: old ? 'MODIFIED' : 'ADDED', object: this.cm }));
+  }
+  remove() {
+    const old = this.cm;
+    this.cm = null;
+    if (old) this.line?.(JSON.stringify({ type: 'DELETED', object: old }));
+  }
+  async getJson(_p: string, query: Record<string, string>) {
+    this.queries.push(query);
+    return { items: this.cm ? [this.cm] : [], metadata: { resourceVersion: String(this.rv) } };
+  }
+  async stream(_p: string, query: Record<string, string>, signal: AbortSignal, onLine: (l: string) => void) {
+    this.queries.push(query);
+    this.line = onLine;
+    const done = new Promise<void>((_res, rej) => signal.addEventListener('abort', () => rej(new Error('aborted'))));
+    done.catch(() => undefined);
+    return { done };
+  }
+}
+
+describe('ConfigMap policy source', () => {
+  async function cmSource(api: ConfigMapApi) {
+    const time = new FakeTime();
+    const { log } = await memoryLogger();
+    const r = recorder();
+    const src = configMapPolicySource({ kubeConfig: new KubeConfig(), namespace: 'lastseen', log, clock: time, timers: time, transport: api, ...r });
+    src.start();
+    await time.advance(0);
+    return { time, src, events: r.events };
+  }
+
+  it('watches only the one ConfigMap by name and applies, refuses and defaults as it changes', async () => {
+    const api = new ConfigMapApi();
+    api.set({ 'policy.yaml': GOOD_10S });
+    const { src, events } = await cmSource(api);
+    expect(api.queries[0]).toMatchObject({ fieldSelector: 'metadata.name=lastseen-policy' });
+    expect(events).toMatchObject([{ type: 'policy', origin: 'configmap lastseen/lastseen-policy' }]);
+    api.set({ 'policy.yaml': BAD_WINDOW });
+    expect(events.at(-1)).toMatchObject({ type: 'invalid', errors: [{ path: 'defaults.window' }] });
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+    api.set({ 'other.yaml': GOOD_2S });
+    expect(events.at(-1)).toMatchObject({ type: 'invalid', errors: [{ path: 'data.policy.yaml' }] });
+    api.set({ 'policy.yaml': GOOD_2S });
+    expect(events.at(-1)).toMatchObject({ type: 'policy' });
+    expect(src.current().defaults.intervalMs).toBe(2_000);
+    api.remove();
+    expect(events.at(-1)).toMatchObject({ type: 'policy', origin: 'built-in defaults' });
+    expect(src.current()).toEqual(defaultPolicy());
+    expect(src.isValid()).toBe(true);
+    await src.stop();
+  });
+
+  it('no ConfigMap at the first sync gives the defaults', async () => {
+    const { src, events } = await cmSource(new ConfigMapApi());
+    expect(events).toEqual([{ type: 'policy', policy: defaultPolicy(), origin: 'built-in defaults' }]);
+    await src.stop();
+  });
+});
+
+async function waitUntil(cond: () => boolean) {
+  for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setImmediate(r));
+  expect(cond()).toBe(true);
+}
