@@ -115,17 +115,17 @@ export class PolicyTracker {
     if (key === this.lastKey) return;
     this.lastKey = key;
     let errors: PolicyError[];
-    let next: Policy;
     if ('refused' in o) {
       errors = o.refused;
     } else if ('missing' in o) {
       this.log.info({ origin }, 'no policy found; using the built-in defaults');
-      return this.accept(defaultPolicy(), 'built-in defaults');
+      this.accept(defaultPolicy(), 'built-in defaults');
+      return;
     } else {
       const r = parsePolicyText(o.text);
       if (r.ok) {
-        next = r.policy;
-        return this.accept(next, origin);
+        this.accept(r.policy, origin);
+        return;
       }
       errors = r.errors;
     }
@@ -228,8 +228,9 @@ export function configMapPolicySource(opts: ConfigMapPolicyOptions): PolicySourc
 
   const fromObject = (cm: ConfigMap) => {
     const text = cm.data?.[key];
-    if (typeof text === 'string') return tracker.observe({ text }, origin);
-    tracker.observe(
+    if (typeof text === 'string') tracker.observe({ text }, origin);
+    else
+      tracker.observe(
       { refused: [{ path: `data.${key}`, message: `ConfigMap ${opts.namespace}/${name} has no key "${key}"; put the policy document there` }], key: 'no-key' },
       origin,
     );
