@@ -168,6 +168,7 @@ describe('local beats observer', () => {
 
 /** Waits for real fs I/O (not time) to finish: yields to the event loop until `cond` holds. */
 async function waitUntil(cond: () => boolean) {
-  for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setImmediate(r));
+  const giveUpAt = Date.now() + 5_000;
+  while (!cond() && Date.now() < giveUpAt) await new Promise((r) => setImmediate(r));
   expect(cond()).toBe(true);
 }
