@@ -1,0 +1,155 @@
+// Observer of the api-server's reachability: GET /readyz every `intervalMs` through the KubeConfig
+// (its CA, client certificate or token, proxy), on a fresh connection each time.
+//
+// Promises: `onReachable(r)` is called only when the verdict changes. The first verdict comes from
+// the first probe if it succeeds, else after `failureThreshold` failures. Reachable -> unreachable
+// needs `failureThreshold` consecutive failures; unreachable -> reachable needs one success (an
+// api-server answering /readyz 200 is proof enough; doubting it would only delay the hand-back).
+// Each probe is aborted after `timeoutMs` (< intervalMs, checked), so probes never pile up.
+// `probeNow()` runs one at once and feeds the same counting. Nothing throws into the agent.
+//
+// Assumes: /readyz is readable by the agent (the default RBAC lets anyone, even anonymous, read
+// it via system:public-info-viewer). A 200 means "ready"; anything else, including a 500 from a
+// starting api-server, counts as a failure. A fresh connection per probe (client-node's per-request
+// agent, no keep-alive) is deliberate: a kept-alive socket could answer for a server whose new
+// connections fail.
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { kubeGet, readBody } from '../../kube/informer.js';
+import type { Timers } from '../agent.js';
+
+/** Default period. A quarter of the default window: an outage is seen well before parents are judged. */
+export const API_PROBE_INTERVAL_MS = 5_000;
+/** Default per-probe timeout: a healthy api-server answers /readyz in milliseconds; 2 s forgives a loaded one. */
+export const API_PROBE_TIMEOUT_MS = 2_000;
+/**
+ * Consecutive failures before "unreachable". One lost probe (a GC pause, an api-server restarting
+ * behind a load balancer) must not flip every parent's policy to `whenApiUnreachable`; three (about
+ * 15 s at the default period) is the kubelet's own default failureThreshold for probes.
+ */
+export const API_FAILURE_THRESHOLD = 3;
+/** /readyz answers "ok" or a list of checks; we only need the status. */
+const MAX_READYZ_BYTES = 64 * 1024;
+
+export interface ApiProbeOptions {
+  kubeConfig: KubeConfig;
+  log: Logger;
+  timers: Timers;
+  onReachable(reachable: boolean): void;
+  /** Default API_PROBE_INTERVAL_MS. */
+  intervalMs?: number;
+  /** Default API_PROBE_TIMEOUT_MS; must be shorter than intervalMs. */
+  timeoutMs?: number;
+  /** Default API_FAILURE_THRESHOLD. */
+  failureThreshold?: number;
+  /** Replaces the HTTP GET (tests); resolves true for ready. */
+  probe?: (signal: AbortSignal) => Promise<boolean>;
+}
+
+export interface ApiProbe {
+  /** Probe at once, then every intervalMs. Idempotent. */
+  start(): void;
+  /** Stop probing; aborts a probe in flight. No callback runs after this resolves. */
+  stop(): Promise<void>;
+  /** Probe now (joins a probe already in flight); resolves with this probe's result. */
+  probeNow(): Promise<boolean>;
+  /** The current verdict; null until the first one. */
+  isReachable(): boolean | null;
+}
+
+/** GET /readyz; true only for HTTP 200. Rejects on no answer. */
+export async function getReadyz(kc: KubeConfig, signal: AbortSignal): Promise<boolean> {
+  const res = await kubeGet(kc, '/readyz', signal);
+  await readBody(res, MAX_READYZ_BYTES).catch(() => '');
+  return res.statusCode === 200;
+}
+
+export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
+  const intervalMs = opts.intervalMs ?? API_PROBE_INTERVAL_MS;
+  const timeoutMs = opts.timeoutMs ?? API_PROBE_TIMEOUT_MS;
+  const threshold = opts.failureThreshold ?? API_FAILURE_THRESHOLD;
+  if (!(intervalMs > 0) || !(timeoutMs > 0) || timeoutMs >= intervalMs) {
+    throw new Error(`api probe: need 0 < timeoutMs (${timeoutMs}) < intervalMs (${intervalMs})`);
+  }
+  if (!Number.isInteger(threshold) || threshold < 1) throw new Error(`api probe: failureThreshold must be a positive integer, got ${threshold}`);
+  const probe = opts.probe ?? ((signal: AbortSignal) => getReadyz(opts.kubeConfig, signal));
+  const log = opts.log.child({ observer: 'api-probe' });
+  const stopAc = new AbortController();
+  let reachable: boolean | null = null;
+  let failures = 0;
+  let started = false;
+  let stopped = false;
+  let timer: unknown = null;
+  let inflight: Promise<boolean> | null = null;
+
+  const verdict = (r: boolean, why: string) => {
+    if (reachable === r || stopped) return;
+    reachable = r;
+    log.info({ reachable: r, why, failures }, 'api-server reachability changed');
+    try {
+      opts.onReachable(r);
+    } catch (e) {
+      log.error({ callback: 'onReachable', error: (e as Error)?.message ?? String(e) }, 'api probe callback threw; carrying on');
+    }
+  };
+
+  async function once(): Promise<boolean> {
+    const ac = new AbortController();
+    const onStop = () => ac.abort();
+    stopAc.signal.addEventListener('abort', onStop, { once: true });
+    const t = opts.timers.set(() => ac.abort(), timeoutMs);
+    let ok = false;
+    let why: string;
+    try {
+      ok = await probe(ac.signal);
+      why = ok ? 'readyz ok' : 'readyz not ok';
+    } catch (e) {
+      why = ac.signal.aborted ? `no answer within ${timeoutMs} ms` : ((e as Error)?.message ?? String(e));
+    } finally {
+      opts.timers.clear(t);
+      stopAc.signal.removeEventListener('abort', onStop);
+    }
+    if (stopped) return ok;
+    if (ok) {
+      failures = 0;
+      verdict(true, why);
+    } else {
+      failures++;
+      log.debug({ failures, threshold, why }, 'api-server probe failed');
+      if (failures >= threshold) verdict(false, why);
+    }
+    return ok;
+  }
+
+  const probeNow = (): Promise<boolean> => {
+    inflight ??= once().finally(() => {
+      inflight = null;
+    });
+    return inflight;
+  };
+
+  const tick = () => {
+    timer = null;
+    if (stopped) return;
+    // Scheduled from the start of a probe: the timeout is shorter than the period, so none overlap.
+    timer = opts.timers.set(tick, intervalMs);
+    void probeNow();
+  };
+
+  return {
+    start() {
+      if (started || stopped) return;
+      started = true;
+      tick();
+    },
+    async stop() {
+      stopped = true;
+      stopAc.abort();
+      if (timer !== null) opts.timers.clear(timer);
+      timer = null;
+      await inflight?.catch(() => undefined);
+    },
+    probeNow,
+    isReachable: () => reachable,
+  };
+}
