@@ -9,12 +9,12 @@ import type { ManifestDir } from '../checkpoint/manifests.js';
 import { sanitize } from '../checkpoint/sanitize.js';
 import type { Store } from '../checkpoint/store.js';
 import { leaseName } from '../core/names.js';
-import type { Beat, Channel } from '../core/types.js';
+import type { Action, Beat, Channel } from '../core/types.js';
 import { beatFromPod } from '../kube/annotation.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
 import { beatFromLease } from '../kube/lease.js';
-import type { Actuators, LiveRead, ParentView } from './agent.js';
+import type { Actuators, LiveRead } from './agent.js';
 
 export const COMPONENT = 'lastseen-agent';
 
@@ -72,7 +72,7 @@ export function kubeResolver(k: KubeClient): DataResolver {
   };
 }
 
-export function makeActuators(d: ActuatorDeps): Actuators {
+export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extract<Action, { type: 'event' }>): Promise<void> } {
   const wallNow = d.wallNow ?? Date.now;
   const kube = (what: string): KubeClient => {
     const k = d.kube();
@@ -141,31 +141,39 @@ export function makeActuators(d: ActuatorDeps): Actuators {
       return { beats };
     },
     async event(p, e) {
-      const k = d.kube();
-      if (!k) return; // Events are best effort; the log has the same line
       const pod = p.pod as V1Pod | null;
-      const now = new Date(wallNow());
       const involved = pod?.metadata?.uid
         ? { apiVersion: 'v1', kind: 'Pod', name: pod.metadata.name, namespace: p.namespace, uid: pod.metadata.uid }
         : { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node };
-      const body: CoreV1Event = {
-        metadata: { generateName: `${p.key}.`, namespace: p.namespace, labels: { 'app.kubernetes.io/managed-by': 'lastseen', 'lastseen.dev/node': d.node } },
-        involvedObject: involved,
-        reason: e.reason,
-        message: e.message,
-        type: e.eventType,
-        source: { component: COMPONENT, host: d.node },
-        reportingComponent: `lastseen.dev/${COMPONENT}`,
-        reportingInstance: d.instance,
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
-      };
-      try {
-        await k.core.createNamespacedEvent({ namespace: p.namespace, body });
-      } catch (err) {
-        d.logger.warn({ parent: p.id, reason: e.reason, err: classifyKubeError(err, `event for ${p.id}`).message }, 'event not recorded');
-      }
+      await recordEvent(p.namespace, p.key, involved, e);
+    },
+    /** An Event about the node's agent itself (a refused policy), on its NodeCheckpoint. */
+    async nodeEvent(e) {
+      await recordEvent('default', 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
   };
+
+  async function recordEvent(namespace: string, prefix: string, involved: CoreV1Event['involvedObject'], e: Extract<Action, { type: 'event' }>): Promise<void> {
+    const k = d.kube();
+    if (!k) return; // Events are best effort; the log has the same line
+    const now = new Date(wallNow());
+    const body: CoreV1Event = {
+      metadata: { generateName: `${prefix}.`, namespace, labels: { 'app.kubernetes.io/managed-by': 'lastseen', 'lastseen.dev/node': d.node } },
+      involvedObject: involved,
+      reason: e.reason,
+      message: e.message,
+      type: e.eventType,
+      source: { component: COMPONENT, host: d.node },
+      reportingComponent: `lastseen.dev/${COMPONENT}`,
+      reportingInstance: d.instance,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    };
+    try {
+      await k.core.createNamespacedEvent({ namespace, body });
+    } catch (err) {
+      d.logger.warn({ target: `${namespace}/${prefix}`, reason: e.reason, err: classifyKubeError(err, `event ${e.reason}`).message }, 'event not recorded');
+    }
+  }
 }

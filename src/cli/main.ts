@@ -10,6 +10,7 @@ const program = new Command('lastseen')
 
 // Subcommands (one line each; keep alphabetical).
 const registrations: Array<(p: Command) => void> = [
+  (await import('./agent.js')).register,
   (await import('./heartbeat.js')).register,
   (await import('./policy.js')).register,
   (await import('./simulate.js')).register,

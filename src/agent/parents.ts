@@ -1,0 +1,62 @@
+// Which pods on this node are parents, and how observed objects become the core's inputs.
+// Pure functions: the wiring (run.ts) calls them from informer callbacks.
+import type { V1Pod } from '@kubernetes/client-node';
+import { ANNOTATION_CHECKPOINT, ANNOTATION_CHECKPOINT_OF, LABEL_NODE, LABEL_PARENT, parentId, parentKey } from '../core/names.js';
+
+/** The kubelet marks the api-server's copy of a static pod with this annotation. */
+const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
+
+export interface ParentPod {
+  namespace: string;
+  key: string;
+  pod: V1Pod;
+  labels: Record<string, string>;
+}
+
+/** Why a pod on this node is not a parent (null: it is one). */
+export function notParentReason(pod: V1Pod, node: string): string | null {
+  const md = pod.metadata ?? {};
+  const ann = md.annotations ?? {};
+  if (ann[ANNOTATION_CHECKPOINT] !== 'true') return `no ${ANNOTATION_CHECKPOINT}: "true" annotation`;
+  if (ann[MIRROR_ANNOTATION] !== undefined) return 'a static (mirror) pod';
+  if (ann[ANNOTATION_CHECKPOINT_OF] !== undefined) return 'a checkpoint copy';
+  if (pod.spec?.nodeName !== node) return `scheduled to ${pod.spec?.nodeName ?? 'no node'}, not ${node}`;
+  if (md.deletionTimestamp) return 'being deleted';
+  if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return `finished (${pod.status.phase})`;
+  if (!md.namespace || !md.name) return 'no name or namespace';
+  return null;
+}
+
+/**
+ * The parents the api-server has scheduled to this node, by parent id. Two pods with one key (a
+ * rollout's old and new pod) resolve to the newest by creation time: it is the one that will stay.
+ */
+export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPod> {
+  const out = new Map<string, ParentPod>();
+  for (const pod of pods) {
+    if (notParentReason(pod, node) !== null) continue;
+    const md = pod.metadata!;
+    const key = parentKey({ name: md.name!, labels: md.labels ?? {}, ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })) });
+    const id = parentId(md.namespace!, key);
+    const prev = out.get(id);
+    const created = (p: V1Pod) => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
+    if (prev && created(prev.pod) >= created(pod)) continue;
+    out.set(id, { namespace: md.namespace!, key, pod, labels: md.labels ?? {} });
+  }
+  return out;
+}
+
+/** Namespace and key of a Lease written by a heartbeat, from its labels (null: not ours). */
+export function leaseParent(lease: { metadata?: { namespace?: string; labels?: Record<string, string> } }, node: string): { namespace: string; key: string } | null {
+  const md = lease.metadata ?? {};
+  const key = md.labels?.[LABEL_PARENT];
+  if (!md.namespace || !key || md.labels?.[LABEL_NODE] !== node) return null;
+  return { namespace: md.namespace, key };
+}
+
+/** Namespace, key and role of a local heartbeat file name (`<ns>_<key>.json`, `<ns>_<key>.checkpoint.json`). */
+export function localFileParent(name: string): { namespace: string; key: string; role: 'parent' | 'checkpoint' } | null {
+  const m = /^([a-z0-9-]+)_(.+?)(\.checkpoint)?\.json$/.exec(name);
+  if (!m) return null;
+  return { namespace: m[1]!, key: m[2]!, role: m[3] ? 'checkpoint' : 'parent' };
+}

@@ -1,0 +1,350 @@
+// `lastseen agent`: wires the observers, the loop, the actuators, status, metrics and health into
+// one process, and owns its lifetime: the node lock first, then recovery from the state folder,
+// then the api-server observers; SIGTERM stops observing and waits for actions in flight, but
+// never retires a checkpoint (a running copy of the api-server must survive the agent's restart).
+import { join } from 'node:path';
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { ManifestDir } from '../checkpoint/manifests.js';
+import { Store } from '../checkpoint/store.js';
+import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
+import { beatFromPod } from '../kube/annotation.js';
+import { type KubeClient, loadKubeConfig, makeKubeClient } from '../kube/client.js';
+import { makeInformer } from '../kube/informer.js';
+import { beatFromLease } from '../kube/lease.js';
+import type { Condition } from '../kube/nodecheckpoint-types.js';
+import { formatDuration } from '../policy/duration.js';
+import { makeActuators, specHashOf } from './actuators.js';
+import { Agent, type Clock, monotonicClock, type ParentView, realTimers, type Timers } from './agent.js';
+import { serveHealth } from './health.js';
+import { LOCK_RENEW_MS, NodeLock } from './lock.js';
+import { AgentMetrics } from './metrics.js';
+import { API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
+import { watchLocalBeats } from './observe/local-beats.js';
+import { configMapPolicySource, filePolicySource, type PolicySource } from './observe/policy-source.js';
+import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
+import { StatusWriter } from './status.js';
+
+export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
+export const DEFAULT_MANIFEST_DIR = '/etc/kubernetes/manifests';
+export const DEFAULT_HEALTH_PORT = 9870;
+/** Api requests of the agent (live reads, captures, Events) give up after this long. */
+export const AGENT_REQUEST_TIMEOUT_MS = 5_000;
+/** How often per-parent gauges (beat age) are refreshed between decisions. */
+export const METRICS_REFRESH_MS = 5_000;
+
+export interface AgentRunOptions {
+  node: string;
+  /** This agent pod's name and namespace (the namespace holds the policy ConfigMap). */
+  podName: string;
+  namespace: string;
+  kubeconfig?: string;
+  manifestDir?: string;
+  stateDir?: string;
+  heartbeatDir?: string;
+  /** A mounted policy file; when absent, the `lastseen-policy` ConfigMap in `namespace` is watched. */
+  policyFile?: string;
+  healthPort?: number;
+  healthHost?: string;
+  /** Watch silence after which a watch is re-opened (default: the informer's). */
+  watchdogMs?: number;
+  localPollMs?: number;
+  apiProbeMs?: number;
+  logger: Logger;
+  clock?: Clock;
+  timers?: Timers;
+}
+
+export interface RunningAgent {
+  agent: Agent;
+  metrics: AgentMetrics;
+  healthPort: number;
+  stop(): Promise<void>;
+  /** Resolves when the agent stops by itself (lost its lock); the CLI exits with code 1 then. */
+  lost: Promise<void>;
+}
+
+export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
+  const log = o.logger;
+  const clock = o.clock ?? monotonicClock;
+  const timers = o.timers ?? realTimers;
+  const stateDir = o.stateDir ?? DEFAULT_STATE_DIR;
+  const metrics = new AgentMetrics();
+  const stops: Array<() => Promise<void> | void> = [];
+  let ready = false;
+  let lockHeld = false;
+
+  const health = await serveHealth(o.healthPort ?? DEFAULT_HEALTH_PORT, o.healthHost ?? '0.0.0.0', {
+    live: () => ({ ok: true, reason: '' }),
+    ready: () => (lockHeld ? (ready ? { ok: true, reason: '' } : { ok: false, reason: 'observers not synced yet' }) : { ok: false, reason: 'standby: another agent holds the node lock' }),
+    registry: metrics.registry,
+  });
+  stops.push(() => health.close());
+  log.info({ port: health.port }, 'health endpoints listening');
+
+  // One acting agent per node: wait as a standby until the lock is ours.
+  const lock = new NodeLock({ path: join(stateDir, 'agent.lock'), holder: `${o.podName}-${process.pid}` });
+  while (!(await lock.tryAcquire())) {
+    log.info({ lock: join(stateDir, 'agent.lock') }, 'another agent holds the node lock; standing by');
+    await new Promise((r) => timers.set(() => r(undefined), LOCK_RENEW_MS));
+  }
+  lockHeld = true;
+  let loseLock: () => void = () => {};
+  const lost = new Promise<void>((r) => {
+    loseLock = r;
+  });
+  const renew = () => {
+    lockTimer = timers.set(async () => {
+      try {
+        if (!(await lock.tryAcquire())) {
+          log.error('lost the node lock to another agent; stopping');
+          lockHeld = false;
+          loseLock();
+          return;
+        }
+      } catch (e) {
+        log.warn({ err: (e as Error).message }, 'could not renew the node lock');
+      }
+      renew();
+    }, LOCK_RENEW_MS);
+  };
+  let lockTimer: unknown = null;
+  renew();
+  stops.push(async () => {
+    timers.clear(lockTimer);
+    await lock.release();
+  });
+
+  const store = new Store({ stateDir });
+  const manifests = new ManifestDir({ dir: o.manifestDir ?? DEFAULT_MANIFEST_DIR });
+  const strays = await manifests.removeStrays();
+  if (strays.length > 0) log.info({ strays }, 'removed half-written manifests left by a crash');
+
+  const kc = loadKubeConfig(o.kubeconfig);
+  let kube: KubeClient = makeKubeClient(kc, { requestTimeoutMs: AGENT_REQUEST_TIMEOUT_MS });
+  stops.push(() => kube.close());
+
+  let policySource: PolicySource | null = null;
+  let agent: Agent | null = null;
+  const views = () => agent?.views() ?? [];
+  const conditions = (): Condition[] => {
+    const now = new Date().toISOString();
+    return [
+      { type: 'PolicyValid', status: policySource?.isValid() === false ? 'False' : 'True', reason: policySource?.isValid() === false ? 'Refused' : 'Valid', message: 'the policy in force', lastTransitionTime: now },
+      { type: 'ApiReachable', status: agent?.isApiReachable() ? 'True' : 'False', reason: agent?.isApiReachable() ? 'Reachable' : 'Unreachable', message: 'the agent reaches the api-server', lastTransitionTime: now },
+    ];
+  };
+  const status = new StatusWriter({ node: o.node, kubeConfig: kc, views, conditions, clock, timers, logger: log });
+  stops.push(() => status.stop());
+
+  const actuators = makeActuators({ node: o.node, instance: o.podName, store, manifests, kube: () => kube, logger: log });
+  agent = new Agent({
+    node: o.node,
+    clock,
+    timers,
+    logger: log,
+    actuators,
+    specHash: (pod) => {
+      const md = (pod as V1Pod).metadata ?? {};
+      const p = parentsOnNode([pod as V1Pod], o.node).values().next().value;
+      return specHashOf({ node: o.node, store }, `${md.namespace}/${p?.key ?? md.name}`, p?.key ?? md.name ?? '', pod);
+    },
+    hooks: {
+      onTransition: (p: ParentView, a) => {
+        if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.split(':')[0] ?? a.reason });
+        if (a.to === 'HandingOver') metrics.handovers.inc({ result: 'started' });
+        if (a.from === 'HandingOver' && a.to === 'Healthy') metrics.handovers.inc({ result: 'succeeded' });
+        if (a.from === 'HandingOver' && a.to === 'Active') metrics.handovers.inc({ result: 'failed' });
+        if (a.from === 'Active' && a.to === 'Healthy') metrics.retirements.inc();
+        if (a.to === 'Orphaned') metrics.collections.inc();
+        void p;
+        status.poke();
+      },
+      onDecision: () => metrics.observe(views(), clock.now()),
+      onForget: (id) => {
+        metrics.forget(id);
+        status.poke();
+      },
+    },
+  });
+  const a = agent;
+
+  // Recover what is on disk: stored checkpoints, and which of them are active right now.
+  const listed = await store.list();
+  for (const p of listed.problems) log.warn({ checkpoint: p.id, reason: p.reason }, 'checkpoint on disk is not usable');
+  const active = new Set(await manifests.active());
+  for (const c of listed.checkpoints) {
+    const [namespace, key] = c.id.split('/') as [string, string];
+    a.restore(namespace, key, { stored: true, active: active.has(c.id), specHash: c.capture.specHash }, c.capture.manifest.metadata?.labels ?? {});
+  }
+  log.info({ checkpoints: listed.checkpoints.length, active: [...active] }, 'recovered from the state folder');
+
+  // Policy: a mounted file, or the ConfigMap.
+  const onPolicy = (policy: Parameters<Agent['setPolicy']>[0], origin: string) => {
+    metrics.policyValid.set(1);
+    log.info({ origin }, 'policy applied');
+    a.setPolicy(policy);
+  };
+  const onInvalid = (errors: Array<{ path: string; message: string }>, origin: string) => {
+    metrics.policyValid.set(0);
+    log.warn({ origin, errors }, 'policy refused; the last valid policy stays in force');
+    const message = `policy from ${origin} refused (${errors.length} error(s)): ${errors
+      .slice(0, 5)
+      .map((e) => `${e.path}: ${e.message}`)
+      .join('; ')}`;
+    void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'PolicyRefused', message });
+    status.poke();
+  };
+  policySource = o.policyFile
+    ? filePolicySource({ path: o.policyFile, log, timers, onPolicy, onInvalid })
+    : configMapPolicySource({ kubeConfig: kc, namespace: o.namespace, log, clock, timers, onPolicy, onInvalid, ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}) });
+  policySource.start();
+  a.setPolicy(policySource.current());
+  stops.push(() => policySource?.stop());
+
+  // The api-server's reachability, by its own /readyz.
+  let consecutiveFailures = 0;
+  const probe = probeApiServer({
+    kubeConfig: kc,
+    log,
+    timers,
+    ...(o.apiProbeMs ? { intervalMs: o.apiProbeMs, timeoutMs: Math.min(API_PROBE_TIMEOUT_MS, Math.floor(o.apiProbeMs * 0.8)) } : {}),
+    onReachable: (ok: boolean) => {
+      metrics.apiReachable.set(ok ? 1 : 0);
+      if (!ok) {
+        consecutiveFailures += 1;
+        // A connection pool stuck to a dead endpoint is dropped, as the kubelet does.
+        kube.close();
+        kube = makeKubeClient(kc, { requestTimeoutMs: AGENT_REQUEST_TIMEOUT_MS });
+      } else consecutiveFailures = 0;
+      a.api(ok);
+      if (ok) publishPods();
+      status.poke();
+    },
+  });
+  probe.start();
+  stops.push(() => probe.stop());
+
+  // Pods of this node: who the parents are (and their annotation beats).
+  let podsSynced = false;
+  const pods = makeInformer<V1Pod>({
+    name: `pods of ${o.node}`,
+    kubeConfig: kc,
+    path: '/api/v1/pods',
+    fieldSelector: `spec.nodeName=${o.node}`,
+    log,
+    clock,
+    timers,
+    ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}),
+    onAdd: (pod) => podChanged(pod),
+    onUpdate: (pod) => podChanged(pod),
+    onDelete: () => publishPods(),
+    onSynced: () => {
+      podsSynced = true;
+      publishPods();
+      ready = podsSynced && leasesSynced;
+    },
+    onHealth: (ok) => metrics.watchHealthy.set({ resource: 'pods' }, ok ? 1 : 0),
+  });
+  const podChanged = (pod: V1Pod) => {
+    const ann = pod.metadata?.annotations ?? {};
+    if (ann['lastseen.dev/last-seen'] !== undefined) {
+      const r = beatFromPod(pod, o.node);
+      const parent = parentsOnNode([pod], o.node).values().next().value;
+      if (r.ok && parent) a.beat(parent.namespace, parent.key, r.beat);
+      else if (!r.ok) badInput('annotation', r.reason);
+    }
+    publishPods();
+  };
+  const publishPods = () => {
+    if (!podsSynced || !a.isApiReachable()) return;
+    a.podsObserved(parentsOnNode(pods.list(), o.node));
+  };
+  stops.push(() => pods.stop());
+
+  // Leases of this node: the lease channel.
+  let leasesSynced = false;
+  const leases = makeInformer<V1Lease>({
+    name: `leases of ${o.node}`,
+    kubeConfig: kc,
+    path: '/apis/coordination.k8s.io/v1/leases',
+    labelSelector: `lastseen.dev/node=${o.node}`,
+    log,
+    clock,
+    timers,
+    ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}),
+    onAdd: (l) => leaseChanged(l),
+    onUpdate: (l) => leaseChanged(l),
+    onSynced: () => {
+      leasesSynced = true;
+      ready = podsSynced && leasesSynced;
+    },
+    onHealth: (ok) => metrics.watchHealthy.set({ resource: 'leases' }, ok ? 1 : 0),
+  });
+  const leaseChanged = (l: V1Lease) => {
+    const parent = leaseParent(l as never, o.node);
+    const r = beatFromLease(l, o.node);
+    if (!r.ok || !parent) return badInput('lease', r.ok ? `Lease ${l.metadata?.namespace}/${l.metadata?.name} has no parent label` : r.reason);
+    a.beat(parent.namespace, parent.key, r.beat);
+  };
+  stops.push(() => leases.stop());
+
+  // The local heartbeat folder: the channel that works without an api-server.
+  const local = watchLocalBeats({
+    dir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
+    ...(o.localPollMs ? { pollMs: o.localPollMs } : {}),
+    log,
+    timers,
+    onFile: (name, text) => {
+      const parent = localFileParent(name);
+      if (!parent) return badInput('local', `${name}: not a heartbeat file name (<namespace>_<key>.json)`);
+      const r = beatFromFile(text, { node: o.node, namespace: parent.namespace, key: parent.key, role: parent.role });
+      if (!r.ok) return badInput('local', `${name}: ${r.reason}`);
+      a.beat(parent.namespace, parent.key, r.beat);
+    },
+    onRemoved: () => {},
+  });
+  stops.push(() => local.stop());
+
+  const badLogged = new Map<string, number>();
+  function badInput(source: 'lease' | 'annotation' | 'local', reason: string): void {
+    metrics.badInputs.inc({ source });
+    const last = badLogged.get(reason);
+    if (last !== undefined && clock.now() - last < 60_000) return; // once a minute per reason
+    badLogged.set(reason, clock.now());
+    log.warn({ source, reason }, 'ignored a malformed or foreign heartbeat');
+  }
+
+  const refresh = () => {
+    metricsTimer = timers.set(() => {
+      metrics.observe(views(), clock.now());
+      refresh();
+    }, METRICS_REFRESH_MS);
+  };
+  let metricsTimer: unknown = null;
+  refresh();
+  stops.push(() => timers.clear(metricsTimer));
+
+  pods.start();
+  leases.start();
+  local.start();
+  log.info(
+    { stateDir, manifestDir: manifests.dir, heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, interval: formatDuration(a.views()[0]?.state.policy.intervalMs ?? 5000) },
+    'agent started',
+  );
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      log.info('stopping: observers first, then actions in flight; checkpoints stay as they are');
+      ready = false;
+      await Promise.allSettled([pods.stop(), leases.stop(), local.stop(), probe.stop(), policySource?.stop()]);
+      await a.stop();
+      await status.flush().catch(() => {});
+      for (const s of stops.reverse()) await Promise.resolve(s()).catch(() => {});
+      log.info('stopped');
+    })();
+    return stopping;
+  };
+  return { agent: a, metrics, healthPort: health.port, stop, lost };
+}

@@ -1,0 +1,93 @@
+// `lastseen agent`: the node agent. Flags fall back to the downward-API environment; every path is
+// a flag with the DESIGN default so it can run unprivileged in tests. JSON logs (pino) on stdout.
+import type { Command } from 'commander';
+import { pino } from 'pino';
+import { DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
+import { parseDuration } from '../policy/duration.js';
+import { DEFAULT_HEALTH_PORT, DEFAULT_MANIFEST_DIR, DEFAULT_STATE_DIR, runAgent } from '../agent/run.js';
+import { CliError } from './errors.js';
+
+interface Flags {
+  node?: string;
+  podName?: string;
+  namespace?: string;
+  kubeconfig?: string;
+  manifestDir: string;
+  stateDir: string;
+  heartbeatDir: string;
+  policyFile?: string;
+  healthPort: string;
+  healthHost: string;
+  watchdog?: string;
+  localPoll?: string;
+  apiProbe?: string;
+  logLevel: string;
+}
+
+function ms(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const r = parseDuration(text);
+  if (!r.ok) throw new CliError(`${flag}: ${r.error}`, 'EUSAGE', 2);
+  return r.ms;
+}
+
+export function register(program: Command): void {
+  program
+    .command('agent')
+    .description('run the node agent: watch parents on this node, keep their checkpoints, cover silent ones')
+    .option('--node <name>', 'this node (env NODE_NAME)')
+    .option('--pod-name <name>', 'this agent pod (env POD_NAME)')
+    .option('--namespace <ns>', "the agent's namespace, which holds the lastseen-policy ConfigMap (env POD_NAMESPACE)")
+    .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
+    .option('--manifest-dir <dir>', "the kubelet's static-pod folder", DEFAULT_MANIFEST_DIR)
+    .option('--state-dir <dir>', 'checkpoints and the node lock', DEFAULT_STATE_DIR)
+    .option('--heartbeat-dir <dir>', 'local heartbeat files', DEFAULT_HEARTBEAT_DIR)
+    .option('--policy-file <file>', 'read the policy from this file instead of the ConfigMap')
+    .option('--health-port <port>', '/healthz /readyz /metrics port (0: any free port)', String(DEFAULT_HEALTH_PORT))
+    .option('--health-host <host>', 'address for the health endpoints', '0.0.0.0')
+    .option('--watchdog <duration>', 're-open a watch silent for this long (default 90s)')
+    .option('--local-poll <duration>', 'scan the heartbeat folder this often (default 1s)')
+    .option('--api-probe <duration>', "probe the api-server's /readyz this often")
+    .option('--log-level <level>', 'pino level', 'info')
+    .action(async (flags: Flags) => {
+      const env = process.env;
+      const node = flags.node ?? env.NODE_NAME;
+      if (!node) throw new CliError('--node (or env NODE_NAME) is required', 'EUSAGE', 2);
+      const port = Number(flags.healthPort);
+      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--health-port: ${flags.healthPort} is not a port`, 'EUSAGE', 2);
+      const logger = pino({ level: flags.logLevel, base: { component: 'lastseen-agent', node } });
+      const watchdogMs = ms(flags.watchdog, '--watchdog');
+      const localPollMs = ms(flags.localPoll, '--local-poll');
+      const apiProbeMs = ms(flags.apiProbe, '--api-probe');
+      const running = await runAgent({
+        node,
+        podName: flags.podName ?? env.POD_NAME ?? `lastseen-agent-${node}`,
+        namespace: flags.namespace ?? env.POD_NAMESPACE ?? 'lastseen-system',
+        manifestDir: flags.manifestDir,
+        stateDir: flags.stateDir,
+        heartbeatDir: flags.heartbeatDir,
+        healthPort: port,
+        healthHost: flags.healthHost,
+        logger,
+        ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+        ...(flags.policyFile ? { policyFile: flags.policyFile } : {}),
+        ...(watchdogMs ? { watchdogMs } : {}),
+        ...(localPollMs ? { localPollMs } : {}),
+        ...(apiProbeMs ? { apiProbeMs } : {}),
+      });
+      await new Promise<void>((resolve) => {
+        const shutdown = (signal: string) => {
+          logger.info({ signal }, 'signal received');
+          running.stop().then(resolve, resolve);
+        };
+        process.once('SIGTERM', () => shutdown('SIGTERM'));
+        process.once('SIGINT', () => shutdown('SIGINT'));
+        running.lost.then(() => {
+          running.stop().finally(() => {
+            process.exitCode = 1;
+            resolve();
+          });
+        });
+      });
+    });
+}
