@@ -55,7 +55,7 @@ export class LastseenAgent implements AgentProcess {
   private ensure(key: string): boolean {
     if (this.states.has(key)) return true;
     const def = this.world.parentDefOrNull(key);
-    if (!def || !def.nodes.includes(this.node.name)) return false;
+    if (!def?.nodes.includes(this.node.name)) return false;
     const id = parentId(def.namespace, key);
     const cp = this.node.disk.checkpoints.get(id);
     const checkpoint = { stored: !!cp, active: this.node.disk.manifests.has(manifestFile(def.namespace, key)), specHash: cp?.spec.hash ?? null };

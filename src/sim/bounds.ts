@@ -17,10 +17,13 @@ import type { ParentDef } from './schema.js';
  * + termination + 10s + 20s + 40s backoff      ports still held by a terminating or crash-looping
  *                                              parent: the copy may lose three binds in a row
  * + controller delay + interval                a deleted pod is re-created; one heartbeat period of phase
+ * + startTimeout (only when the desired spec cannot become Ready): a crash-looping bad build keeps
+ *   beating Starting, and Starting counts as alive until startTimeout.
  */
-export function serveBoundMs(def: ParentDef, fileCheckMs: number): number {
+export function serveBoundMs(def: ParentDef, fileCheckMs: number, desiredHealthy = true): number {
   const p = def.policy;
   return (
+    (desiredHealthy ? 0 : p.startTimeoutMs) +
     T.kubeletStartMs + T.podStartMs + T.agentStartMs +
     p.startupGraceMs +
     p.windowMs +

@@ -115,7 +115,7 @@ export class Invariants {
         if (servable && servedBy(w, n, def.key) === null) {
           const since = Math.max(this.unservedSince.get(tag) ?? now, w.lastFaultEnd);
           this.unservedSince.set(tag, this.unservedSince.get(tag) ?? now);
-          const bound = serveBoundMs(def, fileCheck);
+          const bound = serveBoundMs(def, fileCheck, desired?.healthy ?? true);
           if (now - since > bound) this.violate(n, def.key, 'not-served', `unserved for over ${Math.round(bound / 1000)}s after the last fault ended`);
         } else this.unservedSince.delete(tag);
         if (node.up && desired?.healthy && !parentServes(w, n, def.key)) {

@@ -46,7 +46,6 @@ export interface OutcomeFigures {
 export class Outcome {
   private lastT: number | null = null;
   private lastServed = true;
-  private lastParent = true;
   private unservedMs = 0;
   private everUnserved = false;
   private everNotParent = false;
@@ -79,7 +78,6 @@ export class Outcome {
     if (parent && this.everNotParent && this.parentAgainAt === null) this.parentAgainAt = now;
     this.lastT = now;
     this.lastServed = served;
-    this.lastParent = parent;
   }
 
   figures(endAt: number): OutcomeFigures {

@@ -114,7 +114,10 @@ export class World {
   record(lane: string, v: string): void {
     if (!this.keepLogs) return;
     let s = this.series.get(lane);
-    if (!s) this.series.set(lane, (s = []));
+    if (!s) {
+      s = [];
+      this.series.set(lane, s);
+    }
     if (s.length > 0 && s[s.length - 1]!.v === v) return;
     s.push({ t: this.q.now, v });
   }
@@ -138,6 +141,8 @@ export class World {
   startKubelet(node: SimNode, adoptApiPods = false): void {
     const k = new Kubelet(this, node, node.bootId);
     this.kubelets.set(node.name, k);
+    // A new kubelet learns reachability like everyone else: on the next check after this event.
+    this.reach.delete(node.name);
     k.start();
     if (adoptApiPods) k.adoptApiPods();
   }
