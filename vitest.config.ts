@@ -4,6 +4,9 @@ import { defineConfig } from 'vitest/config';
 // `integration` (one real kube-apiserver + etcd per run, started by test/integration/global-setup.ts).
 export default defineConfig({
   test: {
+    // The integration project's global teardown runs `scripts/control-plane down`; give it time on a
+    // loaded machine (vitest's default is 10 s). Only a root option, so it applies to both projects.
+    teardownTimeout: 60_000,
     projects: [
       {
         test: {
