@@ -15,6 +15,14 @@ import { CliError } from './errors.js';
 const REQUEST_TIMEOUT_MS = 30_000;
 /** Pause before re-listing after a watch ends: fast enough to feel live, slow enough not to hammer. */
 const REWATCH_DELAY_MS = 1_000;
+/**
+ * A list answered with 429 or 5xx is tried again (as kubectl does): right after a CRD is installed
+ * or the api-server restarts, its cache answers "storage is (re)initializing" for a few seconds.
+ */
+const LIST_ATTEMPTS = 5;
+/** Wait between those tries when the api-server sends no Retry-After; also the cap on Retry-After. */
+const LIST_RETRY_MS = 1_000;
+const LIST_RETRY_MAX_MS = 5_000;
 /** Coalesce a burst of watch events (one agent transition touches several objects) into one print. */
 const RENDER_DEBOUNCE_MS = 100;
 
@@ -148,6 +156,21 @@ class StatusSource {
     this.checkpointSelector = node ? `metadata.name=${node}` : undefined;
   }
 
+  /** `request`, tried again on 429 and 5xx; any other error (or the last one) is thrown explained. */
+  private async retrying<T>(request: () => Promise<T>, verb: string, resource: string): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await request();
+      } catch (e) {
+        const code = (e as { code?: unknown }).code;
+        const transient = typeof code === 'number' && (code === 429 || (code >= 500 && code < 600));
+        if (!transient || attempt >= LIST_ATTEMPTS) throw explain(e, verb, resource, this.kc);
+        const after = Number((e as { headers?: Record<string, string> }).headers?.['retry-after']);
+        await new Promise((r) => setTimeout(r, after > 0 ? Math.min(after * 1000, LIST_RETRY_MAX_MS) : LIST_RETRY_MS));
+      }
+    }
+  }
+
   async list(): Promise<World> {
     const world: World = { checkpoints: new Map(), leases: new Map(), checkpointsVersion: '', leasesVersion: '' };
     await this.listCheckpoints(world);
@@ -156,20 +179,28 @@ class StatusSource {
   }
 
   private async listCheckpoints(world: World): Promise<void> {
-    const list = await this.custom
-      .listClusterCustomObject({ group: NODECHECKPOINT_GROUP, version: NODECHECKPOINT_VERSION, plural: NODECHECKPOINT_PLURAL, fieldSelector: this.checkpointSelector })
-      .catch((e: unknown) => {
-        throw explain(e, 'list', NODECHECKPOINTS, this.kc);
-      });
+    const list = await this.retrying(
+      () =>
+        this.custom.listClusterCustomObject({
+          group: NODECHECKPOINT_GROUP,
+          version: NODECHECKPOINT_VERSION,
+          plural: NODECHECKPOINT_PLURAL,
+          fieldSelector: this.checkpointSelector,
+        }),
+      'list',
+      NODECHECKPOINTS,
+    );
     world.checkpoints.clear();
     for (const item of (list?.items ?? []) as NodeCheckpointObject[]) world.checkpoints.set(item.metadata?.name ?? '', item);
     world.checkpointsVersion = list?.metadata?.resourceVersion ?? '';
   }
 
   private async listLeases(world: World): Promise<void> {
-    const list = await this.coordination.listLeaseForAllNamespaces({ labelSelector: this.leaseSelector }).catch((e: unknown) => {
-      throw explain(e, 'list', 'leases.coordination.k8s.io', this.kc);
-    });
+    const list = await this.retrying(
+      () => this.coordination.listLeaseForAllNamespaces({ labelSelector: this.leaseSelector }),
+      'list',
+      'leases.coordination.k8s.io',
+    );
     world.leases.clear();
     for (const item of list.items as LeaseObject[]) world.leases.set(`${item.metadata?.namespace}/${item.metadata?.name}`, item);
     world.leasesVersion = list.metadata?.resourceVersion ?? '';

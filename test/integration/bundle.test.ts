@@ -1,0 +1,93 @@
+/**
+ * The single-file bundle the container image ships: `npm run bundle` builds dist/lastseen.mjs,
+ * and that file alone (copied away from node_modules, as in the image) runs the CLI, including
+ * the parts that talk to a real kube-apiserver through @kubernetes/client-node.
+ */
+import { spawn } from 'node:child_process';
+import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { builtinModules } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { controlPlane } from './harness.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** A budget, not a target: it catches a dependency pulled in by mistake (today ~4 MiB unminified). */
+const MAX_BUNDLE_BYTES = 8 * 1024 * 1024;
+const RUN_TIMEOUT_MS = 120_000;
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], cwd: string): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], timeout: RUN_TIMEOUT_MS, killSignal: 'SIGKILL' });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+let away: string;
+let bundle: string;
+
+beforeAll(async () => {
+  const built = await run('npm', ['run', '--silent', 'bundle'], ROOT);
+  expect(built.stderr).toBe('');
+  expect(built.code).toBe(0);
+  // Away from the repository, so that nothing can be resolved from node_modules: as in the image.
+  away = await mkdtemp(join(tmpdir(), 'lastseen-bundle-'));
+  bundle = join(away, 'lastseen.mjs');
+  await copyFile(join(ROOT, 'dist', 'lastseen.mjs'), bundle);
+});
+
+afterAll(async () => {
+  if (away) await rm(away, { recursive: true, force: true });
+});
+
+describe('dist/lastseen.mjs', () => {
+  it('is one ES module for Node 20 with a shebang, importing only Node built-ins, within its size budget', async () => {
+    const text = await readFile(bundle, 'utf8');
+    expect(text.startsWith('#!/usr/bin/env node\n')).toBe(true);
+    const imports = [...text.matchAll(/^import .* from ["']([^"']+)["'];?$/gm)].map((m) => m[1]);
+    expect(imports.length).toBeGreaterThan(0);
+    const builtin = (m: string) => m.startsWith('node:') || builtinModules.includes(m);
+    expect(imports.filter((m) => !builtin(m ?? ''))).toEqual([]);
+    const { size } = await stat(bundle);
+    process.stderr.write(`bundle size: ${size} bytes (${(size / 1024 / 1024).toFixed(2)} MiB)\n`);
+    expect(size).toBeLessThan(MAX_BUNDLE_BYTES);
+  });
+
+  it('prints its help, listing the subcommands', async () => {
+    const r = await run(process.execPath, [bundle, '--help'], away);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    for (const cmd of ['policy', 'status']) expect(r.stdout).toMatch(new RegExp(`^\\s+${cmd}\\b`, 'm'));
+  });
+
+  it('validates the shipped policy, and names the field of a bad one', async () => {
+    const good = await run(process.execPath, [bundle, 'policy', 'validate', join(ROOT, 'deploy/base/policy.yaml')], away);
+    expect(good.stderr).toBe('');
+    expect(good.code).toBe(0);
+    expect(good.stdout).toContain('whenApiUnreachable: activate');
+    const badFile = join(away, 'bad.yaml');
+    await writeFile(badFile, 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\ndefaults:\n  interval: 10s\n  window: 15s\n');
+    const bad = await run(process.execPath, [bundle, 'policy', 'validate', badFile], away);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('defaults.window');
+  });
+
+  it('talks to a real kube-apiserver (client-node survives bundling)', async () => {
+    const r = await run(process.execPath, [bundle, 'status', '--kubeconfig', controlPlane().adminKubeconfig, '--node', 'no-such-node', '-o', 'json'], away);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ kind: 'ParentStatusList', items: [] });
+  });
+});
