@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlane } from './harness.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-/** A budget, not a target: it catches a dependency pulled in by mistake (today ~4 MiB unminified). */
-const MAX_BUNDLE_BYTES = 8 * 1024 * 1024;
+/** A budget, not a target: it catches a dependency pulled in by mistake (7.2 MiB unminified with every subcommand, of which client-node is 4.2 MiB). */
+const MAX_BUNDLE_BYTES = 12 * 1024 * 1024;
 const RUN_TIMEOUT_MS = 120_000;
 
 interface Result {
