@@ -252,6 +252,7 @@ const RBAC: Array<[string, string, string, string, Scope, boolean]> = [
   ['agent', 'delete', 'nodecheckpoints.lastseen.dev', 'never deletes NodeCheckpoints', 'cluster', false],
   ['agent', 'list', 'nodecheckpoints.lastseen.dev', 'has no need to list NodeCheckpoints', 'cluster', false],
   ['agent', 'get', 'nodes', 'reads no nodes', 'cluster', false],
+  ['agent', 'create', 'serviceaccounts/token', 'mints no tokens unless lastseen-agent-tokens is bound', { ns: 'kube-system' }, false],
   ['heartbeat', 'create', 'leases.coordination.k8s.io', 'creates its Lease', { ns: NS }, true],
   ['heartbeat', 'update', 'leases.coordination.k8s.io', 'renews it', { ns: NS }, true],
   ['heartbeat', 'get', 'leases.coordination.k8s.io', 're-reads it on conflict', { ns: NS }, true],
