@@ -7,9 +7,11 @@
 //   changed, re-created (new uid) or deleted while the watch was down produce onAdd / onUpdate /
 //   onDelete (+onAdd) before `onSynced()`. Watch events are applied in order after that.
 // - Never stuck: any error (list, watch connect, HTTP status, stream break, ERROR event) restarts
-//   after a capped, jittered exponential backoff; 410 Gone relists at once; a watch that is silent
-//   (no event, bookmark included) for `watchdogMs` is aborted and re-opened, and so is one whose
-//   response headers do not arrive within `requestTimeoutMs`. Lists are bounded the same way.
+//   after a capped, jittered exponential backoff, resuming from the last resourceVersion seen (as
+//   client-go's reflector); 410 Gone relists at once; a watch that is silent (no event, bookmark
+//   included) for `watchdogMs` is aborted and re-opened at once (silence alone is not a failure:
+//   if the path is really broken, the re-open's headers miss `requestTimeoutMs`, which is). Lists
+//   are bounded by `requestTimeoutMs` too.
 // - Never throws into the caller: bad lines and objects are logged and skipped; a throwing
 //   callback is logged; callbacks never run after `stop()` resolves.
 //
