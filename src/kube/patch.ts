@@ -1,25 +1,12 @@
-// Per-request options for client-node 1.4's promise API.
+// Per-request options for client-node 1.4's object-parameter API.
 //
-// Its `patch...` calls send `application/json-patch+json` unless told otherwise, and its own
-// `setHeaderOptions` helper returns observable-style middleware that the promise API cannot run
-// (rxjsStub `from()` of an Observable). This one is promise-style and appended after the client's
-// own middleware. (Its typings ask for observable middleware here; at run time the promise API
-// wraps what it is given as promise middleware, hence the cast.)
-import { type ConfigurationOptions, PatchStrategy, type RequestContext } from '@kubernetes/client-node';
+// Its `patch...` calls send `application/json-patch+json` unless told otherwise. Call-time
+// middleware there is observable-style (the object API calls the observable API directly), which
+// is what `setHeaderOptions` builds; promise-style middleware fails at run time with
+// "callback(...).toPromise is not a function". Appended after the client's own middleware.
+import { type ConfigurationOptions, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 
 /** Options that make a `patch...` call a JSON merge patch (RFC 7386). */
 export function mergePatchOptions(): ConfigurationOptions {
-  const options = {
-    middleware: [
-      {
-        pre: async (ctx: RequestContext): Promise<RequestContext> => {
-          ctx.setHeaderParam('Content-Type', PatchStrategy.MergePatch);
-          return ctx;
-        },
-        post: async <T>(rsp: T): Promise<T> => rsp,
-      },
-    ],
-    middlewareMergeStrategy: 'append' as const,
-  };
-  return options as unknown as ConfigurationOptions;
+  return setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 }
