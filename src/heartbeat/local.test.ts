@@ -5,11 +5,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Beat } from '../core/types.js';
 import { beatFromFile, LocalChannel, type LocalTarget, localBeatText } from './local.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: the tables below break arbitrary fields of a JSON document on purpose
+type Loose = Record<string, any>;
+
 const target: LocalTarget = { node: 'n1', namespace: 'kube-system', key: 'kube-apiserver', role: 'parent' };
 const beat: Beat = { channel: 'local', holder: 'api-1', holderUid: '', role: 'parent', phase: 'Ready', sequence: 12, renewTime: '2026-12-02T10:00:01.000000Z' };
 const expected = { node: 'n1', namespace: 'kube-system', key: 'kube-apiserver' };
 const good = localBeatText(target, beat);
-const edit = (f: (o: Record<string, any>) => void) => {
+const edit = (f: (o: Loose) => void) => {
   const o = JSON.parse(good);
   f(o);
   return JSON.stringify(o);

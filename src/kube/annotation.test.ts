@@ -2,11 +2,14 @@ import { describe, expect, it } from 'vitest';
 import type { Beat } from '../core/types.js';
 import { annotationPatch, beatFromPod } from './annotation.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: the tables below break arbitrary fields of a JSON document on purpose
+type Loose = Record<string, any>;
+
 const uid = '1b4e28ba-2fa1-11d2-883f-0016d3cca427';
 const beat: Beat = { channel: 'annotation', holder: 'api-1', holderUid: uid, role: 'parent', phase: 'Starting', sequence: 3, renewTime: '2026-12-02T10:00:01.000001Z' };
 
-function pod(edit: (p: Record<string, any>) => void = () => {}): unknown {
-  const p: Record<string, any> = {
+function pod(edit: (p: Loose) => void = () => {}): unknown {
+  const p: Loose = {
     metadata: { name: 'api-1', namespace: 'kube-system', uid, annotations: { other: 'x', ...annotationPatch(beat).metadata.annotations } },
     spec: { nodeName: 'n1', containers: [] },
   };

@@ -5,10 +5,13 @@ import { FakeClock } from '../heartbeat/testing/fake-clock.js';
 import type { KubeClient } from './client.js';
 import { beatFromLease, CONFLICTS_BEFORE_PATCH, LeaseChannel, type LeaseTarget, leaseWithBeat, MAX_UPDATE_RETRIES } from './lease.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: the tables below break arbitrary fields of a JSON document on purpose
+type Loose = Record<string, any>;
+
 const target: LeaseTarget = { namespace: 'kube-system', key: 'kube-apiserver', node: 'n1', role: 'parent', windowMs: 20_500 };
 const beat: Beat = { channel: 'lease', holder: 'api-1', holderUid: '1b4e28ba-2fa1-11d2-883f-0016d3cca427', role: 'parent', phase: 'Ready', sequence: 7, renewTime: '2026-12-02T10:00:01.123456Z' };
 
-function lease(edit: (l: Record<string, any>) => void = () => {}): unknown {
+function lease(edit: (l: Loose) => void = () => {}): unknown {
   const l = JSON.parse(JSON.stringify(leaseWithBeat(null, target, beat)));
   edit(l);
   return l;
