@@ -1,0 +1,74 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeKubeClient } from './client.js';
+import { classifyKubeError } from './errors.js';
+
+let server: Server | null = null;
+afterEach(async () => {
+  server?.closeAllConnections();
+  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  server = null;
+});
+
+/** A plain-http fake api-server (client-node allows http only with skipTLSVerify). */
+async function fakeServer(handler: Parameters<typeof createServer>[1]): Promise<{ kc: KubeConfig; connections: () => number }> {
+  let connections = 0;
+  server = createServer(handler);
+  server.on('connection', () => connections++);
+  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as AddressInfo).port;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't0ken' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return { kc, connections: () => connections };
+}
+
+const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'l', namespace: 'ns' }, spec: {} };
+
+describe('makeKubeClient', () => {
+  it('aborts a request the server never answers after requestTimeoutMs', async () => {
+    const { kc } = await fakeServer(() => {});
+    const client = makeKubeClient(kc, { requestTimeoutMs: 150 });
+    const t0 = performance.now();
+    const err = await client.coordination.readNamespacedLease({ name: 'l', namespace: 'ns' }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(classifyKubeError(err, 'lease ns/l')).toMatchObject({ kind: 'unreachable', reason: 'Timeout' });
+    client.close();
+  });
+
+  it('keeps one connection alive across requests, sends auth, counts requests; close() drops the pool', async () => {
+    const auth: Array<string | undefined> = [];
+    const { kc, connections } = await fakeServer((req, res) => {
+      auth.push(req.headers.authorization);
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(lease));
+    });
+    const seen: string[] = [];
+    const client = makeKubeClient(kc, { requestTimeoutMs: 1000, onRequest: (m, url) => seen.push(`${m} ${new URL(url).pathname}`) });
+    for (let i = 0; i < 5; i++) await client.coordination.readNamespacedLease({ name: 'l', namespace: 'ns' });
+    expect(connections()).toBe(1);
+    expect(auth).toEqual(Array(5).fill('Bearer t0ken'));
+    expect(seen[0]).toBe('GET /apis/coordination.k8s.io/v1/namespaces/ns/leases/l');
+    expect(seen).toHaveLength(5);
+    client.close();
+    const fresh = makeKubeClient(kc, { requestTimeoutMs: 1000 });
+    await fresh.coordination.readNamespacedLease({ name: 'l', namespace: 'ns' });
+    expect(connections()).toBe(2);
+    fresh.close();
+  });
+
+  it('refuses a non-positive timeout', () => {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://x' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+    expect(() => makeKubeClient(kc, { requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs/);
+  });
+});
