@@ -30,6 +30,8 @@ export const DEFAULT_MANIFEST_DIR = '/etc/kubernetes/manifests';
 export const DEFAULT_HEALTH_PORT = 9870;
 /** Api requests of the agent (live reads, captures, Events) give up after this long. */
 export const AGENT_REQUEST_TIMEOUT_MS = 5_000;
+/** Longest wait for the first policy read before starting with what is known (built-in defaults). */
+export const FIRST_POLICY_WAIT_MS = 5_000;
 /** How often per-parent gauges (beat age) are refreshed between decisions. */
 export const METRICS_REFRESH_MS = 5_000;
 
@@ -169,23 +171,16 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   });
   const a = agent;
 
-  // Recover what is on disk: stored checkpoints, and which of them are active right now.
-  const listed = await store.list();
-  for (const p of listed.problems) log.warn({ checkpoint: p.id, reason: p.reason }, 'checkpoint on disk is not usable');
-  const active = new Set(await manifests.active());
-  for (const c of listed.checkpoints) {
-    const [namespace, key] = c.id.split('/') as [string, string];
-    a.restore(namespace, key, { stored: true, active: active.has(c.id), specHash: c.capture.specHash }, c.capture.manifest.metadata?.labels ?? {});
-  }
-  log.info({ checkpoints: listed.checkpoints.length, active: [...active] }, 'recovered from the state folder');
-
   // Policy: a mounted file, or the ConfigMap.
+  let firstPolicy: () => void = () => {};
   const onPolicy = (policy: Parameters<Agent['setPolicy']>[0], origin: string) => {
+    firstPolicy();
     metrics.policyValid.set(1);
     log.info({ origin }, 'policy applied');
     a.setPolicy(policy);
   };
   const onInvalid = (errors: Array<{ path: string; message: string }>, origin: string) => {
+    firstPolicy();
     metrics.policyValid.set(0);
     log.warn({ origin, errors }, 'policy refused; the last valid policy stays in force');
     const message = `policy from ${origin} refused (${errors.length} error(s)): ${errors
@@ -199,8 +194,25 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     ? filePolicySource({ path: o.policyFile, log, timers, onPolicy, onInvalid })
     : configMapPolicySource({ kubeConfig: kc, namespace: o.namespace, log, clock, timers, onPolicy, onInvalid, ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}) });
   policySource.start();
+  // Parents are judged with the policy they will live under: wait (briefly) for its first read, so
+  // a parent is not given the built-in grace because the ConfigMap answered a moment late.
+  await new Promise<void>((resolve) => {
+    firstPolicy = resolve;
+    timers.set(resolve, FIRST_POLICY_WAIT_MS);
+  });
   a.setPolicy(policySource.current());
   stops.push(() => policySource?.stop());
+
+  // Recover what is on disk: stored checkpoints, and which of them are active right now.
+  const listed = await store.list();
+  for (const p of listed.problems) log.warn({ checkpoint: p.id, reason: p.reason }, 'checkpoint on disk is not usable');
+  const active = new Set(await manifests.active());
+  for (const c of listed.checkpoints) {
+    const [namespace, key] = c.id.split('/') as [string, string];
+    a.restore(namespace, key, { stored: true, active: active.has(c.id), specHash: c.capture.specHash }, c.capture.manifest.metadata?.labels ?? {});
+  }
+  log.info({ checkpoints: listed.checkpoints.length, active: [...active] }, 'recovered from the state folder');
+
 
   // The api-server's reachability, by its own /readyz.
   let consecutiveFailures = 0;
@@ -329,7 +341,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   leases.start();
   local.start();
   log.info(
-    { stateDir, manifestDir: manifests.dir, heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, interval: formatDuration(a.views()[0]?.state.policy.intervalMs ?? 5000) },
+    { stateDir, manifestDir: manifests.dir, heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, policyValid: policySource.isValid(), interval: formatDuration(policySource.current().defaults.intervalMs) },
     'agent started',
   );
 

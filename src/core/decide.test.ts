@@ -410,3 +410,13 @@ describe('decide: rules over time', () => {
     expect(JSON.parse(JSON.stringify(d))).toEqual(d);
   });
 });
+
+describe('decide: policy changes', () => {
+  it('a grace still running is re-measured under the new policy', () => {
+    const s = start(); // grace 6000 from 0
+    const shorter = decide(s, { type: 'policy', policy: { ...POLICY, startupGraceMs: 2000 } }, 500).state;
+    expect(shorter.graceUntil).toBe(2000);
+    const over = decide(decide(s, { type: 'tick' }, 7000).state, { type: 'policy', policy: { ...POLICY, startupGraceMs: 60_000 } }, 7000).state;
+    expect(over.graceUntil).toBe(6000);
+  });
+});

@@ -132,6 +132,9 @@ function observe(s: ParentState, input: Input, now: number): void {
       else s.unscheduledSince ??= now;
       return;
     case 'policy':
+      // A grace still running is re-measured from its start under the new policy.
+      if (s.graceUntil > now) s.graceUntil += input.policy.startupGraceMs - s.policy.startupGraceMs;
+      if (s.handover.nextBackoffMs > input.policy.handoverBackoff.maxMs) s.handover.nextBackoffMs = input.policy.handoverBackoff.maxMs;
       s.policy = input.policy;
       return;
     case 'captured':

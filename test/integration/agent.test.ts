@@ -1,0 +1,244 @@
+// End to end on one machine against the real kube-apiserver: a parent pod object bound to a node
+// name (no kubelet runs it), `lastseen agent` with temporary folders, `lastseen heartbeat` for that
+// parent as a separate process. Short windows: interval 250ms, window 1s.
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { controlPlane, kubeConfigFor, startApiserver, stopApiserver, useNamespace, waitFor } from './harness.js';
+import { healthPort, lastseen, MainContainer, type Proc, tempDirs, writePolicy } from './processes.js';
+
+const KEY = 'demo';
+const POLICY = '{ interval: 250ms, window: 1s, startupGrace: 2s, startTimeout: 30s, handoverTimeout: 2s, handoverBackoff: { initial: 1s, max: 4s }, channels: [lease] }';
+
+async function exists(p: string): Promise<boolean> {
+  return stat(p).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function parentPod(ns: string, node: string): Promise<{ name: string; uid: string }> {
+  const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+  await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'demo-tls' }, stringData: { 'tls.key': 'secret-key-bytes' } } });
+  const pod = await core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name: `demo-${node}`, labels: { 'lastseen.dev/parent': KEY, app: 'demo' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
+      spec: {
+        nodeName: node,
+        containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10', volumeMounts: [{ name: 'tls', mountPath: '/tls' }] }],
+        volumes: [{ name: 'tls', secret: { secretName: 'demo-tls' } }],
+      },
+    },
+  });
+  return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
+}
+
+interface Setup {
+  ns: string;
+  node: string;
+  dirs: Awaited<ReturnType<typeof tempDirs>>;
+  pod: { name: string; uid: string };
+  main: MainContainer;
+  manifest: string;
+  agent: Proc;
+  heartbeat(channels?: string): Proc;
+  startAgent(): Proc;
+}
+
+async function setup(name: string, policy = POLICY, overrides = ''): Promise<Setup> {
+  const ns = await useNamespace(name);
+  const node = `node-${ns}`;
+  const dirs = await tempDirs();
+  await writePolicy(dirs.policy, policy, overrides);
+  const pod = await parentPod(ns, node);
+  const main = new MainContainer();
+  await main.up();
+  const cp = controlPlane();
+  const s: Setup = {
+    ns,
+    node,
+    dirs,
+    pod,
+    main,
+    manifest: join(dirs.manifests, `lastseen-${ns}-${KEY}.json`),
+    agent: undefined as unknown as Proc,
+    heartbeat: (channels = 'lease') =>
+      lastseen([
+        'heartbeat',
+        ...['--node', node, '--pod-name', pod.name, '--namespace', ns, '--pod-uid', pod.uid, '--parent-key', KEY],
+        ...['--channels', channels, '--interval', '250ms', '--probe', main.probe(), '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
+      ]),
+    startAgent: () =>
+      lastseen([
+        'agent',
+        ...['--node', node, '--pod-name', `agent-${node}`, '--namespace', ns, '--kubeconfig', cp.adminKubeconfig],
+        ...['--manifest-dir', dirs.manifests, '--state-dir', dirs.state, '--heartbeat-dir', dirs.heartbeats, '--policy-file', dirs.policy],
+        ...['--health-port', '0', '--health-host', '127.0.0.1', '--api-probe', '500ms', '--local-poll', '200ms', '--watchdog', '10s'],
+      ]),
+  };
+  s.agent = s.startAgent();
+  return s;
+}
+
+async function captured(s: Setup): Promise<void> {
+  await waitFor(() => exists(join(s.dirs.state, 'checkpoints', `${s.ns}_${KEY}`, 'meta.json')), { timeoutMs: 60_000, what: 'the first capture' });
+}
+
+async function appears(path: string, timeoutMs = 30_000): Promise<number> {
+  const t0 = Date.now();
+  await waitFor(() => exists(path), { timeoutMs, intervalMs: 25, what: `${path} to appear` });
+  return Date.now() - t0;
+}
+
+async function disappears(path: string, timeoutMs = 30_000): Promise<number> {
+  const t0 = Date.now();
+  await waitFor(async () => !(await exists(path)), { timeoutMs, intervalMs: 25, what: `${path} to disappear` });
+  return Date.now() - t0;
+}
+
+async function events(ns: string): Promise<string[]> {
+  const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+  const list = await core.listNamespacedEvent({ namespace: ns });
+  return list.items.map((e) => e.reason ?? '');
+}
+
+describe('lastseen agent, end to end', () => {
+  it('covers a killed parent after the window, hands back on Ready, covers a SIGTERM at once, re-activates after a failed hand-over', async () => {
+    const s = await setup('e2e');
+    let hb = s.heartbeat();
+    await captured(s);
+    // The copied secret is there, mode 0600, and the manifest points at it.
+    const files = await readdir(join(s.dirs.state, 'checkpoints', `${s.ns}_${KEY}`, 'secrets'), { recursive: true });
+    const keyFile = files.find((f) => f.endsWith('tls.key'));
+    expect(keyFile).toBeDefined();
+    const st = await stat(join(s.dirs.state, 'checkpoints', `${s.ns}_${KEY}`, 'secrets', keyFile!));
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(await exists(s.manifest)).toBe(false);
+
+    // 1. SIGKILL: no Stopping beat. The manifest must not appear before the window has passed.
+    await hb.stop('SIGKILL');
+    const activationMs = await appears(s.manifest);
+    expect(activationMs).toBeGreaterThanOrEqual(1000 - 250);
+    expect(activationMs).toBeLessThan(10_000);
+    const manifest = JSON.parse(await readFile(s.manifest, 'utf8'));
+    expect(manifest.metadata.annotations['lastseen.dev/checkpoint-of']).toBe(s.pod.name);
+
+    // 2. The parent returns Ready: the checkpoint is retired.
+    hb = s.heartbeat();
+    const retireMs = await disappears(s.manifest);
+    expect(retireMs).toBeLessThan(10_000);
+
+    // 3. SIGTERM: the Stopping beat gets immediate cover (well inside one window).
+    await waitFor(() => s.agent.logs.some((l) => l.msg === 'transition' && l.to === 'Healthy'), { what: 'Healthy again' });
+    await new Promise((r) => setTimeout(r, 600));
+    const t0 = Date.now();
+    await hb.stop('SIGTERM');
+    await appears(s.manifest);
+    const coverMs = Date.now() - t0;
+    expect(coverMs).toBeLessThan(1000);
+
+    // 4. The parent comes back Starting and never Ready: hand-over, then re-activation after the deadline.
+    await s.main.down();
+    hb = s.heartbeat();
+    await disappears(s.manifest);
+    const handedAt = Date.now();
+    await appears(s.manifest);
+    expect(Date.now() - handedAt).toBeGreaterThanOrEqual(2000 - 300);
+    await hb.stop('SIGKILL');
+
+    const reasons = await waitFor(async () => {
+      const r = await events(s.ns);
+      return ['CheckpointActivated', 'CheckpointRetired', 'HandoverStarted', 'HandoverFailed'].every((x) => r.includes(x)) ? r : undefined;
+    }, { what: 'events for every step' });
+    expect(reasons).toContain('HandoverFailed');
+
+    // The NodeCheckpoint shows this parent, active.
+    const co = kubeConfigFor('admin').makeApiClient(CustomObjectsApi);
+    const nc = await waitFor(async () => {
+      const o = (await co.getClusterCustomObject({ group: 'lastseen.dev', version: 'v1alpha1', plural: 'nodecheckpoints', name: s.node }).catch(() => null)) as {
+        status?: { parents?: Array<{ key: string; checkpointActive?: boolean; state: string }> };
+      } | null;
+      const p = o?.status?.parents?.find((x) => x.key === KEY);
+      return p?.checkpointActive ? p : undefined;
+    }, { what: 'NodeCheckpoint status with the active checkpoint' });
+    expect(nc.state).toBe('Active');
+
+    process.stdout.write(`[measured] activation after SIGKILL ${activationMs} ms (window 1000 ms, interval 250 ms); retire after Ready ${retireMs} ms; cover after SIGTERM ${coverMs} ms\n`);
+    await s.agent.stop();
+    // A graceful stop leaves the active checkpoint in place.
+    expect(await exists(s.manifest)).toBe(true);
+  });
+
+  it('keeps its last good policy when the file turns invalid, and says so in /metrics', async () => {
+    const s = await setup('policy');
+    const port = await healthPort(s.agent);
+    const metric = async () => {
+      const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return /^lastseen_policy_valid (\d)/m.exec(body)?.[1];
+    };
+    await waitFor(async () => ((await metric()) === '1' ? true : undefined), { what: 'policy valid' });
+    await writePolicy(s.dirs.policy, '{ interval: 1s, window: 1s }');
+    await waitFor(async () => ((await metric()) === '0' ? true : undefined), { timeoutMs: 30_000, what: 'policy refused' });
+    expect(s.agent.logs.some((l) => l.msg === 'policy refused; the last valid policy stays in force')).toBe(true);
+    await writePolicy(s.dirs.policy, '{ interval: 300ms, window: 1s, startupGrace: 2s }');
+    await waitFor(async () => ((await metric()) === '1' ? true : undefined), { timeoutMs: 30_000, what: 'policy valid again' });
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    await s.agent.stop();
+  });
+
+  it('a SIGKILLed agent restarts with the same decisions: the active checkpoint stays, no torn files, then it hands back', async () => {
+    const s = await setup('crash');
+    let hb = s.heartbeat();
+    await captured(s);
+    await hb.stop('SIGKILL');
+    await appears(s.manifest);
+    const before = await readFile(s.manifest, 'utf8');
+    await s.agent.stop('SIGKILL');
+    s.agent = s.startAgent();
+    await waitFor(() => s.agent.logs.find((l) => l.msg === 'agent started'), { what: 'the agent to restart' });
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await readFile(s.manifest, 'utf8')).toBe(before);
+    const leftovers = (await readdir(s.dirs.manifests)).filter((f) => f.startsWith('.'));
+    expect(leftovers).toEqual([]);
+    expect(s.agent.logs.filter((l) => l.msg === 'activating checkpoint')).toHaveLength(0);
+    hb = s.heartbeat();
+    await disappears(s.manifest);
+    await hb.stop();
+    await s.agent.stop();
+  });
+});
+
+describe('lastseen agent without an api-server', () => {
+  it('hold: the local channel stays fresh, so nothing is activated while the api-server is down', async () => {
+    const s = await setup('hold', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease, local], whenApiUnreachable: hold }');
+    const hb = s.heartbeat('lease,local');
+    await captured(s);
+    await stopApiserver();
+    try {
+      await waitFor(() => s.agent.logs.find((l) => l.msg === 'api-server reachability changed' && l.reachable === false), { what: 'the agent to notice' });
+      await new Promise((r) => setTimeout(r, 4000));
+      expect(await exists(s.manifest)).toBe(false);
+    } finally {
+      await startApiserver();
+    }
+    await hb.stop();
+    await s.agent.stop();
+  });
+
+  it('activate: with no local channel the api-server parent is covered when the api-server goes away', async () => {
+    const s = await setup('activate', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease], whenApiUnreachable: activate }');
+    const hb = s.heartbeat('lease');
+    await captured(s);
+    await stopApiserver();
+    try {
+      const ms = await appears(s.manifest, 30_000);
+      expect(ms).toBeGreaterThan(500);
+    } finally {
+      await startApiserver();
+    }
+    await hb.stop();
+    await s.agent.stop();
+  });
+});
