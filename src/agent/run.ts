@@ -2,6 +2,7 @@
 // one process, and owns its lifetime: the node lock first, then recovery from the state folder,
 // then the api-server observers; SIGTERM stops observing and waits for actions in flight, but
 // never retires a checkpoint (a running copy of the api-server must survive the agent's restart).
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -119,6 +120,10 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
 
   const store = new Store({ stateDir });
   const manifests = new ManifestDir({ dir: o.manifestDir ?? DEFAULT_MANIFEST_DIR });
+  // The kubelet's folder normally exists; creating it (and the heartbeat folder) costs nothing
+  // and lets the agent run against fresh folders in tests and on a node set up in another order.
+  await mkdir(manifests.dir, { recursive: true });
+  await mkdir(o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, { recursive: true });
   const strays = await manifests.removeStrays();
   if (strays.length > 0) log.info({ strays }, 'removed half-written manifests left by a crash');
 
