@@ -199,7 +199,10 @@ describe('LeaseChannel', () => {
     state.requests = [];
     state.failNext = 100;
     const w = ch.write(b(2), clock.now() + 500);
+    // Attach the expectation before time moves, or the rejection is briefly unhandled.
+    const rejected = expect(w).rejects.toThrow(/lease kube-system\/kube-apiserver.n1: .*ECONNREFUSED/);
     await clock.advance(1000);
+    await rejected;
     await expect(w).rejects.toThrow(/lease kube-system\/kube-apiserver.n1: .*ECONNREFUSED/);
     // Backoffs 50, 100, 200 fit in 500ms; the fourth (400) would not.
     expect(state.requests.length).toBe(4);
