@@ -106,7 +106,7 @@ describe('sanitize: spec', () => {
   });
 
   it('marks the heartbeat sidecar (by name) as role checkpoint, replacing the parent role', () => {
-    expect(spec.initContainers![0]!.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }]);
+    expect(spec.initContainers![0]!.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }, { name: 'LASTSEEN_PARENT_KEY', value: 'kube-apiserver' }]);
     expect(spec.containers[0]!.env).toBeUndefined();
   });
 
@@ -114,7 +114,7 @@ describe('sanitize: spec', () => {
     const pod = parentPod();
     pod.spec!.containers.push({ name: 'beat', image: 'lastseen:1', args: ['heartbeat'] });
     const out = sanitize(pod, OPTS).manifest.spec!.containers.find((c) => c.name === 'beat');
-    expect(out?.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }]);
+    expect(out?.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }, { name: 'LASTSEEN_PARENT_KEY', value: 'kube-apiserver' }]);
   });
 
   it('does not change the pod it was given', () => {

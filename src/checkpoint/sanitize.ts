@@ -28,6 +28,7 @@ import { ANNOTATION_CHECKPOINT_OF, LABEL_PARENT, LABEL_ROLE } from '../core/name
 
 export const HEARTBEAT_CONTAINER = 'lastseen-heartbeat';
 export const ROLE_ENV = 'LASTSEEN_ROLE';
+export const PARENT_KEY_ENV = 'LASTSEEN_PARENT_KEY';
 /** Every copied file is owner-only on disk, whatever mode the pod asked for (DESIGN "Security"). */
 export const DATA_FILE_MODE = 0o600;
 
@@ -178,7 +179,7 @@ function isHeartbeat(c: V1Container): boolean {
   return c.name === HEARTBEAT_CONTAINER || c.args?.[0] === 'heartbeat' || c.command?.[1] === 'heartbeat';
 }
 
-function sanitizeContainer(c: V1Container, warnings: string[]): V1Container {
+function sanitizeContainer(c: V1Container, warnings: string[], parentKey: string): V1Container {
   for (const env of c.env ?? []) {
     if (env.valueFrom?.secretKeyRef || env.valueFrom?.configMapKeyRef) {
       warnings.push(`container ${c.name}: env ${env.name} reads a Secret or ConfigMap, which a static pod cannot resolve`);
@@ -188,8 +189,10 @@ function sanitizeContainer(c: V1Container, warnings: string[]): V1Container {
     if (from.secretRef || from.configMapRef) warnings.push(`container ${c.name}: envFrom a Secret or ConfigMap, which a static pod cannot resolve`);
   }
   if (!isHeartbeat(c)) return c;
-  const env = (c.env ?? []).filter((e) => e.name !== ROLE_ENV);
-  return { ...c, env: [...env, { name: ROLE_ENV, value: 'checkpoint' }] };
+  // The copy's heartbeat reports as the checkpoint, under the parent's key: a static pod's own
+  // name and owners would derive a different key.
+  const env = (c.env ?? []).filter((e) => e.name !== ROLE_ENV && e.name !== PARENT_KEY_ENV);
+  return { ...c, env: [...env, { name: ROLE_ENV, value: 'checkpoint' }, { name: PARENT_KEY_ENV, value: parentKey }] };
 }
 
 export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
@@ -211,8 +214,8 @@ export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
     if (result.folder) folders.push(`${result.folder}/`);
     return result.volume;
   });
-  spec.containers = spec.containers.map((c) => sanitizeContainer(c, warnings));
-  spec.initContainers = spec.initContainers?.map((c) => sanitizeContainer(c, warnings));
+  spec.containers = spec.containers.map((c) => sanitizeContainer(c, warnings, opts.parentKey));
+  spec.initContainers = spec.initContainers?.map((c) => sanitizeContainer(c, warnings, opts.parentKey));
   if (spec.imagePullSecrets?.length) warnings.push('imagePullSecrets dropped: the images must already be on the node');
   if (spec.resourceClaims?.length) warnings.push('resourceClaims need the api-server; the checkpoint may not start');
   for (const field of [

@@ -1,6 +1,7 @@
 // `lastseen heartbeat`: the sidecar beside a parent's main container. Identity comes from flags or
 // the downward-API environment; JSON logs go to stdout; SIGTERM/SIGINT write a last beat with phase
 // Stopping to every channel and exit 0.
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { type Logger, pino } from 'pino';
 import { parentKey } from '../core/names.js';
@@ -32,6 +33,7 @@ interface Flags {
   policyFile?: string;
   interval?: string;
   kubeconfig?: string;
+  labelsFile?: string;
 }
 
 export function register(program: Command): void {
@@ -51,6 +53,7 @@ export function register(program: Command): void {
     .option('--heartbeat-dir <dir>', 'folder of the local channel', DEFAULT_HEARTBEAT_DIR)
     .option('--policy-file <file>', "the agent's policy.yaml, for the interval and window")
     .option('--interval <duration>', 'beat interval, overriding the policy (e.g. 500ms, 5s)')
+    .option('--labels-file <file>', "this pod's labels as the downward API writes them (env LASTSEEN_LABELS_FILE)")
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
     .action(async (flags: Flags) => {
       const logger = pino(pino.destination({ dest: 1, sync: true }));
@@ -81,13 +84,16 @@ async function run(flags: Flags, logger: Logger): Promise<void> {
 
   let key = flags.parentKey ?? env.LASTSEEN_PARENT_KEY;
   let podUid = flags.podUid ?? env.POD_UID ?? '';
-  let labels: Record<string, string> = {};
-  if (usesApi || !key) {
+  // Labels pick the per-parent policy overrides. Read them from a downward-API file when mounted
+  // (no api-server needed, no RBAC beyond Leases); read the pod only when something is missing.
+  const labelsFile = flags.labelsFile ?? env.LASTSEEN_LABELS_FILE;
+  let labels: Record<string, string> = labelsFile ? readLabelsFile(labelsFile, logger) : {};
+  if (!key || !podUid || (usesApi && !labelsFile)) {
     const pod = await readOwnPod(flags.kubeconfig, namespace, podName, logger);
     if (pod) {
       key ??= pod.key;
       podUid ||= pod.uid;
-      labels = pod.labels;
+      if (!labelsFile) labels = pod.labels;
     }
   }
   if (!key) {
@@ -161,5 +167,29 @@ async function readOwnPod(
     return null;
   } finally {
     client.close();
+  }
+}
+
+/** The downward API's labels file: one `key="value"` per line, values JSON-quoted. */
+export function parseLabelsFile(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([^=\s]+)=(".*")\s*$/.exec(line);
+    if (!m) continue;
+    try {
+      out[m[1]!] = JSON.parse(m[2]!) as string;
+    } catch {
+      // a malformed line is skipped; the rest still selects the policy
+    }
+  }
+  return out;
+}
+
+function readLabelsFile(path: string, logger: Logger): Record<string, string> {
+  try {
+    return parseLabelsFile(readFileSync(path, 'utf8'));
+  } catch (e) {
+    logger.warn({ file: path, error: (e as Error).message }, 'labels file unreadable; policy overrides by label will not match');
+    return {};
   }
 }
