@@ -38,7 +38,7 @@ export function specHashOf(deps: Pick<ActuatorDeps, 'node' | 'store'>, id: strin
   }
 }
 
-export function kubeResolver(k: KubeClient): DataResolver {
+export function kubeResolver(k: KubeClient, node: string): DataResolver {
   const read = async <T>(what: string, f: () => Promise<T>): Promise<T | null> => {
     try {
       return await f();
@@ -63,7 +63,8 @@ export function kubeResolver(k: KubeClient): DataResolver {
       const t = await k.core.createNamespacedServiceAccountToken({
         name,
         namespace,
-        body: { spec: { audiences: audience ? [audience] : [], ...(expirationSeconds ? { expirationSeconds } : {}) } },
+        // Bound to the node, so the copy's token carries the node name the admission policy checks.
+        body: { spec: { audiences: audience ? [audience] : [], boundObjectRef: { apiVersion: 'v1', kind: 'Node', name: node }, ...(expirationSeconds ? { expirationSeconds } : {}) } },
       });
       const token = t.status?.token;
       if (!token) throw new Error(`TokenRequest for serviceaccount ${namespace}/${name} returned no token`);
@@ -87,7 +88,7 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       const r = await capture(
         pod,
         { parentKey: p.key, node: d.node, checkpointDir: d.store.checkpointDir(p.id), capturedAt: new Date(wallNow()).toISOString(), lastReadyAt: lastReady },
-        kubeResolver(kube(`capture ${p.id}`)),
+        kubeResolver(kube(`capture ${p.id}`), d.node),
       );
       const written = await d.store.save(p.id, r.capture, r.data);
       d.logger.info({ parent: p.id, specHash: r.capture.specHash, written, warnings: r.warnings }, 'checkpoint captured');

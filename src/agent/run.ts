@@ -33,6 +33,11 @@ export const DEFAULT_HEALTH_PORT = 9870;
 export const AGENT_REQUEST_TIMEOUT_MS = 5_000;
 /** Longest wait for the first policy read before starting with what is known (built-in defaults). */
 export const FIRST_POLICY_WAIT_MS = 5_000;
+/**
+ * How often a Healthy parent's copied secrets and tokens are refreshed. Projected tokens default to
+ * an hour; a third of that leaves two refreshes' margin before the copy's token expires.
+ */
+export const COPY_REFRESH_MS = 20 * 60_000;
 /** How often per-parent gauges (beat age) are refreshed between decisions. */
 export const METRICS_REFRESH_MS = 5_000;
 
@@ -341,6 +346,22 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   let metricsTimer: unknown = null;
   refresh();
   stops.push(() => timers.clear(metricsTimer));
+
+  // Copies of secrets and service-account tokens go stale (tokens expire, secrets rotate): while
+  // the parent is Healthy, re-capture its checkpoint on a timer. The store writes only what changed.
+  const refreshCopies = () => {
+    copiesTimer = timers.set(() => {
+      for (const v of a.views()) {
+        const info = v.state.pod;
+        if (v.state.state !== 'Healthy' || !info || !v.pod || v.state.checkpoint.specHash !== info.specHash) continue;
+        actuators.capture(v, info).catch((e: Error) => log.warn({ parent: v.id, err: e.message }, 'refreshing the checkpoint copy failed; the previous copy stays'));
+      }
+      refreshCopies();
+    }, COPY_REFRESH_MS);
+  };
+  let copiesTimer: unknown = null;
+  refreshCopies();
+  stops.push(() => timers.clear(copiesTimer));
 
   pods.start();
   leases.start();
