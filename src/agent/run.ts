@@ -225,7 +225,6 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
 
 
   // The api-server's reachability, by its own /readyz.
-  let consecutiveFailures = 0;
   const probe = probeApiServer({
     kubeConfig: kc,
     log,
@@ -234,11 +233,10 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     onReachable: (ok: boolean) => {
       metrics.apiReachable.set(ok ? 1 : 0);
       if (!ok) {
-        consecutiveFailures += 1;
         // A connection pool stuck to a dead endpoint is dropped, as the kubelet does.
         kube.close();
         kube = makeKubeClient(kc, { requestTimeoutMs: AGENT_REQUEST_TIMEOUT_MS });
-      } else consecutiveFailures = 0;
+      }
       a.api(ok);
       if (ok) publishPods();
       status.poke();
