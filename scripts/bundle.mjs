@@ -13,7 +13,9 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const outfile = join(root, 'dist', 'lastseen.mjs');
+// --outfile PATH writes elsewhere (tests bundle into a temp folder so parallel runs do not collide).
+const at = process.argv.indexOf('--outfile');
+const outfile = at > 0 && process.argv[at + 1] ? process.argv[at + 1] : join(root, 'dist', 'lastseen.mjs');
 const minify = process.argv.includes('--minify');
 
 const banner = [

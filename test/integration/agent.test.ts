@@ -1,8 +1,11 @@
 // End to end on one machine against the real kube-apiserver: a parent pod object bound to a node
 // name (no kubelet runs it), `lastseen agent` with temporary folders, `lastseen heartbeat` for that
 // parent as a separate process. Short windows: interval 250ms, window 1s.
+import { execFileSync } from 'node:child_process';
 import { readdir, readFile, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { controlPlane, kubeConfigFor, startApiserver, stopApiserver, useNamespace, waitFor } from './harness.js';
@@ -47,7 +50,7 @@ interface Setup {
   startAgent(): Proc;
 }
 
-async function setup(name: string, policy = POLICY, overrides = ''): Promise<Setup> {
+async function setup(name: string, policy = POLICY, overrides = '', bundle?: string): Promise<Setup> {
   const ns = await useNamespace(name);
   const node = `node-${ns}`;
   const dirs = await tempDirs();
@@ -69,14 +72,14 @@ async function setup(name: string, policy = POLICY, overrides = ''): Promise<Set
         'heartbeat',
         ...['--node', node, '--pod-name', pod.name, '--namespace', ns, '--pod-uid', pod.uid, '--parent-key', KEY],
         ...['--channels', channels, '--interval', '250ms', '--probe', main.probe(), '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
-      ]),
+      ], {}, bundle),
     startAgent: () =>
       lastseen([
         'agent',
         ...['--node', node, '--pod-name', `agent-${node}`, '--namespace', ns, '--kubeconfig', cp.adminKubeconfig],
         ...['--manifest-dir', dirs.manifests, '--state-dir', dirs.state, '--heartbeat-dir', dirs.heartbeats, '--policy-file', dirs.policy],
         ...['--health-port', '0', '--health-host', '127.0.0.1', '--api-probe', '500ms', '--local-poll', '200ms', '--watchdog', '10s'],
-      ]),
+      ], {}, bundle),
   };
   s.agent = s.startAgent();
   return s;
@@ -242,5 +245,23 @@ describe('lastseen agent without an api-server', () => {
     }
     await hb.stop();
     await s.agent.stop();
+  });
+});
+
+describe('lastseen agent from the bundle', () => {
+  it('the bundled agent and heartbeat cover a killed parent and hand back on Ready', async () => {
+    const out = join(tmpdir(), `lastseen-bundle-${process.pid}.mjs`);
+    execFileSync(process.execPath, ['scripts/bundle.mjs', '--outfile', out], { cwd: fileURLToPath(new URL('../../', import.meta.url)), stdio: 'pipe' });
+    const s = await setup('bundle', POLICY, '', out);
+    let hb = s.heartbeat();
+    await captured(s);
+    await hb.stop('SIGKILL');
+    const activationMs = await appears(s.manifest);
+    expect(activationMs).toBeGreaterThanOrEqual(1000 - 250);
+    hb = s.heartbeat();
+    await disappears(s.manifest);
+    await hb.stop();
+    await s.agent.stop();
+    expect(await s.agent.exited).toBe(0);
   });
 });

@@ -26,8 +26,8 @@ afterAll(async () => {
 });
 
 /** Start `lastseen <args>`; stdout lines that parse as JSON are kept in `logs`. */
-export function lastseen(args: string[], env: NodeJS.ProcessEnv = {}): Proc {
-  const bin = process.env.LASTSEEN_BIN;
+export function lastseen(args: string[], env: NodeJS.ProcessEnv = {}, bundle?: string): Proc {
+  const bin = bundle ?? process.env.LASTSEEN_BIN;
   // node --import tsx (not the tsx wrapper, which does not pass SIGTERM on to the program).
   const [cmd, argv] = bin ? [process.execPath, [bin, ...args]] : [process.execPath, ['--import', 'tsx', MAIN, ...args]];
   const child = spawn(cmd, argv, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
