@@ -24,6 +24,7 @@ import { API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
 import { configMapPolicySource, filePolicySource, type PolicySource } from './observe/policy-source.js';
 import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
+import { isAgentCopy, SelfCheckpoint } from './self.js';
 import { StatusWriter } from './status.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
@@ -218,6 +219,8 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   for (const p of listed.problems) log.warn({ checkpoint: p.id, reason: p.reason }, 'checkpoint on disk is not usable');
   const active = new Set(await manifests.active());
   for (const c of listed.checkpoints) {
+    // The agent's own copy is kept by SelfCheckpoint, always active, never judged by the core.
+    if (isAgentCopy(c.capture.manifest.metadata?.labels)) continue;
     const [namespace, key] = c.id.split('/') as [string, string];
     a.restore(namespace, key, { stored: true, active: active.has(c.id), specHash: c.capture.specHash }, c.capture.manifest.metadata?.labels ?? {});
   }
@@ -276,8 +279,11 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     }
     publishPods();
   };
+  const self = new SelfCheckpoint({ node: o.node, podName: o.podName, namespace: o.namespace, store, manifests, kube: () => kube, logger: log });
   const publishPods = () => {
     if (!podsSynced || !a.isApiReachable()) return;
+    const own = pods.list().find((p) => self.isOwnDaemonSetPod(p));
+    if (own) void self.refresh(own);
     a.podsObserved(parentsOnNode(pods.list(), o.node));
   };
   stops.push(() => pods.stop());

@@ -213,6 +213,32 @@ describe('lastseen agent, end to end', () => {
   });
 });
 
+describe("the agent's own checkpoint", () => {
+  it('is captured from its own pod, kept active, and left alone by a restarted agent', async () => {
+    const s = await setup('self');
+    const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+    const name = `agent-${s.node}`;
+    await core.createNamespacedPod({
+      namespace: s.ns,
+      body: {
+        metadata: { name, labels: { 'app.kubernetes.io/name': 'lastseen', 'app.kubernetes.io/component': 'agent' } },
+        spec: { nodeName: s.node, containers: [{ name: 'agent', image: 'ghcr.io/lastseen/lastseen:0.1.0', args: ['agent'] }] },
+      },
+    });
+    const own = join(s.dirs.manifests, `lastseen-${s.ns}-${name}.json`);
+    await appears(own, 60_000);
+    const before = await readFile(own, 'utf8');
+    expect(JSON.parse(before).metadata.labels['app.kubernetes.io/component']).toBe('agent');
+    await s.agent.stop('SIGKILL');
+    s.agent = s.startAgent();
+    await waitFor(() => s.agent.logs.find((l) => l.msg === 'agent started'), { what: 'the agent to restart' });
+    await new Promise((r) => setTimeout(r, 4000));
+    expect(await readFile(own, 'utf8')).toBe(before);
+    expect(s.agent.logs.some((l) => l.msg === 'tracking parent' && String(l.parent).endsWith(name))).toBe(false);
+    await s.agent.stop();
+  });
+});
+
 describe('lastseen agent without an api-server', () => {
   it('hold: the local channel stays fresh, so nothing is activated while the api-server is down', async () => {
     const s = await setup('hold', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease, local], whenApiUnreachable: hold }');

@@ -1,0 +1,75 @@
+// The agent's own checkpoint. After a full reboot no api-server exists to start the agent's
+// DaemonSet pod, so the agent keeps a copy of itself permanently in the kubelet's static-pod
+// folder: it comes back as a static pod first, and the node lock (lock.ts) keeps the DaemonSet pod
+// as a standby while the copy acts. This copy is outside the decision core: it is never silent,
+// never handed over and never collected; it is refreshed whenever the agent's own pod spec changes.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { capture } from '../checkpoint/capture.js';
+import type { ManifestDir } from '../checkpoint/manifests.js';
+import type { Store } from '../checkpoint/store.js';
+import { parentId, parentKey } from '../core/names.js';
+import type { KubeClient } from '../kube/client.js';
+import { kubeResolver } from './actuators.js';
+
+const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
+
+export interface SelfCheckpointDeps {
+  node: string;
+  podName: string;
+  namespace: string;
+  store: Store;
+  manifests: ManifestDir;
+  kube: () => KubeClient;
+  logger: Logger;
+  wallNow?: () => number;
+}
+
+/** The parent id under which the agent keeps its own copy, derived from its pod (DaemonSet name). */
+export function selfId(pod: V1Pod): string {
+  const md = pod.metadata ?? {};
+  const key = parentKey({ name: md.name ?? '', labels: md.labels ?? {}, ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })) });
+  return parentId(md.namespace ?? '', key);
+}
+
+/** A stored checkpoint that is a copy of a lastseen agent (its pod labels say so). */
+export function isAgentCopy(labels: Record<string, string> | undefined): boolean {
+  return labels?.['app.kubernetes.io/name'] === 'lastseen' && labels?.['app.kubernetes.io/component'] === 'agent';
+}
+
+export class SelfCheckpoint {
+  private lastHash: string | null = null;
+  private busy = false;
+  /** Ids of the agent's own copies seen on disk; the caller keeps them away from the core. */
+  readonly ids = new Set<string>();
+
+  constructor(private readonly d: SelfCheckpointDeps) {}
+
+  /** Whether this pod is the agent itself running from its DaemonSet (not its static copy). */
+  isOwnDaemonSetPod(pod: V1Pod): boolean {
+    const md = pod.metadata ?? {};
+    return md.name === this.d.podName && md.namespace === this.d.namespace && md.annotations?.[MIRROR_ANNOTATION] === undefined && !md.deletionTimestamp;
+  }
+
+  /** Capture and activate the agent's own copy from its pod, when the spec is new. */
+  async refresh(pod: V1Pod): Promise<void> {
+    if (this.busy || !this.isOwnDaemonSetPod(pod)) return;
+    this.busy = true;
+    try {
+      const id = selfId(pod);
+      this.ids.add(id);
+      const key = id.slice(id.indexOf('/') + 1);
+      const now = new Date((this.d.wallNow ?? Date.now)()).toISOString();
+      const r = await capture(pod, { parentKey: key, node: this.d.node, checkpointDir: this.d.store.checkpointDir(id), capturedAt: now, lastReadyAt: now }, kubeResolver(this.d.kube(), this.d.node));
+      if (r.capture.specHash === this.lastHash) return;
+      await this.d.store.save(id, r.capture, r.data);
+      await this.d.manifests.activate(id, r.capture.manifest);
+      this.lastHash = r.capture.specHash;
+      this.d.logger.info({ checkpoint: id, specHash: r.capture.specHash }, "the agent's own checkpoint is stored and active");
+    } catch (e) {
+      this.d.logger.warn({ err: (e as Error).message }, "could not refresh the agent's own checkpoint; the previous copy stays");
+    } finally {
+      this.busy = false;
+    }
+  }
+}
