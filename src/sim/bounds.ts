@@ -5,8 +5,16 @@ import { T } from './model.js';
 import type { ParentDef } from './schema.js';
 
 /**
+ * The longest a restart can come after its crash-loop back-off: the pod worker re-syncs a backing-off
+ * pod every 10s stretched by up to 50%, and restarts it at the first sync after the back-off expires.
+ */
+export const RESTART_LATE_MS = T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter);
+
+/**
  * From the end of a fault (node up again, partition healed, pod deleted, ...) until the parent key
- * is served again, by the parent or its checkpoint:
+ * is served again, by the parent or its checkpoint, the larger of two paths.
+ *
+ * Recovery from the fault:
  *   kubelet start + pod start + agent start   the agent runs again after a reboot
  * + startupGrace                               fresh start: nobody is judged before it ends
  * + window                                     a parent seen once after the start must then be silent a whole window
@@ -14,15 +22,49 @@ import type { ParentDef } from './schema.js';
  * + file poll + actuator                       the agent sees the last beat, writes the manifest
  * + kubelet file-check period                  the kubelet notices the manifest
  * + pod start + parent start                   the copy starts and becomes Ready
- * + termination + 10s + 20s + 40s backoff      ports still held by a terminating or crash-looping
- *                                              parent: the copy may lose three binds in a row
+ * + stop time + 10s + 20s + 40s backoff       ports still held by a terminating or crash-looping
+ *   + 3 x RESTART_LATE                         parent: the copy may lose three binds in a row, each
+ *                                              restart up to one pod-worker sync late
  * + controller delay + interval                a deleted pod is re-created; one heartbeat period of phase
  * + startTimeout (only when the desired spec cannot become Ready): a crash-looping bad build keeps
  *   beating Starting, and Starting counts as alive until startTimeout.
+ *
+ * Only when the parent's container exited unnoticed during the unserved stretch (kubelet v1.5 status
+ * cache, kubelet.ts: it failed to bind inside the copy's stop time while no api-server existed, and
+ * is not restarted until one exists again), two more paths, because the parent's sidecar goes on
+ * beating Starting for a container that will not come back on its own:
+ *
+ * A lost hand-over: the checkpoint is retired, so from the moment the kubelet's file check removes
+ * it nobody serves, and the parent never becomes Ready in this round. The key is unserved until the
+ * agent's deadline re-activates the copy:
+ *   handoverTimeout                            from the retire (the file check comes later: the
+ *                                              unserved stretch starts no earlier than the retire)
+ * + actuator + kubelet file-check period       the manifest is written and noticed
+ * + pod start + bind delay + parent start      the copy starts; the ports are free (the parent's
+ *                                              container is dead and, unnoticed, not restarted)
+ * + probe period                               slack for the agent noticing the api-server went away
+ *
+ * No deadline running: the agent retired the copy at once on a Ready beat (then the parent's next
+ * start lost its bind to the copy's stop time), or the agent restarted mid-hand-over and forgot the
+ * deadline. A parent beating Starting counts as alive until startTimeout (DESIGN.md), then it is
+ * judged down and covered:
+ *   agent restart (back-off + pod-worker sync) + agent start + startupGrace + interval
+ *                                              a restarted agent needs a changed beat after its baseline
+ * + startTimeout                               Starting counts as alive this long
+ * + confirm timeout + probe period             the live read / the api-server is gone
+ * + actuator + kubelet file-check period       the manifest is written and noticed
+ * + pod start + bind delay + parent start      the copy starts on free ports
  */
-export function serveBoundMs(def: ParentDef, fileCheckMs: number, desiredHealthy = true): number {
+export function serveBoundMs(def: ParentDef, fileCheckMs: number, desiredHealthy = true, parentUnnoticed = false): number {
   const p = def.policy;
-  return (
+  const copyStarts = T.actuatorMs + fileCheckMs + T.podStartMs + T.bindDelayMs + def.startMs;
+  const lostHandover = p.handoverTimeoutMs + copyStarts + T.agentProbeMs;
+  const noDeadline =
+    T.backoffInitialMs + RESTART_LATE_MS + T.agentStartMs + p.startupGraceMs + p.intervalMs +
+    p.startTimeoutMs +
+    CONFIRM_TIMEOUT_MS + T.agentProbeMs +
+    copyStarts;
+  const fromFault =
     (desiredHealthy ? 0 : p.startTimeoutMs) +
     T.kubeletStartMs + T.podStartMs + T.agentStartMs +
     p.startupGraceMs +
@@ -31,9 +73,9 @@ export function serveBoundMs(def: ParentDef, fileCheckMs: number, desiredHealthy
     T.agentFilePollMs + T.actuatorMs +
     fileCheckMs +
     T.podStartMs + def.startMs +
-    T.terminationMs + T.backoffInitialMs * (1 + 2 + 4) +
-    T.controllerMs + p.intervalMs
-  );
+    def.stopMs + T.backoffInitialMs * (1 + 2 + 4) + 3 * RESTART_LATE_MS +
+    T.controllerMs + p.intervalMs;
+  return parentUnnoticed ? Math.max(fromFault, lostHandover, noDeadline) : fromFault;
 }
 
 /** Hand-overs counted in the parent bound before the parent must have won. */
@@ -52,5 +94,5 @@ export function parentBoundMs(def: ParentDef, fileCheckMs: number): number {
   const p = def.policy;
   let rounds = 0;
   for (let k = 0; k < HANDOVER_ROUNDS; k++) rounds += p.handoverTimeoutMs + Math.min(p.handoverBackoff.initialMs * 2 ** k, p.handoverBackoff.maxMs);
-  return serveBoundMs(def, fileCheckMs) + rounds + T.backoffMaxMs + fileCheckMs + T.terminationMs + def.startMs + p.intervalMs;
+  return serveBoundMs(def, fileCheckMs) + rounds + T.backoffMaxMs + RESTART_LATE_MS + fileCheckMs + def.stopMs + def.startMs + p.intervalMs;
 }

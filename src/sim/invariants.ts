@@ -28,6 +28,8 @@ export class Invariants {
   private lastReachable = new Map<string, number>();
   private handover = new Map<string, { failures: number; failedAt: number | null; expectMs: number }>();
   private unservedSince = new Map<string, number>();
+  /** The parent's container exited unnoticed during the current unserved stretch (staleStatus). */
+  private unnoticedDuring = new Set<string>();
   private notParentSince = new Map<string, number>();
   private reported = new Set<string>();
 
@@ -115,9 +117,14 @@ export class Invariants {
         if (servable && servedBy(w, n, def.key) === null) {
           const since = Math.max(this.unservedSince.get(tag) ?? now, w.lastFaultEnd);
           this.unservedSince.set(tag, this.unservedSince.get(tag) ?? now);
-          const bound = serveBoundMs(def, fileCheck, desired?.healthy ?? true);
+          const k = w.kubelets.get(n);
+          if (k && [...k.pods.values()].some((p) => p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key)) this.unnoticedDuring.add(tag);
+          const bound = serveBoundMs(def, fileCheck, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
           if (now - since > bound) this.violate(n, def.key, 'not-served', `unserved for over ${Math.round(bound / 1000)}s after the last fault ended`);
-        } else this.unservedSince.delete(tag);
+        } else {
+          this.unservedSince.delete(tag);
+          this.unnoticedDuring.delete(tag);
+        }
         if (node.up && desired?.healthy && !parentServes(w, n, def.key)) {
           const since = Math.max(this.notParentSince.get(tag) ?? now, w.lastFaultEnd);
           this.notParentSince.set(tag, this.notParentSince.get(tag) ?? now);

@@ -2,14 +2,29 @@
 // disk (the static-pod manifests) survives. Mechanics that matter for checkpointing:
 // - static pods come from the manifest folder, noticed only on the periodic file check;
 // - api-assigned pods are learned only while an api-server is reachable, and forgotten on reboot;
-//   once learned they keep running (and restarting) without one, as a kubelet does;
+//   once learned they keep running without one;
 // - a container binds its host ports shortly after it starts; a second binder exits;
-// - exits are restarted with the kubelet's crash-loop backoff;
+// - exits are restarted with the kubelet's crash-loop backoff, by the pod worker's first sync after
+//   the back-off expires (syncs every 10-15s while backing off);
+// - a removed pod stops serving at once but holds its ports for its graceful termination (stopMs);
 // - container states are pushed to the api-server only while one is reachable, and the kubelet's
 //   own pod listing (`/pods`) repeats the last state it managed to push. This is the stale view
 //   the old checkpointer trusted (background/master-reboot-issue.txt).
+//
+// The kubelet v1.5 status cache (scenario `kubelet.staleStatus`, on by default), the two facts of
+// the background issue that make the old checkpointer deadlock:
+// - `/pods` reports the pod *phase* as last pushed, and a restartPolicy=Always pod whose container
+//   has started is phase Running even while it crash-loops ("the last reported state to the api
+//   was: apiserver podState=running");
+// - a container of an api-assigned pod that exits while the kubelet reaches no api-server is not
+//   noticed: its status stays as last reported and the pod worker does not restart it until the
+//   kubelet syncs with an api-server again ("the kubelet is not trying to restart the real
+//   api-server pod (it had failed to bind prior) - even though it could successfully start now").
+//   Exits while connected are noticed and restarted on the crash-loop back-off as usual. Static pods
+//   (checkpoint copies, the agent) come from the manifest folder and are always restarted.
 import type { PodRole, PodSpec, SimNode } from './model.js';
 import { AGENT_MANIFEST, T } from './model.js';
+import type { Rng } from './rng.js';
 import type { World } from './world.js';
 
 export type ContainerState = 'waiting' | 'starting' | 'running' | 'terminating';
@@ -35,6 +50,10 @@ export interface KPod {
   removed: boolean;
   /** The state last pushed to an api-server (null: never). */
   reported: ReportedState | null;
+  /** The container has started at least once (its pod's phase is past Pending). */
+  everStarted: boolean;
+  /** staleStatus: the container exited while the kubelet had no api-server; not yet noticed. */
+  unnoticed: { why: string; at: number } | null;
   stopSidecar: (() => void) | null;
 }
 
@@ -42,12 +61,18 @@ export class Kubelet {
   readonly pods = new Map<string, KPod>();
   private connected = false;
   private nextUid = 0;
+  private readonly rng: Rng;
+  /** The kubelet v1.5 status cache (see the header). */
+  readonly staleStatus: boolean;
 
   constructor(
     private readonly world: World,
     private readonly node: SimNode,
     private readonly bootId: number,
-  ) {}
+  ) {
+    this.rng = world.rng(`kubelet/${node.name}/${bootId}`);
+    this.staleStatus = world.scenario.spec.kubelet.staleStatus;
+  }
 
   private live(): boolean {
     return this.node.up && this.node.bootId === this.bootId;
@@ -104,6 +129,13 @@ export class Kubelet {
     this.connected = reachable;
     if (reachable) {
       this.syncApiPods();
+      // The pod workers sync again: exits that happened while nobody was listening are noticed now.
+      for (const p of this.pods.values()) {
+        if (!p.unnoticed || p.removed) continue;
+        const u = p.unnoticed;
+        p.unnoticed = null;
+        this.restartLater(p, `${u.why} (at ${(u.at / 1000).toFixed(1)}s, noticed after syncing with the api-server)`, u.at);
+      }
       for (const p of this.pods.values()) this.report(p);
     }
   }
@@ -142,6 +174,8 @@ export class Kubelet {
       runId: 0,
       removed: false,
       reported: null,
+      everStarted: false,
+      unnoticed: null,
       stopSidecar: null,
     };
     this.pods.set(p.uid, p);
@@ -154,6 +188,7 @@ export class Kubelet {
   private startContainer(p: KPod): void {
     if (p.removed || p.state !== 'waiting') return;
     p.state = 'starting';
+    p.everStarted = true;
     p.startedAt = this.world.q.now;
     const run = ++p.runId;
     this.report(p);
@@ -189,19 +224,36 @@ export class Kubelet {
     p.bound = false;
   }
 
-  /** The container exited: restart it with the crash-loop backoff. */
+  /** The container exited: restart it with the crash-loop backoff (unless nobody notices, above). */
   exit(p: KPod, why: string): void {
     if (p.removed) return;
-    const now = this.world.q.now;
     this.release(p);
-    if (now - p.startedAt >= T.backoffResetMs) p.backoffMs = T.backoffInitialMs;
-    const delay = p.backoffMs;
-    p.backoffMs = Math.min(T.backoffMaxMs, p.backoffMs * 2);
     p.state = 'waiting';
-    p.restarts++;
     p.runId++;
+    if (this.staleStatus && p.source === 'api' && !this.connected) {
+      p.unnoticed = { why, at: this.world.q.now };
+      this.world.log(
+        this.node.name,
+        'kubelet',
+        `${p.name} exited: ${why}; not noticed (no api-server to sync with): /pods keeps saying ${p.reported ?? 'pending'}, no restart`,
+        p.spec?.key,
+      );
+      return;
+    }
+    this.restartLater(p, why, this.world.q.now);
+  }
+
+  /** Schedule the restart of an exited container: back-off, then the pod worker's next sync. */
+  private restartLater(p: KPod, why: string, exitedAt: number): void {
+    if (exitedAt - p.startedAt >= T.backoffResetMs) p.backoffMs = T.backoffInitialMs;
+    const backoff = p.backoffMs;
+    p.backoffMs = Math.min(T.backoffMaxMs, p.backoffMs * 2);
+    p.restarts++;
     this.report(p);
-    this.world.log(this.node.name, 'kubelet', `${p.name} exited: ${why}; restart in ${delay / 1000}s (back-off)`, p.spec?.key);
+    let delay = 0;
+    while (delay < backoff) delay += T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter * this.rng.next());
+    delay = Math.round(delay);
+    this.world.log(this.node.name, 'kubelet', `${p.name} exited: ${why}; restart in ${(delay / 1000).toFixed(1)}s (back-off ${backoff / 1000}s)`, p.spec?.key);
     const run = p.runId;
     this.after(delay, () => {
       if (p.runId === run) this.startContainer(p);
@@ -213,11 +265,15 @@ export class Kubelet {
     if (p.removed) return;
     p.removed = true;
     p.runId++;
+    p.unnoticed = null;
     p.stopSidecar?.();
-    this.world.log(this.node.name, 'kubelet', `pod ${p.name} removed: ${why}`, p.spec?.key);
     const wasUp = p.state !== 'waiting';
+    const stopMs = p.spec?.stopMs ?? T.terminationMs;
+    const holds = wasUp && p.bound;
+    this.world.log(this.node.name, 'kubelet', `pod ${p.name} removed: ${why}${holds ? `; stops serving, holds its ports until it exits (${stopMs / 1000}s)` : ''}`, p.spec?.key);
     p.state = 'terminating';
-    this.after(wasUp ? T.terminationMs : 0, () => {
+    this.after(wasUp ? stopMs : 0, () => {
+      if (holds) this.world.log(this.node.name, 'kubelet', `${p.name} terminated; ports released`, p.spec?.key);
       this.release(p);
       this.pods.delete(p.uid);
       this.report(p);
@@ -227,6 +283,11 @@ export class Kubelet {
   /** Push a container state to the api-server, if one is reachable. */
   private report(p: KPod): void {
     if (!this.connected) return;
+    if (this.staleStatus) {
+      // The pod phase: Pending until a container starts, then Running, crash loops included.
+      p.reported = p.removed ? 'terminated' : p.everStarted ? 'running' : 'pending';
+      return;
+    }
     const state: ReportedState = p.state === 'waiting' ? (p.restarts > 0 ? 'waiting' : 'pending') : p.state === 'terminating' ? 'terminated' : 'running';
     p.reported = state;
   }

@@ -18,6 +18,11 @@ export interface PodSpec {
   startMs: number;
   /** A bad build crashes at the end of its start instead of becoming Ready. */
   healthy: boolean;
+  /**
+   * Graceful termination: from the kubelet's SIGTERM until the process exits. The container stops
+   * being Ready at once (an api-server stops serving), but keeps its host ports bound until it exits.
+   */
+  stopMs: number;
 }
 
 export type PodRole = Role | 'agent';
@@ -73,14 +78,20 @@ export const T = {
   backoffResetMs: 600_000,
   /** A process reads its config before binding its ports; until then it holds none. */
   bindDelayMs: 1_000,
-  /** Graceful termination of a removed pod before its ports are released. */
+  /** Graceful termination of the agent's own pod (parents and copies use their spec's stopMs). */
   terminationMs: 3_000,
+  /**
+   * Kubelet pod worker (v1.5 pod_workers.go): while a container sits in crash-loop back-off, its pod
+   * is re-synced every backOffPeriod (10s) stretched by up to 50% jitter, and the container is only
+   * restarted by the first sync at or after the back-off expires. So a restart comes between the
+   * back-off and the back-off plus one stretched sync period (< 15s) late.
+   */
+  podWorkerBackoffSyncMs: 10_000,
+  podWorkerJitter: 0.5,
   /** Kubelet: from learning of a pod to starting its container (image present, sandbox). */
   podStartMs: 1_000,
   /** Kubelet: from boot to running. */
   kubeletStartMs: 3_000,
-  /** Kubelet status manager: statuses are pushed to the api-server at most this often. */
-  statusSyncMs: 10_000,
   /** The agent container's own start. */
   agentStartMs: 2_000,
   /** Agent: api-server readiness probe period, local heartbeat folder poll period. */

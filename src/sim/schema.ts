@@ -50,6 +50,11 @@ const parent = z.strictObject({
   ports: z.array(z.number().int().min(1).max(65535)).optional(),
   /** From process start to Ready. */
   startTime: duration().optional(),
+  /**
+   * Graceful termination, from SIGTERM to exit (default 15s for an apiserver, 3s for an app). The
+   * pod stops serving at once but holds its host ports until it exits.
+   */
+  stopTime: duration().optional(),
   /** Policy fields, in the policy document's syntax (`window: 20s`, `whenApiUnreachable: activate`). */
   policy: z.record(z.string(), z.unknown()).default({}),
 });
@@ -97,8 +102,22 @@ export const scenarioSchema = z
     duration: duration().default(900_000),
     seed: z.number().int().optional(),
     kubelet: z
-      .strictObject({ fileCheckPeriod: duration().default(20_000) })
-      .default({ fileCheckPeriod: 20_000 }),
+      .strictObject({
+        /** How often the kubelet re-reads its static-pod folder (--file-check-frequency). */
+        fileCheckPeriod: duration().default(20_000),
+        /**
+         * The kubelet v1.5 status cache (background/master-reboot-issue.txt), on by default because
+         * the simulator models that kubelet. While on:
+         * - `/pods` reports each api-assigned pod's phase as last pushed to an api-server, and a pod
+         *   whose container has started is phase Running through its crash-loop restarts;
+         * - a container of an api-assigned pod that exits while the kubelet reaches no api-server is
+         *   not noticed: its status stays "running" and it is not restarted until the kubelet syncs
+         *   with an api-server again (then it is restarted with the crash-loop back-off).
+         * Off: `/pods` reports container states, and every exit is restarted on the back-off.
+         */
+        staleStatus: z.boolean().default(true),
+      })
+      .default({ fileCheckPeriod: 20_000, staleStatus: true }),
     nodes: z.array(node).min(1),
     parents: z.array(parent).min(1),
     faults: z.array(fault).default([]),
@@ -137,6 +156,7 @@ export interface ParentDef {
   nodes: string[];
   ports: number[];
   startMs: number;
+  stopMs: number;
   policy: ParentPolicy;
 }
 
@@ -150,6 +170,15 @@ export type ScenarioResult = { ok: true; scenario: Scenario } | { ok: false; err
 
 /** Default start times: an api-server replays its state and warms caches; an app is quicker. */
 const START_MS = { apiserver: 15_000, app: 5_000 } as const;
+/**
+ * Default graceful termination, SIGTERM to exit: an api-server stops serving at once, then drains
+ * in-flight requests and long-running watches before its listeners close; an app just exits. With
+ * the v1.5 status cache, the api-server's stop time decides the background issue's race: a parent
+ * restart that lands inside it fails to bind with no api-server anywhere and is never noticed. Its
+ * first crash-loop restart comes 10-15s after its first failed bind, so from about 15s on the old
+ * kubelet-pods checkpointer deadlocks on every seed (at 10s: about a quarter of seeds).
+ */
+const STOP_MS = { apiserver: 15_000, app: 3_000 } as const;
 
 /** Validate a scenario document (already parsed from YAML/JSON, or a TS object). */
 export function parseScenario(doc: unknown): ScenarioResult {
@@ -172,6 +201,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
       nodes: p.nodes ?? (p.kind === 'apiserver' && masters.length > 0 ? masters : spec.nodes.map((n) => n.name)),
       ports: p.ports ?? (p.kind === 'apiserver' ? [6443] : []),
       startMs: p.startTime ?? START_MS[p.kind],
+      stopMs: p.stopTime ?? STOP_MS[p.kind],
       policy: pr.policy.defaults,
     });
   });

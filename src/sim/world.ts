@@ -40,6 +40,7 @@ export function specFor(def: ParentDef, generation: number, healthy: boolean, st
     ports: def.ports,
     startMs,
     healthy,
+    stopMs: def.stopMs,
   };
 }
 
