@@ -43,7 +43,7 @@ export class Invariants {
     const tag = `${invariant}/${node}/${key}`;
     if (this.reported.has(tag)) return;
     this.reported.add(tag);
-    const v = { t: this.world.q.now / 1000, node, key, invariant, message };
+    const v = { t: Math.round(this.world.q.now) / 1000, node, key, invariant, message };
     this.violations.push(v);
     this.world.log(node, 'invariant', `VIOLATION ${invariant}: ${message}`, key);
   }

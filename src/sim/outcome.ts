@@ -60,7 +60,7 @@ export class Outcome {
       for (const def of w.scenario.parents) {
         for (const n of def.nodes) {
           const by = servedBy(w, n, def.key);
-          w.record(`serve/${n}/${def.key}`, by ?? (w.nodes.get(n)!.up ? 'none' : 'down'));
+          w.record(`serve/${n}/${def.key}`, by ?? (w.nodes.get(n)!.up ? 'none' : 'node-down'));
           w.record(`checkpoint/${n}/${def.key}`, checkpointActive(w, n, def.key) ? 'active' : 'inactive');
         }
       }

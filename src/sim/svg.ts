@@ -9,6 +9,7 @@ const COLORS: Record<string, string> = {
   parent: '#4caf50',
   checkpoint: '#ffb300',
   none: '#e53935',
+  'node-down': '#424242',
   active: '#ffb300',
   inactive: '#e0e0e0',
   Pending: '#90a4ae',
@@ -63,15 +64,22 @@ export function renderSvg(r: RunResult): string {
   const bottom = top + lanes.length * (LANE_H + GAP);
   for (const l of r.logs) {
     if (l.kind !== 'fault') continue;
-    out.push(`<line x1="${x(l.t).toFixed(1)}" y1="${top - 6}" x2="${x(l.t).toFixed(1)}" y2="${bottom}" stroke="#000" stroke-dasharray="3,3"><title>${esc(`${l.node}: ${l.text}`)}</title></line>`);
+    out.push(`<line x1="${x(l.t).toFixed(1)}" y1="${top - 6}" x2="${x(l.t).toFixed(1)}" y2="${bottom}" stroke="#000" stroke-width="1.5" stroke-dasharray="4,3"><title>${esc(`${l.node}: ${l.text}`)}</title></line>`);
   }
   for (let t = 0; t <= endMs; t += 60_000) {
     out.push(`<text x="${x(t).toFixed(1)}" y="${bottom + 14}" text-anchor="middle" font-size="9">${t / 60_000}m</text>`);
   }
-  const legend = ['parent', 'checkpoint', 'none', 'HandingOver', 'Silent'];
-  const names: Record<string, string> = { parent: 'parent serves / reachable', checkpoint: 'checkpoint serves / active', none: 'nobody / unreachable', HandingOver: 'handing over', Silent: 'silent' };
+  const legend = ['parent', 'checkpoint', 'none', 'node-down', 'HandingOver', 'Silent'];
+  const names: Record<string, string> = {
+    parent: 'parent serves / reachable',
+    checkpoint: 'checkpoint serves / active',
+    none: 'nobody / unreachable',
+    'node-down': 'node down',
+    HandingOver: 'handing over',
+    Silent: 'silent',
+  };
   legend.forEach((k, i) => {
-    out.push(`<rect x="${LABEL_W + i * 180}" y="${bottom + 28}" width="12" height="12" fill="${COLORS[k]}"/><text x="${LABEL_W + i * 180 + 16}" y="${bottom + 38}">${names[k]}</text>`);
+    out.push(`<rect x="${LABEL_W + i * 160}" y="${bottom + 28}" width="12" height="12" fill="${COLORS[k]}"/><text x="${LABEL_W + i * 160 + 16}" y="${bottom + 38}">${names[k]}</text>`);
   });
   const o = r.outcome;
   out.push(`<text x="10" y="${bottom + 60}">${esc(`served again after ${o.servedAt ?? 'never'}s; parent itself after ${o.parentServedAt ?? 'never'}s; unserved ${o.unservedSeconds}s`)}</text>`);
