@@ -26,6 +26,8 @@ export const CONFIRM_RETRY_MS = 5_000;
 export const ACTION_RETRY_MS = 5_000;
 /** An action whose result was never reported (a lost report) is asked again after this long. */
 export const ACTION_TIMEOUT_MS = 60_000;
+/** Beat rounds remembered to recognise one round arriving on several channels: a few intervals' worth. */
+const MAX_ROUNDS = 8;
 /** Bound on state-machine steps per call; each step changes state, so a few suffice. */
 const MAX_STEPS = 8;
 
@@ -58,6 +60,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     phase: null,
     holderUid: null,
     startingSince: null,
+    rounds: [],
     seen: {},
     checkpointPhase: null,
     checkpoint: { ...checkpoint },
@@ -82,6 +85,7 @@ function copy(s: ParentState): ParentState {
     handover: { ...s.handover },
     confirm: s.confirm ? { ...s.confirm } : null,
     pod: s.pod ? { ...s.pod } : null,
+    rounds: [...s.rounds],
   };
 }
 
@@ -173,7 +177,11 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   const before = s.seen[b.channel];
   if (before === fp) return;
   s.seen[b.channel] = fp;
+  const round = `${b.holderUid}|${b.sequence}|${b.renewTime}`;
+  const known = s.rounds.includes(round);
+  if (!known) s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);
   if (before === undefined) return; // baseline: a first sighting proves nothing about now
+  if (known) return; // this round was already seen on another channel
   s.lastChangeAt = now;
   if (b.channel === 'local') s.lastLocalChangeAt = now;
   if (b.phase === 'Starting') {
@@ -184,6 +192,17 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   s.phase = b.phase;
   s.holderUid = b.holderUid;
   s.confirm = null;
+}
+
+/**
+ * A deterministic spread of 0–25% on a hand-over pause, from the parent id and the attempt: the
+ * core stays pure, and the hand-over schedule does not fall into step with the kubelet's own
+ * doubling crash-loop backoff (which made some recoveries in the simulator take many rounds).
+ */
+export function handoverJitter(id: string, attempt: number): number {
+  let h = 2166136261;
+  for (const c of `${id}#${attempt}`) h = Math.imul(h ^ c.charCodeAt(0), 16777619);
+  return ((h >>> 0) % 1000) / 4000;
 }
 
 // ---- deciding: one state-machine step; returns whether the state changed ----
@@ -315,7 +334,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       if (s.handover.deadline !== null && now >= s.handover.deadline) {
         const backoff = s.handover.nextBackoffMs;
         s.handover.deadline = null;
-        s.handover.notBefore = now + backoff;
+        s.handover.notBefore = now + Math.round(backoff * (1 + handoverJitter(s.id, s.handover.attempts)));
         s.handover.nextBackoffMs = Math.min(p.handoverBackoff.maxMs, backoff * 2);
         event(actions, 'Warning', 'HandoverFailed', `${s.id}: the parent did not become Ready within ${Math.round(p.handoverTimeoutMs / 1000)}s; re-activating the checkpoint, next hand-over in ${Math.round(backoff / 1000)}s`);
         return enter(s, 'Active', `HandoverFailed: not Ready by the deadline; next attempt in ${Math.round(backoff / 1000)}s`, now, actions);

@@ -70,6 +70,12 @@ export interface ParentState {
   holderUid: string | null;
   /** Observer time the parent began its current unbroken run of Starting beats. */
   startingSince: number | null;
+  /**
+   * The last few beat rounds seen (holder uid, sequence, renew time), on any channel. A writer puts
+   * one round on every channel; the same round arriving late on another channel (a watch re-list
+   * after a stall) is not a new sign of life, and must not undo what a newer round said.
+   */
+  rounds: string[];
   /** Last beat fingerprint per channel, to detect change. */
   seen: Partial<Record<Channel, string>>;
   /** Phase last reported by the checkpoint copy's own heartbeat (visibility only). */
