@@ -6,7 +6,7 @@
 // timers. A failing actuator never stops the loop; a throwing observer callback cannot reach it.
 // Assumes: one acting agent per node (see lock.ts); observers deliver only this node's objects.
 import type { Logger } from 'pino';
-import { beatFingerprint, decide, initialState } from '../core/decide.js';
+import { beatFingerprint, decide, initialState, type RecoveredHandover } from '../core/decide.js';
 import { parentId } from '../core/names.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
@@ -99,8 +99,8 @@ export class Agent {
   // ---- what observers call ----
 
   /** A checkpoint found on disk at start (or a manifest found active). */
-  restore(namespace: string, key: string, checkpoint: CheckpointInfo, labels: Record<string, string> = {}): void {
-    this.ensure(namespace, key, labels, checkpoint);
+  restore(namespace: string, key: string, checkpoint: CheckpointInfo, labels: Record<string, string> = {}, handover?: RecoveredHandover): void {
+    this.ensure(namespace, key, labels, checkpoint, handover);
   }
 
   /** The api-server's pods for this node were (re)listed or changed; `parents` maps key id -> pod. */
@@ -164,7 +164,7 @@ export class Agent {
 
   // ---- the loop ----
 
-  private ensure(namespace: string, key: string, labels: Record<string, string>, checkpoint?: CheckpointInfo): Entry {
+  private ensure(namespace: string, key: string, labels: Record<string, string>, checkpoint?: CheckpointInfo, handover?: RecoveredHandover): Entry {
     const id = parentId(namespace, key);
     let e = this.entries.get(id);
     if (e) {
@@ -172,7 +172,7 @@ export class Agent {
       return e;
     }
     const eff = policyFor(this.policy, { namespace, key, labels });
-    const state = initialState({ namespace, key, policy: eff.policy, now: this.o.clock.now(), apiReachable: this.apiReachable, ...(checkpoint ? { checkpoint } : {}) });
+    const state = initialState({ namespace, key, policy: eff.policy, now: this.o.clock.now(), apiReachable: this.apiReachable, ...(checkpoint ? { checkpoint } : {}), ...(handover ? { handover } : {}) });
     e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, wakeAt: null };
     this.entries.set(id, e);
     this.o.logger.info({ parent: id, state: state.state, checkpoint: state.checkpoint }, 'tracking parent');

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ManifestDir } from '../checkpoint/manifests.js';
+import { handoverToPersist } from '../core/decide.js';
 import { Store } from '../checkpoint/store.js';
 import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
 import { beatFromPod } from '../kube/annotation.js';
@@ -26,6 +27,7 @@ import { configMapPolicySource, filePolicySource, type PolicySource } from './ob
 import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
 import { isAgentCopy, SelfCheckpoint } from './self.js';
 import { StatusWriter } from './status.js';
+import { HandoverFile } from './handovers.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
 export const DEFAULT_MANIFEST_DIR = '/etc/kubernetes/manifests';
@@ -150,7 +152,24 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   const status = new StatusWriter({ node: o.node, kubeConfig: kc, views, conditions, clock, timers, logger: log });
   stops.push(() => status.stop());
 
-  const actuators = makeActuators({ node: o.node, instance: o.podName, store, manifests, kube: () => kube, logger: log });
+  const handovers = new HandoverFile(stateDir);
+  const actuators = makeActuators({
+    node: o.node,
+    instance: o.podName,
+    store,
+    manifests,
+    kube: () => kube,
+    // Live reads on their own connections: a stalled pooled socket must not answer for the api-server.
+    freshKube: () => makeKubeClient(kc, { requestTimeoutMs: AGENT_REQUEST_TIMEOUT_MS }),
+    logger: log,
+  });
+  // A hand-over's deadline is on disk before its checkpoint is retired: a crash in between must not
+  // leave the parent uncovered until startTimeout.
+  const retire = actuators.retire;
+  actuators.retire = async (p) => {
+    await handovers.settled();
+    return retire(p);
+  };
   agent = new Agent({
     node: o.node,
     clock,
@@ -170,7 +189,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
         if (a.from === 'HandingOver' && a.to === 'Active') metrics.handovers.inc({ result: 'failed' });
         if (a.from === 'Active' && a.to === 'Healthy') metrics.retirements.inc();
         if (a.to === 'Orphaned') metrics.collections.inc();
-        void p;
+        if (a.to === 'HandingOver' || a.from === 'HandingOver') void handovers.set(p.id, handoverToPersist(p.state, clock.now()));
         status.poke();
       },
       onDecision: () => metrics.observe(views(), clock.now()),
@@ -215,6 +234,8 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   stops.push(() => policySource?.stop());
 
   // Recover what is on disk: stored checkpoints, and which of them are active right now.
+  const handoverProblem = await handovers.load();
+  if (handoverProblem) log.warn({ reason: handoverProblem }, 'hand-over file unreadable');
   const listed = await store.list();
   for (const p of listed.problems) log.warn({ checkpoint: p.id, reason: p.reason }, 'checkpoint on disk is not usable');
   const active = new Set(await manifests.active());
@@ -222,7 +243,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     // The agent's own copy is kept by SelfCheckpoint, always active, never judged by the core.
     if (isAgentCopy(c.capture.manifest.metadata?.labels)) continue;
     const [namespace, key] = c.id.split('/') as [string, string];
-    a.restore(namespace, key, { stored: true, active: active.has(c.id), specHash: c.capture.specHash }, c.capture.manifest.metadata?.labels ?? {});
+    a.restore(namespace, key, { stored: true, active: active.has(c.id), specHash: c.capture.specHash }, c.capture.manifest.metadata?.labels ?? {}, handovers.recovered(c.id));
   }
   log.info({ checkpoints: listed.checkpoints.length, active: [...active] }, 'recovered from the state folder');
 

@@ -447,3 +447,19 @@ describe('decide: one round on several channels', () => {
     expect(restarted.state.state).toBe('Healthy');
   });
 });
+
+describe('decide: a hand-over survives an agent restart', () => {
+  it('resumes HandingOver with the deadline left, capped at one handoverTimeout', () => {
+    const ck = { stored: true, active: false, specHash: 'h1' };
+    const s = initialState({ namespace: 'n', key: 'k', policy: POLICY, now: 1000, checkpoint: ck, handover: { remainingMs: 3000, attempts: 2, nextBackoffMs: 10_000 } });
+    expect(s.state).toBe('HandingOver');
+    expect(s.handover).toMatchObject({ attempts: 2, deadline: 4000, nextBackoffMs: 10_000 });
+    const d = decide(s, { type: 'tick' }, 4000);
+    expect(d.state.state).toBe('Active');
+    expect(kinds(d.actions)).toContain('activate');
+    const stepped = initialState({ namespace: 'n', key: 'k', policy: POLICY, now: 0, checkpoint: ck, handover: { remainingMs: 1e9, attempts: 1, nextBackoffMs: 5000 } });
+    expect(stepped.handover.deadline).toBe(POLICY.handoverTimeoutMs);
+    const r = drive(s, [[1500, { type: 'tick' }]]);
+    expect(r.state.state).toBe('HandingOver');
+  });
+});

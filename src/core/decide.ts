@@ -40,20 +40,49 @@ export interface InitialStateArgs {
   now: number;
   checkpoint?: CheckpointInfo;
   apiReachable?: boolean;
+  /** A hand-over the agent was in when it stopped (persisted by the caller), to be finished. */
+  handover?: RecoveredHandover;
+}
+
+/** What the caller persists about a hand-over in progress, so a restart keeps its deadline. */
+export interface RecoveredHandover {
+  /** Time left until the deadline (may be negative: already passed). */
+  remainingMs: number;
+  attempts: number;
+  nextBackoffMs: number;
+}
+
+/**
+ * A persisted deadline is kept on the wall clock, which can step (NTP, a dead RTC after a
+ * reboot): never wait longer than one full handoverTimeout for it.
+ */
+function clampRemaining(remainingMs: number, p: ParentPolicy): number {
+  return Math.min(p.handoverTimeoutMs, Math.max(0, Number.isFinite(remainingMs) ? remainingMs : 0));
+}
+
+/** The persistable part of a hand-over in progress (null when not handing over). */
+export function handoverToPersist(s: ParentState, now: number): RecoveredHandover | null {
+  if (s.state !== 'HandingOver' || s.handover.deadline === null) return null;
+  return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs };
 }
 
 /** A parent as the agent first knows it after starting: grace running, nothing seen yet. */
 export function initialState(a: InitialStateArgs): ParentState {
   const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
   const recovered = checkpoint.active;
+  const resumed = !recovered && checkpoint.stored && a.handover !== undefined;
   return {
     id: `${a.namespace}/${a.key}`,
     namespace: a.namespace,
     key: a.key,
     policy: a.policy,
-    state: recovered ? 'Active' : 'Pending',
+    state: recovered ? 'Active' : resumed ? 'HandingOver' : 'Pending',
     since: a.now,
-    reason: recovered ? 'RecoveredActive: the checkpoint was active when the agent started' : 'AgentStarted: waiting for a first beat',
+    reason: recovered
+      ? 'RecoveredActive: the checkpoint was active when the agent started'
+      : resumed
+        ? 'RecoveredHandover: a hand-over was in progress when the agent stopped; its deadline still holds'
+        : 'AgentStarted: waiting for a first beat',
     graceUntil: a.now + a.policy.startupGraceMs,
     lastChangeAt: null,
     lastLocalChangeAt: null,
@@ -70,7 +99,9 @@ export function initialState(a: InitialStateArgs): ParentState {
     confirm: null,
     inflight: {},
     capturingHash: null,
-    handover: { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
+    handover: resumed
+      ? { attempts: a.handover!.attempts, deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy), notBefore: a.now, nextBackoffMs: a.handover!.nextBackoffMs }
+      : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
     retryAt: null,
   };
 }

@@ -2,7 +2,7 @@
 // Lease watch, pod watch, local heartbeat folder) -> the real core (`decide`) -> actuators
 // (checkpoint store, manifest folder), each with a small latency. Time is the node's monotonic
 // clock; the core's `wakeAt` is turned back into true time to schedule its tick.
-import { beatFingerprint, decide, initialState } from '../core/decide.js';
+import { beatFingerprint, decide, handoverToPersist, initialState } from '../core/decide.js';
 import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
 import type { Action, Beat, Channel, Input, ParentState } from '../core/types.js';
 import type { StoredBeat } from './apiserver.js';
@@ -59,7 +59,9 @@ export class LastseenAgent implements AgentProcess {
     const id = parentId(def.namespace, key);
     const cp = this.node.disk.checkpoints.get(id);
     const checkpoint = { stored: !!cp, active: this.node.disk.manifests.has(manifestFile(def.namespace, key)), specHash: cp?.spec.hash ?? null };
-    this.states.set(key, initialState({ namespace: def.namespace, key, policy: def.policy, now: this.mono(), checkpoint, apiReachable: this.reachable }));
+    const h = this.node.disk.handovers.get(id);
+    const handover = h ? { remainingMs: h.deadlineWall - this.node.clock.wall(this.world.q.now), attempts: h.attempts, nextBackoffMs: h.nextBackoffMs } : undefined;
+    this.states.set(key, initialState({ namespace: def.namespace, key, policy: def.policy, now: this.mono(), checkpoint, apiReachable: this.reachable, ...(handover ? { handover } : {}) }));
     this.world.invariants.agentStarted(this.node, key);
     this.feed(key, { type: 'tick' });
     return true;
@@ -165,9 +167,14 @@ export class LastseenAgent implements AgentProcess {
     const id = s.id;
     const file = manifestFile(s.namespace, key);
     switch (a.type) {
-      case 'transition':
+      case 'transition': {
+        // As the real agent does (src/agent/run.ts): a hand-over's deadline survives a restart.
+        const keep = handoverToPersist(s, this.mono());
+        if (keep) node.disk.handovers.set(id, { deadlineWall: node.clock.wall(w.q.now) + keep.remainingMs, attempts: keep.attempts, nextBackoffMs: keep.nextBackoffMs });
+        else node.disk.handovers.delete(id);
         w.onTransition(node, key, a.from, a.to, a.reason, s);
         return;
+      }
       case 'event':
         w.log(node.name, 'event', `${a.eventType} ${a.reason}: ${a.message}`, key);
         return;

@@ -43,6 +43,8 @@ export interface NodeDisk {
   manifests: Map<string, Manifest>;
   /** /var/lib/lastseen/checkpoints: parent id -> copy. Survives reboots. */
   checkpoints: Map<string, StoredCheckpoint>;
+  /** /var/lib/lastseen/handovers.json: parent id -> hand-over in progress (deadline on the wall clock). Survives reboots. */
+  handovers: Map<string, { deadlineWall: number; attempts: number; nextBackoffMs: number }>;
 }
 
 export interface NodeNet {

@@ -83,7 +83,7 @@ export class World {
         up: true,
         bootId: 1,
         clock: new NodeClock(n.skew + clocks.between(-500, 500), n.driftPpm),
-        disk: { manifests: new Map([[AGENT_MANIFEST, { role: 'agent', spec: null }]]), checkpoints: new Map() },
+        disk: { manifests: new Map([[AGENT_MANIFEST, { role: 'agent', spec: null }]]), checkpoints: new Map(), handovers: new Map() },
         files: new Map(),
         net: { partitioned: false, latencyMs: 0, watchStalled: false },
         ports: new Map(),

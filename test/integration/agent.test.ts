@@ -213,6 +213,27 @@ describe('lastseen agent, end to end', () => {
   });
 });
 
+describe('an agent restarted in the middle of a hand-over', () => {
+  it('keeps the hand-over deadline: the checkpoint comes back after handoverTimeout, not startTimeout', async () => {
+    const s = await setup('midhandover');
+    let hb = s.heartbeat();
+    await captured(s);
+    await hb.stop('SIGKILL');
+    await appears(s.manifest);
+    await s.main.down();
+    hb = s.heartbeat(); // Starting, never Ready
+    await disappears(s.manifest);
+    await s.agent.stop('SIGKILL');
+    const t0 = Date.now();
+    s.agent = s.startAgent();
+    await appears(s.manifest, 25_000); // startTimeout is 30s: only the kept deadline brings it back sooner
+    expect(Date.now() - t0).toBeLessThan(25_000);
+    expect(s.agent.logs.some((l) => l.msg === 'tracking parent' && l.state === 'HandingOver')).toBe(true);
+    await hb.stop('SIGKILL');
+    await s.agent.stop();
+  });
+});
+
 describe("the agent's own checkpoint", () => {
   it('is captured from its own pod, kept active, and left alone by a restarted agent', async () => {
     const s = await setup('self');
