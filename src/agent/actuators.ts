@@ -26,6 +26,15 @@ export interface ActuatorDeps {
   manifests: ManifestDir;
   /** Null while running without an api-server (file-only tests); api actions then reject. */
   kube: () => KubeClient | null;
+  /**
+   * A client on fresh connections for one live read, closed after it (default: `kube`). A live read
+   * confirms a silence that may be a stalled connection, so it must not ride a kept-alive socket
+   * of the pool: when a NAT or conntrack table loses its entries, established flows (the watch, and
+   * every pooled socket) are black-holed while new connections work, and a read on a pooled socket
+   * would time out, report "unavailable", and under `whenApiUnreachable: activate` cover a parent
+   * that is beating. One TLS handshake per confirmation; confirmations happen only on silence.
+   */
+  freshKube?: () => KubeClient | null;
   logger: Logger;
   wallNow?: () => number;
 }
@@ -107,7 +116,8 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       await d.store.remove(p.id);
     },
     async readLive(p, channels): Promise<LiveRead> {
-      const k = d.kube();
+      const fresh = d.freshKube?.() ?? null;
+      const k = fresh ?? d.kube();
       if (!k) return { unavailable: 'no api-server client' };
       const beats: Beat[] = [];
       try {
@@ -138,6 +148,8 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
         const err = classifyKubeError(e, `live read of ${p.id}`);
         if (err.kind === 'unreachable') return { unavailable: err.message };
         throw new Error(err.message);
+      } finally {
+        fresh?.close();
       }
       return { beats };
     },
