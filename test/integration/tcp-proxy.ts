@@ -4,8 +4,11 @@
  * Promises: bytes pass through untouched in both directions (so TLS, the server certificate's
  * 127.0.0.1 SAN and client certificates work end to end). `stall()` stops forwarding on every
  * connection, existing and new, without closing anything: the sockets stop being read, so the
- * peers see a silent, open connection, as behind a black-holing NAT or a dead link. `resume()`
- * forwards again, including what queued meanwhile. `refuse()` closes every connection and
+ * peers see a silent, open connection, as behind a black-holing NAT or a dead link.
+ * `stallEstablished()` does the same to the connections open at that moment only (a long-lived
+ * watch, kept-alive sockets), while connections opened afterwards pass: a path where old flows are
+ * black-holed but new ones work (a NAT or conntrack table that lost its entries). `resume()`
+ * forwards again on every connection, including what queued meanwhile. `refuse()` closes every connection and
  * rejects new ones at once (a connection-level outage); `accept()` ends that.
  * Assumes: loopback only, a handful of connections; not a performance tool.
  */
@@ -15,11 +18,15 @@ export interface TcpProxy {
   /** The local port to point a client at. */
   port: number;
   stall(): void;
+  /** Stall the connections open now; later connections pass. */
+  stallEstablished(): void;
   resume(): void;
   refuse(): void;
   accept(): void;
   /** Open client connections. */
   connections(): number;
+  /** Client connections accepted since the proxy started (refused ones excluded). */
+  opened(): number;
   close(): Promise<void>;
 }
 
@@ -27,24 +34,28 @@ interface Pair {
   client: Socket;
   upstream: Socket;
   queued: Array<{ to: Socket; data: Buffer }>;
+  /** Stalled by stallEstablished(). */
+  stalled: boolean;
 }
 
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const pairs = new Set<Pair>();
   let stalled = false;
   let refusing = false;
+  let opened = 0;
 
   const server: Server = createServer((client) => {
     if (refusing) {
       client.destroy();
       return;
     }
+    opened++;
     const upstream = connect(target.port, target.host);
-    const pair: Pair = { client, upstream, queued: [] };
+    const pair: Pair = { client, upstream, queued: [], stalled: false };
     pairs.add(pair);
     const forward = (from: Socket, to: Socket) => {
       from.on('data', (data: Buffer) => {
-        if (stalled) {
+        if (stalled || pair.stalled) {
           pair.queued.push({ to, data });
           from.pause();
           return;
@@ -84,9 +95,17 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
         p.upstream.pause();
       }
     },
+    stallEstablished() {
+      for (const p of pairs) {
+        p.stalled = true;
+        p.client.pause();
+        p.upstream.pause();
+      }
+    },
     resume() {
       stalled = false;
       for (const p of pairs) {
+        p.stalled = false;
         for (const q of p.queued.splice(0)) if (!q.to.destroyed) q.to.write(q.data);
         p.client.resume();
         p.upstream.resume();
@@ -104,6 +123,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       refusing = false;
     },
     connections: () => pairs.size,
+    opened: () => opened,
     async close() {
       for (const p of [...pairs]) {
         p.client.destroy();

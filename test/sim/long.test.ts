@@ -4,12 +4,11 @@
 // one per CI night). Without LASTSEEN_LONG=1 the sweep is reported as skipped, saying so in its
 // name: a deliberate opt-in, not a missing dependency.
 //
-// A seed listed in regression-seeds.ts is not judged here while the simulator bug that explains it
-// is present (regressions.test.ts judges it by name); any other failing seed fails this test with
-// its replay command.
+// A seed listed in regression-seeds.ts may fail only as its known bug explains (regressions.test.ts
+// names each); any other violation fails this test with the seed's replay command.
 import { describe, expect, it } from 'vitest';
-import { parseSeedRange, randomScenario, runScenario } from '../../src/sim/index.js';
-import { REGRESSION_SEEDS, simHasOverlappingRebootBug } from './regression-seeds.js';
+import { parseSeedRange } from '../../src/sim/index.js';
+import { unexplained } from './regression-seeds.js';
 
 const LONG = process.env.LASTSEEN_LONG === '1';
 const range = parseSeedRange(process.env.LASTSEEN_SEEDS ?? '1001..11000');
@@ -21,15 +20,9 @@ const total = range.to - range.from + 1;
 
 if (LONG) {
   describe(`long random sweep: ${total} seeds ${range.from}..${range.to}`, () => {
-    const known = simHasOverlappingRebootBug() ? new Set(REGRESSION_SEEDS.map((r) => r.seed)) : new Set<number>();
-
     it.each(chunks)('seeds $from..$to hold every invariant', ({ from, to }) => {
       const failing: string[] = [];
-      for (let seed = from; seed <= to; seed++) {
-        if (known.has(seed)) continue;
-        const r = runScenario(randomScenario(seed), { seed, keepLogs: false });
-        for (const v of r.invariantViolations) failing.push(`seed ${seed} (replay: lastseen simulate random-one --seed ${seed}): ${v.invariant} at ${v.t}s on ${v.node}/${v.key}: ${v.message}`);
-      }
+      for (let seed = from; seed <= to; seed++) failing.push(...unexplained(seed));
       expect(failing).toEqual([]);
     }, 600_000);
   });

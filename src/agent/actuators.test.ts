@@ -1,0 +1,77 @@
+// The live read's connection: a read that confirms silence must not ride a pooled socket that may be
+// stalled like the watch (test/integration/faults.test.ts shows the false activation it caused).
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { KubeClient } from '../kube/client.js';
+import { leaseWithBeat } from '../kube/lease.js';
+import { makeActuators } from './actuators.js';
+import type { ParentView } from './agent.js';
+
+const NODE = 'n1';
+const beat = { channel: 'lease' as const, holder: 'demo-n1', holderUid: 'u1', role: 'parent' as const, phase: 'Ready' as const, sequence: 9, renewTime: '2025-01-01T00:00:00.000001Z' };
+const lease = leaseWithBeat(null, { namespace: 'ns', key: 'demo', node: NODE, role: 'parent', windowMs: 1000 }, beat);
+
+function client(read: () => Promise<unknown>): KubeClient & { closed: number; reads: number } {
+  const c = {
+    closed: 0,
+    reads: 0,
+    coordination: {
+      readNamespacedLease: async () => {
+        c.reads++;
+        return read();
+      },
+    },
+    core: {},
+    kubeConfig: {},
+    requestTimeoutMs: 1000,
+    close() {
+      c.closed++;
+    },
+  };
+  return c as unknown as KubeClient & { closed: number; reads: number };
+}
+
+const parent = { id: 'ns/demo', namespace: 'ns', key: 'demo', pod: null } as unknown as ParentView;
+const timeout = () => Promise.reject(Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' }));
+
+describe('readLive', () => {
+  it('reads on a fresh client, not the pooled one, and closes it', async () => {
+    const pooled = client(timeout); // a kept-alive socket stalled like the watch
+    const fresh: Array<ReturnType<typeof client>> = [];
+    const a = makeActuators({
+      node: NODE,
+      instance: 'agent',
+      store: {} as never,
+      manifests: {} as never,
+      kube: () => pooled,
+      freshKube: () => {
+        const c = client(async () => lease);
+        fresh.push(c);
+        return c;
+      },
+      logger: pino({ level: 'silent' }),
+    });
+    expect(await a.readLive(parent, ['lease'])).toEqual({ beats: [beat] });
+    expect(await a.readLive(parent, ['lease'])).toEqual({ beats: [beat] });
+    expect(pooled.reads).toBe(0);
+    expect(fresh.map((c) => [c.reads, c.closed])).toEqual([
+      [1, 1],
+      [1, 1],
+    ]);
+  });
+
+  it('a fresh client that gets no answer reports unavailable, and is closed', async () => {
+    const fresh = client(timeout);
+    const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests: {} as never, kube: () => null, freshKube: () => fresh, logger: pino({ level: 'silent' }) });
+    const r = await a.readLive(parent, ['lease']);
+    expect(r).toMatchObject({ unavailable: expect.stringContaining('timed out') });
+    expect(fresh.closed).toBe(1);
+  });
+
+  it('without freshKube, reads on the pooled client (file-only setups, older wiring)', async () => {
+    const pooled = client(async () => lease);
+    const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests: {} as never, kube: () => pooled, logger: pino({ level: 'silent' }) });
+    expect(await a.readLive(parent, ['lease'])).toEqual({ beats: [beat] });
+    expect([pooled.reads, pooled.closed]).toEqual([1, 0]);
+  });
+});
