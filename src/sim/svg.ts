@@ -82,7 +82,7 @@ export function renderSvg(r: RunResult): string {
     out.push(`<rect x="${LABEL_W + i * 160}" y="${bottom + 28}" width="12" height="12" fill="${COLORS[k]}"/><text x="${LABEL_W + i * 160 + 16}" y="${bottom + 38}">${names[k]}</text>`);
   });
   const o = r.outcome;
-  out.push(`<text x="10" y="${bottom + 60}">${esc(`served again after ${o.servedAt ?? 'never'}s; parent itself after ${o.parentServedAt ?? 'never'}s; unserved ${o.unservedSeconds}s`)}</text>`);
+  out.push(`<text x="10" y="${bottom + 60}">${esc(`served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; parent itself ${o.parentServedAt === null ? 'never' : `after ${o.parentServedAt}s`}; unserved ${o.unservedSeconds}s`)}</text>`);
   out.push('</svg>');
   return out.join('\n');
 }
