@@ -154,14 +154,31 @@ export async function healthy(p: Proc, since = 0, timeoutMs = 60_000): Promise<v
   await waitFor(() => transitions(p, since).some((t) => t.to === 'Healthy'), { timeoutMs, what: 'the parent to be Healthy' });
 }
 
-/** Waits for the api-probe's verdict `reachable` after log line `since`; returns its log index. */
-export async function reachability(p: Proc, reachable: boolean, since = 0, timeoutMs = 60_000): Promise<number> {
-  return waitFor(
+/** The agent's latest verdict on the api-server (its own log line, not the probe's), null before the first. */
+export function apiReachable(p: Proc): boolean | null {
+  for (let i = p.logs.length - 1; i >= 0; i--) {
+    const l = p.logs[i]!;
+    if (l.msg === 'api-server reachability changed' && l.observer === undefined) return l.reachable === true;
+  }
+  return null;
+}
+
+/**
+ * Waits until the agent's verdict is `reachable`. For `true`, the verdict must hold for `stableMs`
+ * (after an etcd restart kube-apiserver's /readyz flaps for a few seconds, and so does the verdict).
+ */
+export async function reachability(p: Proc, reachable: boolean, timeoutMs = 60_000, stableMs = reachable ? 3_000 : 0): Promise<void> {
+  let since: number | null = null;
+  await waitFor(
     () => {
-      const i = p.logs.findIndex((l, j) => j >= since && l.msg === 'api-server reachability changed' && l.reachable === reachable && l.observer === undefined);
-      return i >= 0 ? i : undefined;
+      if (apiReachable(p) !== reachable) {
+        since = null;
+        return false;
+      }
+      since ??= Date.now();
+      return Date.now() - since >= stableMs;
     },
-    { timeoutMs, what: `the agent to find the api-server ${reachable ? 'reachable' : 'unreachable'}` },
+    { timeoutMs, intervalMs: 100, what: `the agent to find the api-server ${reachable ? 'reachable' : 'unreachable'}${stableMs ? ` for ${stableMs} ms` : ''}` },
   );
 }
 

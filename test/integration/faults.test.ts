@@ -82,7 +82,7 @@ describe('control-plane outages under a running agent', () => {
           if (what === 'kube-apiserver') await stopApiserver('KILL');
           else await stopEtcd('KILL');
           try {
-            await reachability(s.agent, false, mark);
+            await reachability(s.agent, false);
             const noticedMs = Date.now() - t0;
             const seqBefore = await localSequence(localFile);
             await sleep(OUTAGE_MS);
@@ -94,7 +94,7 @@ describe('control-plane outages under a running agent', () => {
             if (what === 'kube-apiserver') await startApiserver();
             else await startEtcd();
           }
-          await reachability(s.agent, true, mark, 90_000);
+          await reachability(s.agent, true, 90_000);
           expect(activations(s.agent, mark)).toEqual([]);
         }
       }
@@ -216,14 +216,14 @@ describe('a stalled path between the agent and the api-server', () => {
     const manifestSeen = watchFile(s.manifest);
     proxy.stall();
     const t0 = Date.now();
-    await reachability(s.agent, false, mark);
+    await reachability(s.agent, false);
     const noticedMs = Date.now() - t0;
     // Longer than the window, the watchdog and the agent's 5 s request timeout together.
     await sleep(LONG ? 20_000 : 8_000);
     expect(await exists(s.manifest)).toBe(false);
     proxy.resume();
     const back = s.agent.logs.length;
-    await reachability(s.agent, true, back);
+    await reachability(s.agent, true);
     await healthy(s.agent, back);
     await sleep(1_500);
     expect(await manifestSeen.stop()).toBeNull();
