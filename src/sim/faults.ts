@@ -55,11 +55,14 @@ function apply(w: World, f: FaultSpec): void {
       const n = node!;
       n.up = false;
       n.bootId++;
+      const down = n.bootId;
       n.ports.clear();
       n.files.clear();
       w.kubelets.delete(n.name);
       w.agents.delete(n.name);
       w.q.at(f.at + f.down, () => {
+        // A second reboot while still down owns the power-on: this one's is void.
+        if (n.bootId !== down) return;
         n.up = true;
         n.bootId++;
         n.clock.bootAt = w.q.now;

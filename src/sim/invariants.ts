@@ -60,7 +60,11 @@ export class Invariants {
     const p = this.world.parentDef(key).policy;
     // A parent that beat Ready less than (window - interval) ago was certainly fresh to an agent
     // that polls its files every second and its watch within a round trip.
-    if (lv && lv.phase === 'Ready' && this.world.q.now - lv.at < p.windowMs - p.intervalMs) {
+    // A hand-over deadline is not a silence: it may fall on the very moment the parent's first
+    // Ready beat is written, before any agent could have seen it (file poll, watch round trip).
+    const unseenMs = reason.startsWith('HandoverFailed') ? T.agentFilePollMs + T.apiRttMs : 0;
+    const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
+    if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && age >= unseenMs) {
       this.violate(node.name, key, 'activation-while-fresh', `activated (${reason}) ${((this.world.q.now - lv.at) / 1000).toFixed(1)}s after a visible Ready beat (window ${p.windowMs / 1000}s)`);
     }
   }

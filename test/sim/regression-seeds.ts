@@ -14,7 +14,9 @@ export interface RegressionSeed {
 }
 
 /**
- * Known bugs, both found by the first LASTSEEN_LONG sweep (seeds 1001..11000).
+ * Bugs found by the first LASTSEEN_LONG sweep (seeds 1001..11000), both fixed since: the reboot
+ * as proposed below; the hand-over deadline in the invariant (an agent cannot react to a beat it
+ * could not have observed yet: file poll plus a round trip).
  *
  * overlapping-reboot (simulator model, src/sim/faults.ts): a node rebooted again while still down
  * from an earlier reboot comes up at the *first* power-on anyway (the `reboot` case schedules `up`
