@@ -1,0 +1,47 @@
+// Objects the benchmark creates: namespaces, parent pods (bare Pods bound to a node name; no
+// kubelet runs them), and reading a node's NodeCheckpoint status.
+import { randomBytes } from 'node:crypto';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+
+export async function createNamespace(kc: KubeConfig, prefix: string): Promise<string> {
+  const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+  await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/bench': 'true' } } } });
+  return name;
+}
+
+export async function createParentPod(kc: KubeConfig, ns: string, node: string, key: string, name = `${key}-${node}`): Promise<{ name: string; uid: string }> {
+  const pod = await kc.makeApiClient(CoreV1Api).createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name, labels: { 'lastseen.dev/parent': key, app: 'bench' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
+      spec: { nodeName: node, containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10' }] },
+    },
+  });
+  return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
+}
+
+/** Creates `n` parent pods `p<i>` on `node`, ten at a time. */
+export async function createParentPods(kc: KubeConfig, ns: string, node: string, n: number, key = (i: number) => `p${i}`): Promise<Array<{ name: string; uid: string }>> {
+  const out: Array<{ name: string; uid: string }> = [];
+  for (let i = 0; i < n; i += 10) {
+    const batch = Array.from({ length: Math.min(10, n - i) }, (_, j) => createParentPod(kc, ns, node, key(i + j)));
+    out.push(...(await Promise.all(batch)));
+  }
+  return out;
+}
+
+export interface ParentStatusLite {
+  key: string;
+  namespace: string;
+  state: string;
+  lastSeen: string | null;
+  checkpointActive?: boolean;
+}
+
+export async function nodeCheckpointParents(kc: KubeConfig, node: string): Promise<ParentStatusLite[]> {
+  const o = (await kc
+    .makeApiClient(CustomObjectsApi)
+    .getClusterCustomObject({ group: 'lastseen.dev', version: 'v1alpha1', plural: 'nodecheckpoints', name: node })
+    .catch(() => null)) as { status?: { parents?: ParentStatusLite[] } } | null;
+  return o?.status?.parents ?? [];
+}

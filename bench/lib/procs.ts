@@ -1,0 +1,158 @@
+// lastseen as child processes (from the bundle, or through tsx), their JSON logs, /proc sampling.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT } from './cp.js';
+
+export type Runner = 'bundle' | 'tsx';
+
+export interface Proc {
+  child: ChildProcess;
+  pid: number;
+  startedAt: number;
+  logs: Array<Record<string, unknown>>;
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Calls fn for every log line from now on (and returns an unsubscribe). */
+  onLog(fn: (l: Record<string, unknown>) => void): () => void;
+}
+
+const all = new Set<Proc>();
+const temps = new Set<string>();
+
+/** Removes every temporary folder this run made. */
+export function removeTemps(): void {
+  for (const d of temps) rmSync(d, { recursive: true, force: true });
+  temps.clear();
+}
+
+/** SIGKILL every child still running (on error and SIGINT). */
+export function killAll(): void {
+  for (const p of all) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+}
+
+let bundlePath = join(ROOT, 'dist', 'lastseen.mjs');
+
+/** `npm run bundle`, then a private copy (others may rebuild dist/ while we run). */
+export async function buildBundle(): Promise<string> {
+  await new Promise<void>((resolve, reject) => {
+    execFile(process.execPath, [join(ROOT, 'scripts', 'bundle.mjs')], { cwd: ROOT, timeout: 300_000 }, (err, _o, stderr) => (err ? reject(new Error(`bundle: ${err.message}\n${stderr}`)) : resolve()));
+  });
+  const dir = await mkdtemp(join(tmpdir(), 'lastseen-bench-bin-'));
+  temps.add(dir);
+  bundlePath = join(dir, 'lastseen.mjs');
+  await copyFile(join(ROOT, 'dist', 'lastseen.mjs'), bundlePath);
+  return bundlePath;
+}
+
+export function lastseen(args: string[], runner: Runner = 'bundle'): Proc {
+  const argv = runner === 'bundle' ? [bundlePath, ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
+  const startedAt = Date.now();
+  const child = spawn(process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: Array<Record<string, unknown>> = [];
+  const listeners = new Set<(l: Record<string, unknown>) => void>();
+  let buf = '';
+  child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+    buf += s;
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      let l: Record<string, unknown>;
+      try {
+        l = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        l = { msg: line, raw: true };
+      }
+      logs.push(l);
+      if (logs.length > 5000) logs.splice(0, 1000);
+      for (const fn of listeners) fn(l);
+    }
+  });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (s: string) => {
+    stderr = (stderr + s).slice(-5000);
+  });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const p: Proc = {
+    child,
+    pid: child.pid!,
+    startedAt,
+    logs,
+    exited,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const code = await exited;
+      clearTimeout(timer);
+      all.delete(p);
+      return code;
+    },
+    onLog(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+  };
+  exited.then((code) => {
+    if (code && process.env.BENCH_VERBOSE) process.stderr.write(`lastseen ${args[0]} exited ${code}: ${stderr}\n`);
+  });
+  all.add(p);
+  return p;
+}
+
+export interface Dirs {
+  root: string;
+  manifests: string;
+  state: string;
+  heartbeats: string;
+  policy: string;
+}
+
+export async function tempDirs(prefix = 'lastseen-bench-'): Promise<Dirs> {
+  const root = await mkdtemp(join(tmpdir(), prefix));
+  temps.add(root);
+  const d = { root, manifests: join(root, 'manifests'), state: join(root, 'state'), heartbeats: join(root, 'heartbeats'), policy: join(root, 'policy.yaml') };
+  await mkdir(d.heartbeats, { recursive: true });
+  return d;
+}
+
+export async function writePolicy(path: string, defaults: string): Promise<void> {
+  await writeFile(path, `apiVersion: lastseen.dev/v1alpha1\nkind: Policy\ndefaults: ${defaults}\n`);
+}
+
+export function agentArgs(o: { node: string; namespace: string; kubeconfig: string; dirs: Dirs; extra?: string[] }): string[] {
+  return [
+    'agent',
+    ...['--node', o.node, '--pod-name', `agent-${o.node}`, '--namespace', o.namespace, '--kubeconfig', o.kubeconfig],
+    ...['--manifest-dir', o.dirs.manifests, '--state-dir', o.dirs.state, '--heartbeat-dir', o.dirs.heartbeats, '--policy-file', o.dirs.policy],
+    ...['--health-port', '0', '--health-host', '127.0.0.1'],
+    ...(o.extra ?? []),
+  ];
+}
+
+export function healthPortOf(p: Proc): number | undefined {
+  const l = p.logs.find((x) => x.msg === 'health endpoints listening');
+  return l ? (l.port as number) : undefined;
+}
+
+let clkTck = 100;
+export function setClockTicks(n: number): void {
+  clkTck = n;
+}
+
+export interface ProcSample {
+  t: number;
+  cpuSeconds: number;
+  rssKiB: number;
+}
+
+/** utime+stime (seconds) from /proc/<pid>/stat and VmRSS from /proc/<pid>/status. */
+export async function sampleProc(pid: number): Promise<ProcSample> {
+  const [stat, status] = await Promise.all([readFile(`/proc/${pid}/stat`, 'utf8'), readFile(`/proc/${pid}/status`, 'utf8')]);
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state); utime is field 14, stime field 15.
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  const rss = Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? Number.NaN);
+  return { t: performance.now(), cpuSeconds: ticks / clkTck, rssKiB: rss };
+}

@@ -1,0 +1,428 @@
+// `npm run bench [-- --quick] [-- --only a,b]`: lastseen's benchmark against a real kube-apiserver
+// (scripts/control-plane, in a fresh folder) and the simulator. Prints one table per section and
+// writes the same figures to bench/results/<timestamp>.json and bench/results/latest.json.
+//
+// Sections: activation (1, 2), cost (3), footprint (4), scale (5), sim (6, 7). Every figure is
+// a median/percentile over trials on a shared 2-core machine; the load average at start and end
+// is recorded with them. Not part of `npm test`.
+import { execFileSync } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { type Baseline, type ControlPlane, controlPlaneUp, delta } from './lib/cp.js';
+import { ROOT } from './lib/cp.js';
+import { buildBundle, killAll, removeTemps, setClockTicks } from './lib/procs.js';
+import { fmt, load, progress, ratio, sleep, table } from './lib/util.js';
+import { type ActivationFigures, activation, INTERVAL_MS, LOCAL_POLL_MS, WINDOW_MS } from './sections/activation.js';
+import { type CostFigures, heartbeatCost, type IdleAgentFigures, idleAgent } from './sections/apicost.js';
+import { FOOTPRINT_INTERVAL_MS, type FootprintFigures, footprint, type StartFigures, startComparison } from './sections/footprint.js';
+import { SCALE_INTERVAL_MS, type ScaleFigures, scale } from './sections/scale.js';
+import { type ScenarioRow, type SpeedFigures, simScenarios, simSpeed } from './sections/sim.js';
+
+const SECTIONS = ['sim', 'activation', 'cost', 'footprint', 'scale'] as const;
+type Section = (typeof SECTIONS)[number];
+
+interface Config {
+  mode: 'quick' | 'full';
+  activationTrials: number;
+  cost: { sizes: number[]; warmupMs: number; measureMs: number; concurrentChannels: boolean };
+  idleMs: number;
+  footprint: { counts: number[]; measureMs: number; concurrent: boolean; settleMs: number };
+  startRuns: number;
+  scale: { agents: number; warmupMs: number; measureMs: number };
+  speed: Array<{ masters: number; hours: number; trials: number }>;
+  baselineMs: number;
+}
+
+const QUICK: Config = {
+  mode: 'quick',
+  activationTrials: 3,
+  cost: { sizes: [1, 10, 100], warmupMs: 1000, measureMs: 3000, concurrentChannels: true },
+  // quick: the idle agent's rate comes from the scale section's no-parent step (10 agents) instead.
+  idleMs: 0,
+  footprint: { counts: [1, 10, 50], measureMs: 20_000, concurrent: true, settleMs: 2000 },
+  startRuns: 2,
+  // 5 s: one /readyz period of every agent, so the idle rate is not a sampling artefact.
+  scale: { agents: 10, warmupMs: 2000, measureMs: 5000 },
+  speed: [
+    { masters: 3, hours: 1, trials: 1 },
+    { masters: 30, hours: 0.25, trials: 1 },
+  ],
+  baselineMs: 6_000,
+};
+
+const FULL: Config = {
+  mode: 'full',
+  activationTrials: 30,
+  cost: { sizes: [1, 10, 100], warmupMs: 3000, measureMs: 15_000, concurrentChannels: false },
+  idleMs: 60_000,
+  footprint: { counts: [1, 10, 50], measureMs: 120_000, concurrent: false, settleMs: 5000 },
+  startRuns: 7,
+  scale: { agents: 100, warmupMs: 6000, measureMs: 20_000 },
+  speed: [
+    { masters: 3, hours: 6, trials: 3 },
+    { masters: 30, hours: 2, trials: 3 },
+  ],
+  baselineMs: 30_000,
+};
+
+function parseArgs(argv: string[]): { cfg: Config; only: Set<Section> } {
+  const quick = argv.includes('--quick');
+  const cfg = structuredClone(quick ? QUICK : FULL);
+  let only = new Set<Section>(SECTIONS);
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--only') {
+      const list = (argv[++i] ?? '').split(',').filter(Boolean);
+      for (const s of list) if (!(SECTIONS as readonly string[]).includes(s)) throw new Error(`--only: unknown section "${s}" (${SECTIONS.join(', ')})`);
+      only = new Set(list as Section[]);
+    } else if (a === '--trials') cfg.activationTrials = Number(argv[++i]);
+    else if (a === '--help' || a === '-h') {
+      console.log('npm run bench [-- --quick] [--only sim,activation,cost,footprint,scale] [--trials N]');
+      process.exit(0);
+    } else if (a !== '--quick') throw new Error(`unknown argument ${a}`);
+  }
+  return { cfg, only };
+}
+
+interface Results {
+  startedAt: string;
+  finishedAt?: string;
+  mode: string;
+  machine: { cpus: number; cpuModel: string; node: string; loadStart: number[]; loadEnd?: number[]; commit: string; dirty: boolean };
+  settings: Config & { activation: { intervalMs: number; windowMs: number; localPollMs: number }; footprintIntervalMs: number; scaleIntervalMs: number };
+  background?: { seconds: number; perMinute: number; byKey: Record<string, number> };
+  activation?: ActivationFigures[];
+  cost?: { heartbeats: CostFigures[]; idleAgent: IdleAgentFigures | null };
+  footprint?: { agents: FootprintFigures[]; start: StartFigures[] };
+  scale?: ScaleFigures;
+  sim?: { speed: SpeedFigures[]; scenarios: ScenarioRow[] };
+  sectionSeconds: Record<string, number>;
+  errors: string[];
+}
+
+function git(args: string[]): string {
+  try {
+    return execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
+  } catch {
+    return '';
+  }
+}
+
+const out: string[] = [];
+function print(s: string): void {
+  out.push(s);
+  console.log(s);
+}
+
+async function main(): Promise<void> {
+  const { cfg, only } = parseArgs(process.argv.slice(2));
+  const t0 = Date.now();
+  try {
+    setClockTicks(Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100);
+  } catch {
+    // 100 on every Linux we run on
+  }
+  const res: Results = {
+    startedAt: new Date().toISOString(),
+    mode: cfg.mode,
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', node: process.version, loadStart: load(), commit: git(['rev-parse', '--short', 'HEAD']), dirty: git(['status', '--porcelain', '--', 'src']) !== '' },
+    settings: { ...cfg, activation: { intervalMs: INTERVAL_MS, windowMs: WINDOW_MS, localPollMs: LOCAL_POLL_MS }, footprintIntervalMs: FOOTPRINT_INTERVAL_MS, scaleIntervalMs: SCALE_INTERVAL_MS },
+    sectionSeconds: {},
+    errors: [],
+  };
+  print(`lastseen bench (${cfg.mode}) ${res.startedAt}  commit ${res.machine.commit}${res.machine.dirty ? ' (src has uncommitted changes)' : ''}  ${res.machine.cpus} CPUs  node ${res.machine.node}  load ${res.machine.loadStart.join(' ')}`);
+
+  const needsCluster = only.has('activation') || only.has('cost') || only.has('footprint') || only.has('scale');
+  let cp: ControlPlane | null = null;
+  const cleanup = () => {
+    killAll();
+    cp?.down();
+    removeTemps();
+  };
+  const onSignal = (sig: string) => {
+    progress(`${sig}: stopping children and the control plane`);
+    cleanup();
+    process.exit(130);
+  };
+  process.once('SIGINT', () => onSignal('SIGINT'));
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+
+  const section = async (name: string, fn: () => Promise<void>) => {
+    const s = Date.now();
+    progress(`${name}…`);
+    try {
+      await fn();
+    } catch (e) {
+      const msg = `${name}: ${(e as Error).stack ?? e}`;
+      res.errors.push(msg);
+      progress(`FAILED ${msg}`);
+    }
+    res.sectionSeconds[name] = (Date.now() - s) / 1000;
+  };
+
+  try {
+    let baseline: Baseline = { seconds: 0, perSecond: new Map() };
+    let baseStart: { t: number; m: Map<string, number> } | null = null;
+    if (needsCluster) {
+      await section('control plane', async () => {
+        cp = await controlPlaneUp();
+        await buildBundle();
+        baseStart = { t: performance.now(), m: await cp.requests() };
+      });
+      if (!cp) throw new Error('no control plane; see errors');
+    }
+    // The simulator is CPU only: it runs while kube-apiserver's background traffic is measured.
+    if (only.has('sim')) await section('sim', async () => runSim(cfg, res));
+    if (cp && baseStart) {
+      const c: ControlPlane = cp;
+      const b: { t: number; m: Map<string, number> } = baseStart;
+      await section('background', async () => {
+        const left = cfg.baselineMs - (performance.now() - b.t);
+        if (left > 0) await sleep(left);
+        const m = await c.requests();
+        const seconds = (performance.now() - b.t) / 1000;
+        const d = delta(b.m, m);
+        baseline = { seconds, perSecond: new Map([...d].map(([k, v]) => [k, v / seconds])) };
+        let tot = 0;
+        for (const v of d.values()) tot += v;
+        res.background = { seconds, perMinute: (tot / seconds) * 60, byKey: Object.fromEntries(d) };
+        print(
+          table('kube-apiserver background (no lastseen process running; subtracted from every api figure below)', ['seconds', 'requests', 'per minute', 'by verb/resource'], [
+            [fmt(seconds, 1), tot, fmt(res.background.perMinute, 1), topKeys(d, 6)],
+          ]),
+        );
+      });
+      if (only.has('activation')) await section('activation', async () => runActivation(c, cfg, res));
+      if (only.has('cost')) await section('cost', async () => runCost(c, baseline, cfg, res));
+      if (only.has('footprint')) await section('footprint', async () => runFootprint(c, cfg, res));
+      if (only.has('scale')) await section('scale', async () => runScale(c, baseline, cfg, res));
+    }
+  } finally {
+    cleanup();
+  }
+  res.machine.loadEnd = load();
+  res.finishedAt = new Date().toISOString();
+  print(
+    `\nload average (1/5/15 min): start ${res.machine.loadStart.join(' ')}, end ${res.machine.loadEnd.join(' ')}; took ${((Date.now() - t0) / 1000).toFixed(0)} s; sections ${Object.entries(res.sectionSeconds)
+      .map(([k, v]) => `${k} ${v.toFixed(0)}s`)
+      .join(', ')}`,
+  );
+  if (res.errors.length) print(`ERRORS:\n${res.errors.join('\n')}`);
+  const dir = join(ROOT, 'bench', 'results');
+  await mkdir(dir, { recursive: true });
+  const stamp = res.startedAt.replace(/[:.]/g, '-');
+  const json = `${JSON.stringify({ ...res, tables: out.join('\n') }, null, 2)}\n`;
+  await writeFile(join(dir, `${stamp}${cfg.mode === 'quick' ? '-quick' : ''}.json`), json);
+  await writeFile(join(dir, 'latest.json'), json);
+  progress(`wrote bench/results/${stamp}${cfg.mode === 'quick' ? '-quick' : ''}.json and bench/results/latest.json`);
+  // Informers, sockets and timers of in-process heartbeats and agents may linger: exit explicitly.
+  process.exit(res.errors.length ? 1 : 0);
+}
+
+/** A ratio, unless both are within a few ms of zero (then it says nothing). */
+function tinyRatio(a: number | null | undefined, b: number | null | undefined): string {
+  if (a !== null && a !== undefined && b !== null && b !== undefined && Math.max(a, b) < 5) return '~ (both < 5 ms)';
+  return ratio(a, b);
+}
+
+function topKeys(m: Map<string, number> | Record<string, number>, n: number): string {
+  const e = m instanceof Map ? [...m] : Object.entries(m);
+  return e
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n)
+    .map(([k, v]) => `${k}=${Math.round(v)}`)
+    .join(' ');
+}
+
+async function runActivation(cp: ControlPlane, cfg: Config, res: Results): Promise<void> {
+  res.activation = [];
+  for (const ch of ['lease', 'annotation', 'local'] as const) {
+    res.activation.push(await activation(cp, ch, cfg.activationTrials));
+    progress(`activation ${ch}: ${res.activation.at(-1)!.trials} trials`);
+  }
+  const lease = res.activation.find((a) => a.channel === 'lease');
+  print(
+    table(
+      `1. Activation delay (ms): window expiry on the agent's clock -> checkpoint manifest in the manifest dir; interval ${INTERVAL_MS}ms, window ${WINDOW_MS}ms`,
+      ['channel', 'trials', 'p50', 'p90', 'p99', 'max', 'p50 vs lease', 'SIGKILL->manifest p50', 'agent lag p50', 'expiry->Silent p50', 'Silent->activate p50', 'activate->file p50'],
+      res.activation.map((a) => [
+        a.channel,
+        a.trials,
+        fmt(a.activationMs.p50),
+        fmt(a.activationMs.p90),
+        fmt(a.activationMs.p99),
+        fmt(a.activationMs.max),
+        ratio(a.activationMs.p50, lease?.activationMs.p50),
+        fmt(a.fromKillMs.p50),
+        fmt(a.agentLagMs.p50),
+        fmt(a.expiryToSilentMs.p50),
+        fmt(a.silentToActivateMs.p50),
+        fmt(a.activateToLandedMs.p50),
+      ]),
+      [
+        "expiry = the agent's own time of the last beat change (NodeCheckpoint status lastSeen, from its monotonic lastChangeAt) + window;",
+        'the heartbeat (a process) is SIGKILLed synchronously on the first beat our own watch/inotify sees after the parent is Healthy.',
+        `agent lag = agent's last-beat time - our sighting of that beat (local channel: the agent polls the folder every ${LOCAL_POLL_MS}ms).`,
+        'breakdown from the agent\'s log timestamps: expiry->Silent is timer lateness, Silent->activate the live read (none for local), activate->file the atomic write + our detection (inotify, 10ms poll fallback).',
+        ...res.activation.flatMap((a) => a.failures.map((f) => `${a.channel} failure: ${f}`)),
+      ],
+    ),
+  );
+  print(
+    table(
+      '2. Retire delay (ms): Ready beat of the restarted heartbeat seen written -> manifest gone',
+      ['channel', 'trials', 'p50', 'p90', 'p99', 'max', 'p50 vs lease'],
+      res.activation.map((a) => [a.channel, a.retireMs.n, fmt(a.retireMs.p50), fmt(a.retireMs.p90), fmt(a.retireMs.p99), fmt(a.retireMs.max), tinyRatio(a.retireMs.p50, lease?.retireMs.p50)]),
+      [
+        'seen written = first Lease/pod watch event (ours) or inotify event on the local file after the new heartbeat process starts;',
+        "the agent's own watch can see it a moment before ours, so 0-1 ms means 'as fast as we can observe'. Local includes the agent's folder poll.",
+      ],
+    ),
+  );
+}
+
+async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Results): Promise<void> {
+  const hb: CostFigures[] = [];
+  for (const n of cfg.cost.sizes) {
+    const intervalMs = n >= 100 ? 1000 : 250;
+    const o = { intervalMs, warmupMs: cfg.cost.warmupMs, measureMs: cfg.cost.measureMs };
+    if (cfg.cost.concurrentChannels) hb.push(...(await Promise.all((['lease', 'annotation', 'local'] as const).map((ch) => heartbeatCost(cp, base, ch, n, o)))));
+    else for (const ch of ['lease', 'annotation', 'local'] as const) hb.push(await heartbeatCost(cp, base, ch, n, o));
+    progress(`cost: ${n} parents measured`);
+  }
+  const idle: IdleAgentFigures | null = cfg.idleMs > 0 ? await idleAgent(cp, base, cfg.idleMs) : null;
+  res.cost = { heartbeats: hb, idleAgent: idle };
+  const leaseOf = (n: number) => hb.find((h) => h.channel === 'lease' && h.parents === n);
+  print(
+    table(
+      '3. Api-server requests per heartbeat at steady state (apiserver_request_total deltas, background subtracted)',
+      ['channel', 'parents', 'interval', 'seconds', 'beats stored', 'server req/beat', 'client req/beat', 'vs lease', 'server req/s', 'failed rounds', 'raw deltas (incl. background)'],
+      hb.map((h) => [
+        h.channel,
+        h.parents,
+        `${h.intervalMs}ms`,
+        fmt(h.seconds, 1),
+        h.beats,
+        h.serverPerBeat === null ? 'n/a' : fmt(h.serverPerBeat, 3),
+        fmt(h.clientPerBeat, 3),
+        ratio(h.serverPerBeat ?? h.clientPerBeat, leaseOf(h.parents)?.serverPerBeat),
+        h.serverRequests === null ? '0 (no api)' : fmt(h.serverRequests / h.seconds, 1),
+        h.failedRounds,
+        topKeys(Object.fromEntries(Object.entries(h.byKey).filter(([k]) => (h.channel === 'lease' ? k.endsWith(' leases') : h.channel === 'annotation' ? k.endsWith(' pods') : false))), 3),
+      ]),
+      [
+        'req/beat is per round (stored + failed), so retries and failed rounds count against the beats that made it;',
+        'server req/beat counts only the channel\'s resource (leases for lease, pods for annotation); local writes a file and sends nothing.',
+        'client req/beat: requests the heartbeat clients sent (onRequest), the cross-check. Heartbeats run in the bench process.',
+        cfg.cost.concurrentChannels ? 'quick mode: the three channels ran at the same time (distinct resources, so the counts stay separable).' : 'each channel and size measured on its own.',
+      ],
+    ),
+  );
+  if (!idle) return;
+  print(
+    table(
+      "3b. Idle agent (bundle, default --api-probe 5s, no parents): api-server requests per minute",
+      ['seconds', 'requests (net)', 'per minute', 'background per minute', 'raw deltas (incl. background)'],
+      [[fmt(idle.seconds, 1), fmt(idle.requests, 1), fmt(idle.perMinute, 1), fmt(idle.backgroundPerMinute, 1), topKeys(idle.byKey, 6)]],
+      ['WATCH requests are counted by kube-apiserver when they end (every 5-10 min by the agent\'s server-side timeout), so an open watch adds nothing here.'],
+    ),
+  );
+}
+
+async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promise<void> {
+  const agents = await footprint(cp, cfg.footprint.counts, cfg.footprint.measureMs, cfg.footprint.concurrent, cfg.footprint.settleMs);
+  const start = await startComparison(cp, cfg.startRuns);
+  res.footprint = { agents, start };
+  const one = agents.find((a) => a.parents === 1);
+  print(
+    table(
+      `4. Agent footprint (bundled agent process, lease channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s)`,
+      ['parents', 'seconds', 'CPU % of a core', 'CPU vs 1 parent', 'RSS MiB p50', 'RSS MiB max', 'RSS vs 1 parent', 'Healthy'],
+      agents.map((a) => [a.parents, fmt(a.seconds, 1), fmt(a.cpuPercent, 2), ratio(a.cpuPercent, one?.cpuPercent), fmt(a.rssMiB.p50, 1), fmt(a.rssMiB.max, 1), ratio(a.rssMiB.p50, one?.rssMiB.p50), a.healthy]),
+      [cfg.footprint.concurrent ? 'quick mode: the three agents ran at the same time (each measured by its own pid).' : 'one agent at a time; heartbeats run in the bench process and are not counted.'],
+    ),
+  );
+  const b = start.find((s) => s.runner === 'bundle');
+  print(
+    table(
+      '4b. Bundle vs unbundled agent: spawn -> /readyz 200, and RSS at that moment (alternating order)',
+      ['runner', 'runs', 'ready ms p50', 'ready ms max', 'vs bundle', 'RSS MiB p50', 'RSS vs bundle'],
+      start.map((s) => [s.runner === 'bundle' ? 'node lastseen.mjs' : 'node --import tsx src/cli/main.ts', s.runs, fmt(s.readyMs.p50), fmt(s.readyMs.max), ratio(s.readyMs.p50, b?.readyMs.p50), fmt(s.rssAtReadyMiB.p50, 1), ratio(s.rssAtReadyMiB.p50, b?.rssAtReadyMiB.p50)]),
+    ),
+  );
+}
+
+async function runScale(cp: ControlPlane, base: Baseline, cfg: Config, res: Results): Promise<void> {
+  const s = await scale(cp, base, cfg.scale.agents, { warmupMs: cfg.scale.warmupMs, measureMs: cfg.scale.measureMs });
+  res.scale = s;
+  const idle = s.steps.find((x) => x.parents === 0);
+  print(
+    table(
+      `5. Scale: ${s.agents} in-process agents (runAgent) against one api-server; lease channel, interval ${SCALE_INTERVAL_MS}ms, one parent per node`,
+      ['parents', 'seconds', 'lease writes', 'beats received (all agents)', 'received / own-node writes', 'if watches were cluster-wide', 'excess per agent p50/max', 'agents w/ foreign', 'api req/s', 'req/s per agent', 'extra req per lease write'],
+      s.steps.map((x) => [
+        x.parents,
+        fmt(x.seconds, 1),
+        x.clusterLeaseWrites,
+        x.received,
+        ratio(x.received, x.ownWrites, 3),
+        x.clusterLeaseWrites * x.agents,
+        `${fmt(x.excessPerAgent.p50)}/${fmt(x.excessPerAgent.max)}`,
+        x.agentsWithForeignEvents,
+        fmt(x.requestsPerSecond, 2),
+        fmt(x.requestsPerSecondPerAgent, 3),
+        x.parents > 0 && idle && x.leaseWritesInRequestWindow > 0 ? fmt(((x.requestsPerSecond - idle.requestsPerSecond) * x.seconds) / x.leaseWritesInRequestWindow, 3) : '-',
+      ]),
+      [
+        idle ? `idle agent (no parents, default --api-probe 5s): ${fmt(idle.requestsPerSecondPerAgent * 60, 1)} requests per minute per agent.` : '',
+        `agents started in ${fmt(s.startSeconds, 1)} s; bench process RSS with them ${fmt(s.benchRssMiB, 0)} MiB; ${s.warnings} agent warnings logged.`,
+        "received = Agent.beat calls for lease beats; own-node writes = the heartbeats' stored rounds for that agent's node. Window edges can shift a beat either way.",
+        'api req/s includes the heartbeats\' Lease writes and the agents\' /readyz probes (every 5 s), background subtracted; extra req per lease write = (req/s - req/s with no parents) x seconds / Lease writes in that window.',
+      ],
+    ),
+  );
+}
+
+function runSim(cfg: Config, res: Results): void {
+  const speed = cfg.speed.map((s) => simSpeed(s.masters, s.hours, s.trials));
+  const scenarios = simScenarios();
+  res.sim = { speed, scenarios };
+  const three = speed.find((s) => s.masters === 3);
+  print(
+    table(
+      '6. Simulator speed: virtual seconds per wall second (api-server + CNI parents, a fault every 20 virtual minutes, timeline off)',
+      ['masters', 'virtual hours', 'trials', 'p50', 'min', 'max', 'vs 3 masters', 'events', 'violations'],
+      speed.map((s) => [s.masters, s.virtualHours, s.trials, fmt(s.virtualSecondsPerWallSecond.p50), fmt(s.virtualSecondsPerWallSecond.min), fmt(s.virtualSecondsPerWallSecond.max), ratio(s.virtualSecondsPerWallSecond.p50, three?.virtualSecondsPerWallSecond.p50), s.events, s.violations]),
+    ),
+  );
+  const names = [...new Set(scenarios.map((r) => r.scenario))];
+  const get = (n: string, s: string) => scenarios.find((r) => r.scenario === n && r.strategy === s);
+  const v = (x: number | null | undefined) => (x === null ? 'never' : x === undefined ? '-' : String(x));
+  print(
+    table(
+      '7. Named scenarios, strategies side by side (virtual seconds after the first fault; never = not within the scenario)',
+      ['scenario', 'servedAt ls/kp/rp', 'parentServedAt ls/kp/rp', 'unserved s ls/kp/rp', 'unserved kp/ls', 'unserved rp/ls', 'final server ls/kp/rp', 'lastseen verdict'],
+      names.map((n) => {
+        const [l, k, r] = [get(n, 'lastseen'), get(n, 'kubelet-pods'), get(n, 'runtime-poll')];
+        return [
+          n,
+          `${v(l?.servedAt)}/${v(k?.servedAt)}/${v(r?.servedAt)}`,
+          `${v(l?.parentServedAt)}/${v(k?.parentServedAt)}/${v(r?.parentServedAt)}`,
+          `${v(l?.unservedSeconds)}/${v(k?.unservedSeconds)}/${v(r?.unservedSeconds)}`,
+          l?.unservedSeconds === 0 && k?.unservedSeconds === 0 ? '1.00x' : ratio(k?.unservedSeconds, l?.unservedSeconds),
+          l?.unservedSeconds === 0 && r?.unservedSeconds === 0 ? '1.00x' : ratio(r?.unservedSeconds, l?.unservedSeconds),
+          `${l?.finalServedBy ?? 'none'}/${k?.finalServedBy ?? 'none'}/${r?.finalServedBy ?? 'none'}`,
+          `${l?.verdict}${l?.violations ? ` (${l.violations} violations)` : ''}`,
+        ];
+      }),
+      ['ls = lastseen, kp = kubelet-pods (the checkpointer of the background issue), rp = runtime-poll. Deterministic: one run each (default seed).'],
+    ),
+  );
+}
+
+main().catch((e) => {
+  killAll();
+  console.error(e);
+  process.exit(1);
+});

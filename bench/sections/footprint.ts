@@ -1,0 +1,149 @@
+// 4. Agent footprint: RSS and CPU of the bundled agent (`node lastseen.mjs agent …`) from
+// /proc/<pid>/stat and /proc/<pid>/status with 1, 10 and 50 parents beating on its node (lease
+// channel, heartbeat loops in this process, so their cost is not the agent's). And bundle versus
+// tsx: start time to /readyz 200 and RSS at that moment.
+import { randomUUID } from 'node:crypto';
+import { pino } from 'pino';
+import { startHeartbeat } from '../../src/heartbeat/heartbeat.js';
+import type { Heartbeat } from '../../src/heartbeat/loop.js';
+import type { ControlPlane } from '../lib/cp.js';
+import { createNamespace, createParentPods } from '../lib/kube.js';
+import { agentArgs, healthPortOf, lastseen, type Proc, type Runner, sampleProc, tempDirs, writePolicy } from '../lib/procs.js';
+import { progress, type Summary, sleep, summarize, waitFor } from '../lib/util.js';
+
+export const FOOTPRINT_INTERVAL_MS = 1000;
+const POLICY = `{ interval: ${FOOTPRINT_INTERVAL_MS}ms, window: 4s, startupGrace: 4s, channels: [lease] }`;
+
+export interface FootprintFigures {
+  parents: number;
+  seconds: number;
+  /** CPU time / wall time over the window, in % of one core */
+  cpuPercent: number;
+  rssMiB: Summary;
+  /** parents the agent judged Healthy at the end (from its transition logs) */
+  healthy: number;
+  concurrent: boolean;
+}
+
+async function readyAgent(p: Proc): Promise<number> {
+  const port = await waitFor(() => healthPortOf(p), 'the agent to listen', 60_000, 10);
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 'the agent to be ready', 60_000, 10);
+  return Date.now();
+}
+
+async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agent: Proc; hbs: Heartbeat[]; ns: string }> {
+  const kc = cp.kc();
+  const ns = await createNamespace(kc, `fp${parents}`);
+  const node = `fp-node-${parents}`;
+  const dirs = await tempDirs();
+  await writePolicy(dirs.policy, POLICY);
+  const agent = lastseen(agentArgs({ node, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }));
+  await readyAgent(agent);
+  progress(`footprint: agent with ${parents} parents ready`);
+  const logger = pino({ level: 'silent' });
+  const hbs: Heartbeat[] = [];
+  const pods = await createParentPods(kc, ns, node, parents);
+  for (let i = 0; i < parents; i++) {
+    const pod = pods[i]!;
+    hbs.push(
+      startHeartbeat({
+        identity: { node, podName: pod.name, namespace: ns, podUid: pod.uid || randomUUID(), key: `p${i}`, role: 'parent' },
+        intervalMs: FOOTPRINT_INTERVAL_MS,
+        channels: ['lease'],
+        probe: 'none',
+        kubeConfig: kc,
+        logger,
+      }),
+    );
+  }
+  return { agent, hbs, ns };
+}
+
+function healthyCount(agent: Proc): number {
+  const last = new Map<string, string>();
+  for (const l of agent.logs) if (l.msg === 'transition') last.set(String(l.parent), String(l.to));
+  return [...last.values()].filter((s) => s === 'Healthy').length;
+}
+
+/** Measures the given parent counts, one after another, or all at once (quick mode). */
+export async function footprint(cp: ControlPlane, counts: number[], measureMs: number, concurrent: boolean, settleMs: number): Promise<FootprintFigures[]> {
+  const run = async (setups: Array<{ agent: Proc; hbs: Heartbeat[]; parents: number }>) => {
+    progress('footprint: heartbeats running; measuring');
+    await sleep(settleMs); // captures, Events and status writes of the first beats settle
+    const first = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
+    const rss: number[][] = setups.map(() => []);
+    const t0 = performance.now();
+    while (performance.now() - t0 < measureMs) {
+      await sleep(1000);
+      const ss = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
+      ss.forEach((s, i) => {
+        rss[i]!.push(s.rssKiB / 1024);
+      });
+    }
+    const last = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
+    return setups.map(
+      (s, i): FootprintFigures => ({
+        parents: s.parents,
+        seconds: (last[i]!.t - first[i]!.t) / 1000,
+        cpuPercent: (100 * (last[i]!.cpuSeconds - first[i]!.cpuSeconds)) / ((last[i]!.t - first[i]!.t) / 1000),
+        rssMiB: summarize(rss[i]!),
+        healthy: healthyCount(s.agent),
+        concurrent,
+      }),
+    );
+  };
+  const stop = async (s: { agent: Proc; hbs: Heartbeat[] }) => {
+    await Promise.all(s.hbs.map((h) => h.stop()));
+    await s.agent.stop();
+  };
+  if (concurrent) {
+    const setups = await Promise.all(counts.map(async (n) => ({ ...(await setupFootprint(cp, n)), parents: n })));
+    try {
+      return await run(setups);
+    } finally {
+      await Promise.all(setups.map(stop));
+    }
+  }
+  const out: FootprintFigures[] = [];
+  for (const n of counts) {
+    const s = { ...(await setupFootprint(cp, n)), parents: n };
+    try {
+      out.push(...(await run([s])));
+    } finally {
+      await stop(s);
+    }
+  }
+  return out;
+}
+
+export interface StartFigures {
+  runner: Runner;
+  runs: number;
+  readyMs: Summary;
+  rssAtReadyMiB: Summary;
+}
+
+/** Start-to-/readyz and RSS at ready, bundle and tsx alternating, `runs` of each. */
+export async function startComparison(cp: ControlPlane, runs: number): Promise<StartFigures[]> {
+  const kc = cp.kc();
+  const ns = await createNamespace(kc, 'start');
+  const r: Record<Runner, { ready: number[]; rss: number[] }> = { bundle: { ready: [], rss: [] }, tsx: { ready: [], rss: [] } };
+  for (let i = 0; i < runs; i++) {
+    for (const runner of i % 2 === 0 ? (['bundle', 'tsx'] as const) : (['tsx', 'bundle'] as const)) {
+      const dirs = await tempDirs();
+      await writePolicy(dirs.policy, POLICY);
+      const agent = lastseen(agentArgs({ node: `start-${runner}-${i}`, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }), runner);
+      try {
+        const readyAt = await readyAgent(agent);
+        const s = await sampleProc(agent.pid);
+        r[runner].ready.push(readyAt - agent.startedAt);
+        r[runner].rss.push(s.rssKiB / 1024);
+      } finally {
+        // SIGKILL: a graceful stop this soon after start waits out the agent's first-policy timer (5 s).
+        await agent.stop('SIGKILL');
+      }
+    }
+  }
+  return (['bundle', 'tsx'] as const).map((runner) => ({ runner, runs: r[runner].ready.length, readyMs: summarize(r[runner].ready), rssAtReadyMiB: summarize(r[runner].rss) }));
+}
+

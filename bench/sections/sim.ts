@@ -1,0 +1,87 @@
+// 6 + 7. The simulator: virtual seconds per wall second for 3 and 30 masters (the scenario of
+// src/sim/speed.ts, widened), and every named scenario run with each strategy side by side.
+import { NAMED, parseScenario, runScenario, SCENARIO_NAMES, type ScenarioInput, STRATEGIES, type StrategyName, namedScenario } from '../../src/sim/index.js';
+import { type Summary, summarize } from '../lib/util.js';
+
+export interface SpeedFigures {
+  masters: number;
+  virtualHours: number;
+  trials: number;
+  virtualSecondsPerWallSecond: Summary;
+  events: number;
+  violations: number;
+}
+
+/** measureSpeed()'s world (api-server and CNI parents, a fault every 20 minutes in turn), with `masters` nodes. */
+function speedScenario(masters: number, hours: number) {
+  const faults: NonNullable<ScenarioInput['faults']> = [];
+  const kinds = ['reboot', 'partition', 'stall-watch', 'agent-restart'] as const;
+  for (let i = 0, at = 20 * 60_000; at < hours * 3_600_000 - 20 * 60_000; i++, at += 20 * 60_000) {
+    const node = `m${(i % masters) + 1}`;
+    const k = kinds[i % kinds.length]!;
+    if (k === 'reboot') faults.push({ type: k, at, node, down: 40_000 });
+    else if (k === 'agent-restart') faults.push({ type: k, at, node });
+    else faults.push({ type: k, at, node, duration: 120_000 });
+  }
+  const r = parseScenario({
+    name: `speed-${masters}m`,
+    duration: hours * 3_600_000,
+    nodes: Array.from({ length: masters }, (_, i) => ({ name: `m${i + 1}`, master: true })),
+    parents: [
+      { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
+      { key: 'kube-flannel', kind: 'app' },
+    ],
+    faults,
+  });
+  if (!r.ok) throw new Error(JSON.stringify(r.errors));
+  return r.scenario;
+}
+
+export function simSpeed(masters: number, hours: number, trials: number): SpeedFigures {
+  const scenario = speedScenario(masters, hours);
+  runScenario(speedScenario(3, 1 / 6), { keepLogs: false }); // warm-up (10 virtual minutes): let the JIT compile first
+  const rates: number[] = [];
+  let events = 0;
+  let violations = 0;
+  for (let t = 0; t < trials; t++) {
+    const t0 = performance.now();
+    const res = runScenario(scenario, { keepLogs: false });
+    const wall = (performance.now() - t0) / 1000;
+    rates.push(res.endedAt / wall);
+    events = res.events;
+    violations = Math.max(violations, res.invariantViolations.length);
+  }
+  return { masters, virtualHours: hours, trials, virtualSecondsPerWallSecond: summarize(rates), events, violations };
+}
+
+export interface ScenarioRow {
+  scenario: string;
+  strategy: StrategyName;
+  servedAt: number | null;
+  parentServedAt: number | null;
+  unservedSeconds: number;
+  finalServedBy: string | null;
+  verdict: string;
+  violations: number;
+}
+
+export function simScenarios(): ScenarioRow[] {
+  const rows: ScenarioRow[] = [];
+  for (const name of SCENARIO_NAMES) {
+    if (!NAMED[name]) continue;
+    for (const strategy of STRATEGIES) {
+      const r = runScenario(namedScenario(name)!, { strategy, keepLogs: false });
+      rows.push({
+        scenario: name,
+        strategy,
+        servedAt: r.outcome.servedAt,
+        parentServedAt: r.outcome.parentServedAt,
+        unservedSeconds: r.outcome.unservedSeconds,
+        finalServedBy: r.outcome.finalServedBy,
+        verdict: r.verdict,
+        violations: r.invariantViolations.length,
+      });
+    }
+  }
+  return rows;
+}
