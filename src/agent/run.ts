@@ -227,9 +227,13 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   // Parents are judged with the policy they will live under: wait (briefly) for its first read, so
   // a parent is not given the built-in grace because the ConfigMap answered a moment late.
   await new Promise<void>((resolve) => {
-    firstPolicy = resolve;
-    timers.set(resolve, FIRST_POLICY_WAIT_MS);
+    const timer = timers.set(resolve, FIRST_POLICY_WAIT_MS);
+    firstPolicy = () => {
+      timers.clear(timer); // or a prompt SIGTERM would wait out this timer
+      resolve();
+    };
   });
+  firstPolicy = () => {};
   a.setPolicy(policySource.current());
   stops.push(() => policySource?.stop());
 
