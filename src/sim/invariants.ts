@@ -122,7 +122,7 @@ export class Invariants {
           const since = Math.max(this.unservedSince.get(tag) ?? now, w.lastFaultEnd);
           this.unservedSince.set(tag, this.unservedSince.get(tag) ?? now);
           const k = w.kubelets.get(n);
-          if (k && [...k.pods.values()].some((p) => p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key)) this.unnoticedDuring.add(tag);
+          if (k) for (const p of k.pods.values()) if (p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key) this.unnoticedDuring.add(tag);
           const bound = serveBoundMs(def, fileCheck, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
           if (now - since > bound) this.violate(n, def.key, 'not-served', `unserved for over ${Math.round(bound / 1000)}s after the last fault ended`);
         } else {

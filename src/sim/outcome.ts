@@ -18,12 +18,22 @@ export function servedBy(world: World, node: string, key: string): ServedBy {
 }
 
 /** The checkpoint is active: its manifest is in the folder or its copy still runs. */
+const manifestNames = new WeakMap<object, string>();
+
 export function checkpointActive(world: World, node: string, key: string): boolean {
   const n = world.nodes.get(node)!;
   const def = world.parentDef(key);
-  if (n.disk.manifests.has(manifestFile(def.namespace, key))) return true;
+  // Called for every parent on every node after every event: no allocation on this path.
+  let file = manifestNames.get(def);
+  if (file === undefined) {
+    file = manifestFile(def.namespace, key);
+    manifestNames.set(def, file);
+  }
+  if (n.disk.manifests.has(file)) return true;
   const k = world.kubelets.get(node);
-  return !!k && [...k.pods.values()].some((p) => p.role === 'checkpoint' && p.spec?.key === key && !p.removed);
+  if (!k) return false;
+  for (const p of k.pods.values()) if (p.role === 'checkpoint' && p.spec?.key === key && !p.removed) return true;
+  return false;
 }
 
 /** The parent itself serves and its checkpoint is retired. */
