@@ -157,7 +157,7 @@ describe('the kustomize base', () => {
     });
     expect(c.securityContext.capabilities.add).toBeUndefined();
     expect(c.securityContext.privileged).toBe(false);
-    expect(c.resources).toEqual({ requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '200m', memory: '128Mi' } });
+    expect(c.resources).toEqual({ requests: { cpu: '20m', memory: '128Mi' }, limits: { cpu: '200m', memory: '256Mi' } });
     expect(c.livenessProbe.httpGet).toMatchObject({ path: '/healthz', port: 'health' });
     expect(c.readinessProbe.httpGet).toMatchObject({ path: '/readyz', port: 'health' });
     expect(c.ports).toContainEqual(expect.objectContaining({ name: 'health', containerPort: 9870 }));
