@@ -4,39 +4,8 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
-import { Agent, type Actuators, type LiveRead, type Timers } from './agent.js';
-
-class FakeTime implements Timers {
-  now = 0;
-  private q: Array<{ at: number; fn: () => void; id: number }> = [];
-  private ids = 0;
-  set(fn: () => void, ms: number) {
-    const id = ++this.ids;
-    this.q.push({ at: this.now + ms, fn, id });
-    return id;
-  }
-  clear(h: unknown) {
-    this.q = this.q.filter((t) => t.id !== h);
-  }
-  async advance(ms: number) {
-    const end = this.now + ms;
-    for (;;) {
-      this.q.sort((a, b) => a.at - b.at);
-      const t = this.q[0];
-      if (!t || t.at > end) break;
-      this.q.shift();
-      this.now = t.at;
-      t.fn();
-      await flush();
-    }
-    this.now = end;
-    await flush();
-  }
-}
-
-async function flush() {
-  for (let i = 0; i < 10; i++) await Promise.resolve();
-}
+import { Agent, type Actuators, type LiveRead } from './agent.js';
+import { flush, LoopTime } from './loop-time.test-helpers.js';
 
 const policy = (() => {
   const r = parsePolicyText(
@@ -47,7 +16,7 @@ const policy = (() => {
 })();
 
 function setup(live: () => LiveRead = () => ({ beats: [] })) {
-  const time = new FakeTime();
+  const time = new LoopTime();
   const calls: string[] = [];
   const actuators: Actuators = {
     capture: async (_p, pod) => {

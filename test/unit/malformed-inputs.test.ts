@@ -11,7 +11,7 @@
 import fc from 'fast-check';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { Agent, type Actuators, type LiveRead, type Timers } from '../../src/agent/agent.js';
+import { Agent, type Actuators, type LiveRead, } from '../../src/agent/agent.js';
 import { leaseParent, localFileParent } from '../../src/agent/parents.js';
 import {
   ANNOTATION_HOLDER_UID,
@@ -29,6 +29,7 @@ import { beatFromFile, LOCAL_BEAT_VERSION, localBeatText, MAX_BEAT_FILE_BYTES } 
 import { annotationPatch, beatFromPod } from '../../src/kube/annotation.js';
 import { beatFromLease, leaseWithBeat } from '../../src/kube/lease.js';
 import { parsePolicyText } from '../../src/policy/policy.js';
+import { LoopTime } from '../../src/agent/loop-time.test-helpers.js';
 
 const RUNS = Number(process.env.LASTSEEN_FUZZ_RUNS ?? 2_000);
 const AGENT_RUNS = Math.max(20, Math.round(RUNS / 10));
@@ -360,37 +361,6 @@ describe('parsers refuse malformed heartbeats with a reason, and never throw', (
 
 // ---- through the agent loop ----
 
-class FakeTime implements Timers {
-  now = 0;
-  private q: Array<{ at: number; fn: () => void; id: number }> = [];
-  private ids = 0;
-  set(fn: () => void, ms: number) {
-    const id = ++this.ids;
-    this.q.push({ at: this.now + ms, fn, id });
-    return id;
-  }
-  clear(h: unknown) {
-    this.q = this.q.filter((t) => t.id !== h);
-  }
-  async advance(ms: number) {
-    const end = this.now + ms;
-    for (;;) {
-      this.q.sort((a, b) => a.at - b.at);
-      const t = this.q[0];
-      if (!t || t.at > end) break;
-      this.q.shift();
-      this.now = t.at;
-      t.fn();
-      await flush();
-    }
-    this.now = end;
-    await flush();
-  }
-}
-
-async function flush() {
-  for (let i = 0; i < 10; i++) await Promise.resolve();
-}
 
 const policy = (() => {
   const r = parsePolicyText(
@@ -441,7 +411,7 @@ describe('the agent loop fed malformed heartbeats', () => {
     let refused = 0;
     await fc.assert(
       fc.asyncProperty(schedule, async (steps) => {
-        const time = new FakeTime();
+        const time = new LoopTime();
         const calls: string[] = [];
         let real = baseBeat('lease', 1);
         const actuators: Actuators = {
