@@ -1,7 +1,7 @@
 // Table tests for the core: every state (reached by driving decide() from a fresh start) against
 // every kind of input, then the time-driven rules one by one.
 import { describe, expect, it } from 'vitest';
-import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, initialState } from './decide.js';
+import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, handoverWindowMs, initialState } from './decide.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import type { Action, Input, ParentState } from './types.js';
 
@@ -332,7 +332,10 @@ describe('decide: rules over time', () => {
       s = d.state;
     }
     // Each attempt gets handoverTimeout; the pause before the next doubles from 5s up to 40s.
-    for (let i = 0; i < reactivations.length; i++) expect(reactivations[i]! - starts[i]!).toBe(POLICY.handoverTimeoutMs);
+    // Two windows of handoverTimeout (10s), then doubling up to handoverBackoff.max (40s).
+    const windows = reactivations.map((r, i) => r - starts[i]!);
+    expect(windows.slice(0, 5)).toEqual([10_000, 10_000, 20_000, 40_000, 40_000]);
+    windows.forEach((w, i) => expect(w).toBe(handoverWindowMs(POLICY, i + 1)));
     const pauses = reactivations.slice(0, starts.length - 1).map((r, i) => starts[i + 1]! - r);
     // ...plus a deterministic 0-25% spread (and up to one 200 ms test step).
     const base = [5000, 10_000, 20_000, 40_000, 40_000];

@@ -226,6 +226,21 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
 }
 
 /**
+ * The hand-over window: handoverTimeout for the first two attempts in a row, then doubling per
+ * attempt, capped at handoverBackoff.max. A parent in the kubelet's crash-loop backoff restarts on
+ * the kubelet's schedule (up to 5 min apart), not ours, and a fixed window can keep missing those
+ * restarts: the simulator found `handoverTimeout: 1m` never recovering in 6 of 20 master-reboot
+ * seeds. Growing from the first attempt fixed that but lengthened typical recoveries (most
+ * succeed by the second attempt), hence the two attempts at the configured value.
+ */
+export const HANDOVER_ATTEMPTS_BEFORE_GROWTH = 2;
+
+export function handoverWindowMs(p: ParentPolicy, attempt: number): number {
+  const grown = p.handoverTimeoutMs * 2 ** Math.max(0, attempt - HANDOVER_ATTEMPTS_BEFORE_GROWTH);
+  return Math.min(Math.max(p.handoverTimeoutMs, p.handoverBackoff.maxMs), grown);
+}
+
+/**
  * A deterministic spread of 0–25% on a hand-over pause, from the parent id and the attempt: the
  * core stays pure, and the hand-over schedule does not fall into step with the kubelet's own
  * doubling crash-loop backoff (which made some recoveries in the simulator take many rounds).
@@ -350,8 +365,9 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       }
       if (s.phase === 'Starting' && now >= s.handover.notBefore) {
         s.handover.attempts += 1;
-        s.handover.deadline = now + p.handoverTimeoutMs;
-        event(actions, 'Normal', 'HandoverStarted', `${s.id}: the parent is starting; retiring the checkpoint so it can take its ports (attempt ${s.handover.attempts}, must be Ready within ${Math.round(p.handoverTimeoutMs / 1000)}s)`);
+        const windowMs = handoverWindowMs(p, s.handover.attempts);
+        s.handover.deadline = now + windowMs;
+        event(actions, 'Normal', 'HandoverStarted', `${s.id}: the parent is starting; retiring the checkpoint so it can take its ports (attempt ${s.handover.attempts}, must be Ready within ${Math.round(windowMs / 1000)}s)`);
         return enter(s, 'HandingOver', `HandoverStarted: attempt ${s.handover.attempts}`, now, actions);
       }
       return false;
@@ -367,7 +383,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         s.handover.deadline = null;
         s.handover.notBefore = now + Math.round(backoff * (1 + handoverJitter(s.id, s.handover.attempts)));
         s.handover.nextBackoffMs = Math.min(p.handoverBackoff.maxMs, backoff * 2);
-        event(actions, 'Warning', 'HandoverFailed', `${s.id}: the parent did not become Ready within ${Math.round(p.handoverTimeoutMs / 1000)}s; re-activating the checkpoint, next hand-over in ${Math.round(backoff / 1000)}s`);
+        event(actions, 'Warning', 'HandoverFailed', `${s.id}: the parent did not become Ready in its hand-over window; re-activating the checkpoint, next hand-over in ${Math.round(backoff / 1000)}s`);
         return enter(s, 'Active', `HandoverFailed: not Ready by the deadline; next attempt in ${Math.round(backoff / 1000)}s`, now, actions);
       }
       return false;

@@ -1,6 +1,6 @@
 // Liveness bounds derived from the policy and the model's timings. Each term says what it waits
 // for; the sums are what the invariants hold the lastseen agent to after a fault ends.
-import { CONFIRM_TIMEOUT_MS } from '../core/decide.js';
+import { CONFIRM_TIMEOUT_MS, handoverWindowMs } from '../core/decide.js';
 import { T } from './model.js';
 import type { ParentDef } from './schema.js';
 
@@ -58,7 +58,8 @@ export const RESTART_LATE_MS = T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter
 export function serveBoundMs(def: ParentDef, fileCheckMs: number, desiredHealthy = true, parentUnnoticed = false): number {
   const p = def.policy;
   const copyStarts = T.actuatorMs + fileCheckMs + T.podStartMs + T.bindDelayMs + def.startMs;
-  const lostHandover = p.handoverTimeoutMs + copyStarts + T.agentProbeMs;
+  // The lost hand-over may be a later attempt, whose window has grown (handoverWindowMs): take the cap.
+  const lostHandover = handoverWindowMs(p, Number.MAX_SAFE_INTEGER) + copyStarts + T.agentProbeMs;
   const noDeadline =
     T.backoffInitialMs + RESTART_LATE_MS + T.agentStartMs + p.startupGraceMs + p.intervalMs +
     p.startTimeoutMs +
@@ -85,14 +86,14 @@ const HANDOVER_ROUNDS = 4;
  * From the end of a fault until the parent itself serves with its checkpoint retired, when its
  * spec can become Ready: the key is served (above), then hand-overs. The parent may sit in the
  * kubelet's crash-loop backoff (up to 5 min) from binds lost to the checkpoint, so a hand-over can
- * fail; each failed round costs handoverTimeout plus the growing hand-over backoff:
+ * fail; each failed round costs its hand-over window (handoverWindowMs) plus the growing backoff:
  *   serve bound
- * + sum over HANDOVER_ROUNDS of (handoverTimeout + min(initial * 2^k, max))
+ * + sum over HANDOVER_ROUNDS of (window(k + 1) + min(initial * 2^k, max) * 1.25 spread)
  * + kubelet max backoff + file check + termination + parent start + interval   the winning round
  */
 export function parentBoundMs(def: ParentDef, fileCheckMs: number): number {
   const p = def.policy;
   let rounds = 0;
-  for (let k = 0; k < HANDOVER_ROUNDS; k++) rounds += p.handoverTimeoutMs + Math.min(p.handoverBackoff.initialMs * 2 ** k, p.handoverBackoff.maxMs);
+  for (let k = 0; k < HANDOVER_ROUNDS; k++) rounds += handoverWindowMs(p, k + 1) + 1.25 * Math.min(p.handoverBackoff.initialMs * 2 ** k, p.handoverBackoff.maxMs);
   return serveBoundMs(def, fileCheckMs) + rounds + T.backoffMaxMs + RESTART_LATE_MS + fileCheckMs + def.stopMs + def.startMs + p.intervalMs;
 }
