@@ -335,7 +335,7 @@ describe('decide: rules over time', () => {
     // Two windows of handoverTimeout (10s), then doubling up to handoverBackoff.max (40s).
     const windows = reactivations.map((r, i) => r - starts[i]!);
     expect(windows.slice(0, 5)).toEqual([10_000, 10_000, 20_000, 40_000, 40_000]);
-    windows.forEach((w, i) => expect(w).toBe(handoverWindowMs(POLICY, i + 1)));
+    for (const [i, w] of windows.entries()) expect(w).toBe(handoverWindowMs(POLICY, i + 1));
     const pauses = reactivations.slice(0, starts.length - 1).map((r, i) => starts[i + 1]! - r);
     // ...plus a deterministic 0-25% spread (and up to one 200 ms test step).
     const base = [5000, 10_000, 20_000, 40_000, 40_000];
