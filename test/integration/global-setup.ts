@@ -40,19 +40,24 @@ interface RunResult {
 /** Runs a command; its stderr is shown live (a cold build talks for minutes) and also kept. */
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number, input?: string): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, stdio: ['pipe', 'pipe', 'pipe'], timeout: timeoutMs, killSignal: 'SIGKILL' });
+    // stdin is a pipe only when there is input: a command that exits at once (a warm `ensure`)
+    // would otherwise race our write and fail the run with EPIPE.
+    const child = spawn(cmd, args, { env, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], timeout: timeoutMs, killSignal: 'SIGKILL' });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+    child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       stdout += s;
     });
-    child.stderr.setEncoding('utf8').on('data', (s: string) => {
+    child.stderr!.setEncoding('utf8').on('data', (s: string) => {
       stderr += s;
       process.stderr.write(s);
     });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input ?? '');
+    if (child.stdin) {
+      child.stdin.on('error', () => {}); // the child's exit code tells what happened
+      child.stdin.end(input);
+    }
   });
 }
 
