@@ -8,91 +8,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { controlPlane, kubeConfigFor, startApiserver, stopApiserver, useNamespace, waitFor } from './harness.js';
-import { healthPort, lastseen, MainContainer, type Proc, tempDirs, writePolicy } from './processes.js';
+import { appears, captured, exists, type FaultSetup, faultSetup, KEY } from './fault-helpers.js';
+import { kubeConfigFor, startApiserver, stopApiserver, waitFor } from './harness.js';
+import { healthPort, writePolicy } from './processes.js';
 
-const KEY = 'demo';
 const POLICY = '{ interval: 250ms, window: 1s, startupGrace: 2s, startTimeout: 30s, handoverTimeout: 2s, handoverBackoff: { initial: 1s, max: 4s }, channels: [lease] }';
 
-async function exists(p: string): Promise<boolean> {
-  return stat(p).then(
-    () => true,
-    () => false,
-  );
-}
-
-async function parentPod(ns: string, node: string): Promise<{ name: string; uid: string }> {
-  const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
-  await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'demo-tls' }, stringData: { 'tls.key': 'secret-key-bytes' } } });
-  const pod = await core.createNamespacedPod({
-    namespace: ns,
-    body: {
-      metadata: { name: `demo-${node}`, labels: { 'lastseen.dev/parent': KEY, app: 'demo' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
-      spec: {
-        nodeName: node,
-        containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10', volumeMounts: [{ name: 'tls', mountPath: '/tls' }] }],
-        volumes: [{ name: 'tls', secret: { secretName: 'demo-tls' } }],
-      },
-    },
-  });
-  return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
-}
-
-interface Setup {
-  ns: string;
-  node: string;
-  dirs: Awaited<ReturnType<typeof tempDirs>>;
-  pod: { name: string; uid: string };
-  main: MainContainer;
-  manifest: string;
-  agent: Proc;
-  heartbeat(channels?: string): Proc;
-  startAgent(): Proc;
-}
-
-async function setup(name: string, policy = POLICY, overrides = '', bundle?: string): Promise<Setup> {
-  const ns = await useNamespace(name);
-  const node = `node-${ns}`;
-  const dirs = await tempDirs();
-  await writePolicy(dirs.policy, policy, overrides);
-  const pod = await parentPod(ns, node);
-  const main = new MainContainer();
-  await main.up();
-  const cp = controlPlane();
-  const s: Setup = {
-    ns,
-    node,
-    dirs,
-    pod,
-    main,
-    manifest: join(dirs.manifests, `lastseen-${ns}-${KEY}.json`),
-    agent: undefined as unknown as Proc,
-    heartbeat: (channels = 'lease') =>
-      lastseen([
-        'heartbeat',
-        ...['--node', node, '--pod-name', pod.name, '--namespace', ns, '--pod-uid', pod.uid, '--parent-key', KEY],
-        ...['--channels', channels, '--interval', '250ms', '--probe', main.probe(), '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
-      ], {}, bundle),
-    startAgent: () =>
-      lastseen([
-        'agent',
-        ...['--node', node, '--pod-name', `agent-${node}`, '--namespace', ns, '--kubeconfig', cp.adminKubeconfig],
-        ...['--manifest-dir', dirs.manifests, '--state-dir', dirs.state, '--heartbeat-dir', dirs.heartbeats, '--policy-file', dirs.policy],
-        ...['--health-port', '0', '--health-host', '127.0.0.1', '--api-probe', '500ms', '--local-poll', '200ms', '--watchdog', '10s'],
-      ], {}, bundle),
-  };
-  s.agent = s.startAgent();
-  return s;
-}
-
-async function captured(s: Setup): Promise<void> {
-  await waitFor(() => exists(join(s.dirs.state, 'checkpoints', `${s.ns}_${KEY}`, 'meta.json')), { timeoutMs: 60_000, what: 'the first capture' });
-}
-
-async function appears(path: string, timeoutMs = 30_000): Promise<number> {
-  const t0 = Date.now();
-  await waitFor(() => exists(path), { timeoutMs, intervalMs: 25, what: `${path} to appear` });
-  return Date.now() - t0;
+function setup(name: string, policy = POLICY, bundle?: string): Promise<FaultSetup> {
+  return faultSetup(name, { policy, ...(bundle ? { bundle } : {}) });
 }
 
 async function disappears(path: string, timeoutMs = 30_000): Promise<number> {
@@ -299,7 +222,7 @@ describe('lastseen agent from the bundle', () => {
   it('the bundled agent and heartbeat cover a killed parent and hand back on Ready', async () => {
     const out = join(tmpdir(), `lastseen-bundle-${process.pid}.mjs`);
     execFileSync(process.execPath, ['scripts/bundle.mjs', '--outfile', out], { cwd: fileURLToPath(new URL('../../', import.meta.url)), stdio: 'pipe' });
-    const s = await setup('bundle', POLICY, '', out);
+    const s = await setup('bundle', POLICY, out);
     let hb = s.heartbeat();
     await captured(s);
     await hb.stop('SIGKILL');

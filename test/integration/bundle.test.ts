@@ -3,7 +3,6 @@
  * and that file alone (copied away from node_modules, as in the image) runs the CLI, including
  * the parts that talk to a real kube-apiserver through @kubernetes/client-node.
  */
-import { spawn } from 'node:child_process';
 import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -11,28 +10,16 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlane } from './harness.js';
+import { type RunResult, runCommand } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** A budget, not a target: it catches a dependency pulled in by mistake (7.2 MiB unminified with every subcommand, of which client-node is 4.2 MiB). */
 const MAX_BUNDLE_BYTES = 12 * 1024 * 1024;
 const RUN_TIMEOUT_MS = 120_000;
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
-function run(cmd: string, args: string[], cwd: string): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], timeout: RUN_TIMEOUT_MS, killSignal: 'SIGKILL' });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function run(cmd: string, args: string[], cwd: string): Promise<RunResult> {
+  return runCommand(cmd, args, { cwd, timeoutMs: RUN_TIMEOUT_MS });
 }
 
 let away: string;

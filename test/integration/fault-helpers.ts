@@ -1,4 +1,4 @@
-// Helpers of the fault suite (faults.test.ts): one parent pod bound to a node name (no kubelet runs
+// Helpers of the end-to-end and fault suites (agent.test.ts, faults.test.ts): one parent pod bound to a node name (no kubelet runs
 // it), `lastseen agent` and `lastseen heartbeat` as processes (processes.ts), an agent kubeconfig
 // that can point at a TCP proxy, a watcher that records whether the checkpoint manifest ever
 // appeared during a fault, and readers for the agent's /metrics and the state folder.
@@ -68,6 +68,8 @@ export interface FaultSetupOptions {
   watchdog?: string;
   /** Give the parent a secret volume (default true): its capture then uses the agent's pooled api connection. */
   secret?: boolean;
+  /** Run agent and heartbeat from this bundle (dist/lastseen.mjs) instead of the sources. */
+  bundle?: string;
 }
 
 export interface FaultSetup {
@@ -78,9 +80,12 @@ export interface FaultSetup {
   main: MainContainer;
   /** The active checkpoint's manifest (exists only while the checkpoint is active). */
   manifest: string;
+  /** The running agent; a test that restarts it assigns the new one here. */
   agent: Proc;
-  /** Starts `lastseen heartbeat` for the parent, straight to the api-server (never via a proxy). */
-  heartbeat(channels: string): Proc;
+  /** Starts another agent process with the same folders and flags (after the first was stopped). */
+  startAgent(): Proc;
+  /** Starts `lastseen heartbeat` for the parent (default channel: lease), straight to the api-server (never via a proxy). */
+  heartbeat(channels?: string): Proc;
 }
 
 export async function faultSetup(name: string, o: FaultSetupOptions): Promise<FaultSetup> {
@@ -92,33 +97,44 @@ export async function faultSetup(name: string, o: FaultSetupOptions): Promise<Fa
   const main = new MainContainer();
   await main.up();
   const cp = controlPlane();
-  const agent = lastseen([
-    'agent',
-    ...['--node', node, '--pod-name', `agent-${node}`, '--namespace', ns, '--kubeconfig', o.agentKubeconfig ?? cp.adminKubeconfig],
-    ...['--manifest-dir', dirs.manifests, '--state-dir', dirs.state, '--heartbeat-dir', dirs.heartbeats, '--policy-file', dirs.policy],
-    ...['--health-port', '0', '--health-host', '127.0.0.1', '--api-probe', '500ms', '--local-poll', '200ms', '--watchdog', o.watchdog ?? '10s'],
-  ]);
-  // On failure, keep the agent's log for a post-mortem and say where it is.
-  onTestFailed(async () => {
-    const path = join(dirs.root, 'agent.log.jsonl');
-    await writeFile(path, agent.logs.map((l) => JSON.stringify(l)).join('\n'));
-    process.stderr.write(`[faults] agent log of the failed test: ${path}\n`);
-  });
-  return {
+  const startAgent = () =>
+    lastseen(
+      [
+        'agent',
+        ...['--node', node, '--pod-name', `agent-${node}`, '--namespace', ns, '--kubeconfig', o.agentKubeconfig ?? cp.adminKubeconfig],
+        ...['--manifest-dir', dirs.manifests, '--state-dir', dirs.state, '--heartbeat-dir', dirs.heartbeats, '--policy-file', dirs.policy],
+        ...['--health-port', '0', '--health-host', '127.0.0.1', '--api-probe', '500ms', '--local-poll', '200ms', '--watchdog', o.watchdog ?? '10s'],
+      ],
+      {},
+      o.bundle,
+    );
+  const setup: FaultSetup = {
     ns,
     node,
     dirs,
     pod,
     main,
     manifest: join(dirs.manifests, `lastseen-${ns}-${KEY}.json`),
-    agent,
-    heartbeat: (channels) =>
-      lastseen([
-        'heartbeat',
-        ...['--node', node, '--pod-name', pod.name, '--namespace', ns, '--pod-uid', pod.uid, '--parent-key', KEY],
-        ...['--channels', channels, '--interval', '250ms', '--probe', main.probe(), '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
-      ]),
+    agent: startAgent(),
+    startAgent,
+    heartbeat: (channels = 'lease') =>
+      lastseen(
+        [
+          'heartbeat',
+          ...['--node', node, '--pod-name', pod.name, '--namespace', ns, '--pod-uid', pod.uid, '--parent-key', KEY],
+          ...['--channels', channels, '--interval', '250ms', '--probe', main.probe(), '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
+        ],
+        {},
+        o.bundle,
+      ),
   };
+  // On failure, keep the agent's log for a post-mortem and say where it is.
+  onTestFailed(async () => {
+    const path = join(dirs.root, 'agent.log.jsonl');
+    await writeFile(path, setup.agent.logs.map((l) => JSON.stringify(l)).join('\n'));
+    process.stderr.write(`[e2e] agent log of the failed test: ${path}\n`);
+  });
+  return setup;
 }
 
 /** Waits for the first capture (meta.json of the parent's checkpoint). */

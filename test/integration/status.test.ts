@@ -15,6 +15,7 @@ import { parse as parseYaml } from 'yaml';
 import { microTime } from '../../src/heartbeat/beat.js';
 import { summarize, type ParentStatus } from '../../src/kube/nodecheckpoint-types.js';
 import { controlPlane, kubectl, USER_NAME, useNamespace, waitFor } from './harness.js';
+import { type RunResult, runCommand } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
@@ -29,22 +30,9 @@ const T = new Date(Date.now() - 60_000).toISOString();
 let ns: string;
 const cleanup: string[][] = [];
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
-function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], timeout: CLI_TIMEOUT_MS, killSignal: 'SIGKILL' });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<RunResult> {
+  return runCommand(cmd, args, { env, timeoutMs: CLI_TIMEOUT_MS });
 }
 
 const status = (...args: string[]) => run(TSX, [MAIN, 'status', ...args]);
