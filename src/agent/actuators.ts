@@ -14,9 +14,12 @@ import { beatFromPod } from '../kube/annotation.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
 import { beatFromLease } from '../kube/lease.js';
-import type { Actuators, LiveRead } from './agent.js';
+import { type Actuators, CollectRefusedError, type LiveRead } from './agent.js';
+import { parentsOnNode } from './parents.js';
 
 export const COMPONENT = 'lastseen-agent';
+/** Where the api-server keeps Events about cluster-scoped objects (as it does for Nodes). */
+export const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
 
 export interface ActuatorDeps {
   node: string;
@@ -112,6 +115,21 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       await d.manifests.retire(p.id);
     },
     async collect(p) {
+      // The last word before deleting what may be the only copy of a control-plane component:
+      // read live, on a fresh connection, that no pod for this key is scheduled here. The watch
+      // that started the grace may be older than an outage that began a moment ago.
+      const fresh = d.freshKube?.() ?? null;
+      const k = fresh ?? d.kube();
+      if (!k) throw new CollectRefusedError('no api-server client for the live read');
+      try {
+        const list = await k.core.listNamespacedPod({ namespace: p.namespace, fieldSelector: `spec.nodeName=${d.node}` });
+        if (parentsOnNode(list.items, d.node).has(p.id)) throw new CollectRefusedError('the live read found a pod for this parent scheduled here');
+      } catch (e) {
+        if (e instanceof CollectRefusedError) throw e;
+        throw new CollectRefusedError(`the live read failed: ${classifyKubeError(e, `pods of ${p.namespace} on ${d.node}`).message}`);
+      } finally {
+        fresh?.close();
+      }
       await d.manifests.retire(p.id);
       await d.store.remove(p.id);
     },
@@ -155,14 +173,19 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
     },
     async event(p, e) {
       const pod = p.pod as V1Pod | null;
-      const involved = pod?.metadata?.uid
-        ? { apiVersion: 'v1', kind: 'Pod', name: pod.metadata.name, namespace: p.namespace, uid: pod.metadata.uid }
-        : { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node };
-      await recordEvent(p.namespace, p.key, involved, e);
+      if (pod?.metadata?.uid) {
+        await recordEvent(p.namespace, p.key, { apiVersion: 'v1', kind: 'Pod', name: pod.metadata.name, namespace: p.namespace, uid: pod.metadata.uid }, e);
+        return;
+      }
+      // No pod to point at (the usual case for an activation or a collection: the parent is gone).
+      // The NodeCheckpoint is cluster-scoped, and the api-server accepts an Event about a
+      // cluster-scoped object only in the `default` namespace (else HTTP 422: involvedObject.namespace
+      // does not match event.namespace). The message names the parent's namespace and key.
+      await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, p.key, { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
     /** An Event about the node's agent itself (a refused policy), on its NodeCheckpoint. */
     async nodeEvent(e) {
-      await recordEvent('default', 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
+      await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
   };
 

@@ -43,6 +43,18 @@ export interface ParentView {
 
 export type LiveRead = { beats: Beat[] } | { unavailable: string };
 
+/**
+ * Thrown by `Actuators.collect` when the live read it makes first does not confirm that no pod
+ * for the key is scheduled here (the api-server did not answer, or it has such a pod). Nothing was
+ * removed; the core cancels the collection and counts the grace again.
+ */
+export class CollectRefusedError extends Error {
+  constructor(readonly why: string) {
+    super(`collection refused: ${why}`);
+    this.name = 'CollectRefusedError';
+  }
+}
+
 /** The ports the agent drives. Each returns when done; a rejection is reported to the core as actionFailed. */
 export interface Actuators {
   capture(p: ParentView, pod: PodInfo): Promise<{ specHash: string }>;
@@ -134,6 +146,11 @@ export class Agent {
     this.untracked.set(id, list.slice(-3));
   }
 
+  /** The pod watch failed: until it lists again, nothing may be collected on its word. */
+  schedulingUnknown(why: string): void {
+    for (const e of [...this.entries.values()]) this.feed(e, { type: 'schedulingUnknown', why });
+  }
+
   api(reachable: boolean): void {
     if (reachable === this.apiReachable) return;
     this.apiReachable = reachable;
@@ -214,6 +231,10 @@ export class Agent {
     const run = (what: Action['type'], p: Promise<Input | null>) => {
       const done = p
         .catch((err: unknown): Input => {
+          if (err instanceof CollectRefusedError) {
+            log.warn({ parent: e.id, why: err.why }, 'collection refused by its live read; keeping the checkpoint');
+            return { type: 'schedulingUnknown', why: err.why };
+          }
           const error = err instanceof Error ? err.message : String(err);
           log.warn({ parent: e.id, action: what, err: error }, 'action failed');
           return { type: 'actionFailed', action: what, error };

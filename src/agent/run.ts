@@ -292,7 +292,13 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       publishPods();
       ready = podsSynced && leasesSynced;
     },
-    onHealth: (ok) => metrics.watchHealthy.set({ resource: 'pods' }, ok ? 1 : 0),
+    // Collections rest on this watch's word that no pod is scheduled here: after any failure the
+    // agent stops counting towards GC at once, and the watch comes back with a fresh list.
+    relistAfterFailure: true,
+    onHealth: (ok, reason) => {
+      metrics.watchHealthy.set({ resource: 'pods' }, ok ? 1 : 0);
+      if (!ok) agent?.schedulingUnknown(`pod watch failed: ${reason}`);
+    },
   });
   const podChanged = (pod: V1Pod) => {
     const ann = pod.metadata?.annotations ?? {};

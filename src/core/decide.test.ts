@@ -17,6 +17,7 @@ const inputs: Record<string, () => Input> = {
   apiDown: () => ({ type: 'api', reachable: false }),
   podGone: () => ({ type: 'pod', pod: null }),
   podNew: () => ({ type: 'pod', pod: { uid: 'u2', name: 'x', specHash: 'h2' } }),
+  schedulingUnknown: () => ({ type: 'schedulingUnknown', why: 'pod watch failed' }),
   captured: () => ({ type: 'captured', specHash: 'h2' }),
   activated: () => ({ type: 'activated' }),
   retired: () => ({ type: 'retired' }),
@@ -41,6 +42,7 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Pending', 'apiDown', 'Pending', [], "AgentStarted: waiting for a first beat"],
   ['Pending', 'podGone', 'Pending', [], "AgentStarted: waiting for a first beat"],
   ['Pending', 'podNew', 'Pending', [], "AgentStarted: waiting for a first beat"],
+  ['Pending', 'schedulingUnknown', 'Pending', [], "AgentStarted: waiting for a first beat"],
   ['Pending', 'captured', 'Pending', [], "AgentStarted: waiting for a first beat"],
   ['Pending', 'activated', 'Pending', ["retire"], "AgentStarted: waiting for a first beat"],
   ['Pending', 'retired', 'Pending', [], "AgentStarted: waiting for a first beat"],
@@ -57,6 +59,7 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Healthy', 'apiDown', 'Healthy', [], "Ready: the parent reports Ready"],
   ['Healthy', 'podGone', 'Healthy', [], "Ready: the parent reports Ready"],
   ['Healthy', 'podNew', 'Healthy', [], "Ready: the parent reports Ready"],
+  ['Healthy', 'schedulingUnknown', 'Healthy', [], "Ready: the parent reports Ready"],
   ['Healthy', 'captured', 'Healthy', ["capture"], "Ready: the parent reports Ready"],
   ['Healthy', 'activated', 'Healthy', ["retire"], "Ready: the parent reports Ready"],
   ['Healthy', 'retired', 'Healthy', [], "Ready: the parent reports Ready"],
@@ -73,6 +76,7 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Starting', 'apiDown', 'Starting', [], "Starting: the parent reports Starting"],
   ['Starting', 'podGone', 'Starting', [], "Starting: the parent reports Starting"],
   ['Starting', 'podNew', 'Starting', [], "Starting: the parent reports Starting"],
+  ['Starting', 'schedulingUnknown', 'Starting', [], "Starting: the parent reports Starting"],
   ['Starting', 'captured', 'Starting', [], "Starting: the parent reports Starting"],
   ['Starting', 'activated', 'Starting', ["retire"], "Starting: the parent reports Starting"],
   ['Starting', 'retired', 'Starting', [], "Starting: the parent reports Starting"],
@@ -89,6 +93,7 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Silent', 'apiDown', 'Silent', [], "HoldApiUnreachable: silent, but the api-server is unreachable and the policy says hold"],
   ['Silent', 'podGone', 'Silent', [], "WindowExpired: no beat changed within the window"],
   ['Silent', 'podNew', 'Silent', [], "WindowExpired: no beat changed within the window"],
+  ['Silent', 'schedulingUnknown', 'Silent', [], "WindowExpired: no beat changed within the window"],
   ['Silent', 'captured', 'Silent', [], "WindowExpired: no beat changed within the window"],
   ['Silent', 'activated', 'Silent', ["retire"], "WindowExpired: no beat changed within the window"],
   ['Silent', 'retired', 'Silent', [], "WindowExpired: no beat changed within the window"],
@@ -105,6 +110,7 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Active', 'apiDown', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
   ['Active', 'podGone', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
   ['Active', 'podNew', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
+  ['Active', 'schedulingUnknown', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
   ['Active', 'captured', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
   ['Active', 'activated', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
   ['Active', 'retired', 'Active', ["activate"], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
@@ -121,6 +127,7 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['HandingOver', 'apiDown', 'HandingOver', [], "HandoverStarted: attempt 1"],
   ['HandingOver', 'podGone', 'HandingOver', [], "HandoverStarted: attempt 1"],
   ['HandingOver', 'podNew', 'HandingOver', [], "HandoverStarted: attempt 1"],
+  ['HandingOver', 'schedulingUnknown', 'HandingOver', [], "HandoverStarted: attempt 1"],
   ['HandingOver', 'captured', 'HandingOver', [], "HandoverStarted: attempt 1"],
   ['HandingOver', 'activated', 'HandingOver', ["retire"], "HandoverStarted: attempt 1"],
   ['HandingOver', 'retired', 'HandingOver', [], "HandoverStarted: attempt 1"],
@@ -134,9 +141,10 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Orphaned', 'confirmedUnchanged', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
   ['Orphaned', 'confirmedUnavailable', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
   ['Orphaned', 'confirmedChanged', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'apiDown', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Orphaned', 'apiDown', 'Pending', ["event:CollectionCancelled"], "CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)"],
   ['Orphaned', 'podGone', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
   ['Orphaned', 'podNew', 'Pending', [], "Rescheduled: the api-server has a pod for this parent here again"],
+  ['Orphaned', 'schedulingUnknown', 'Pending', ["event:CollectionCancelled"], "CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)"],
   ['Orphaned', 'captured', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
   ['Orphaned', 'activated', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
   ['Orphaned', 'retired', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
@@ -388,6 +396,29 @@ describe('decide: rules over time', () => {
     expect(kinds(r.actions)).not.toContain('collect');
     s = decide(r.state, { type: 'api', reachable: true }, 1_000_000).state;
     expect(decide(s, { type: 'tick' }, 1_000_000 + POLICY.gcGraceMs).state.state).not.toBe('Orphaned');
+  });
+
+  it('a collection asked for but not yet done is cancelled when the api-server word is lost, and waits a full grace again', () => {
+    const start = decide(f.Active!.state, { type: 'pod', pod: null }, 7000).state;
+    const due = 7000 + POLICY.gcGraceMs;
+    for (const lost of [{ type: 'api', reachable: false }, { type: 'schedulingUnknown', why: 'live read failed' }] as Input[]) {
+      const orphaned = decide(start, { type: 'tick' }, due);
+      expect(kinds(orphaned.actions)).toContain('collect');
+      const cancelled = decide(orphaned.state, lost, due + 100);
+      // The checkpoint was running: it keeps running, and its copy stays.
+      expect(cancelled.state.state).toBe('Active');
+      expect(cancelled.state.checkpoint).toMatchObject({ stored: true, active: true });
+      expect(summary(cancelled.actions)).toEqual(['event:CollectionCancelled']);
+      // Ticks alone never bring the collection back: only a new list without the pod, then a full gcGrace.
+      let s = cancelled.state;
+      if (lost.type === 'api') s = decide(s, { type: 'api', reachable: true }, due + 200).state;
+      const quiet = ticksUntil(s, due + 200, due + 10 * POLICY.gcGraceMs);
+      expect(kinds(quiet.actions)).not.toContain('collect');
+      const relisted = decide(quiet.state, { type: 'pod', pod: null }, due + 10 * POLICY.gcGraceMs).state;
+      const early = ticksUntil(relisted, due + 10 * POLICY.gcGraceMs, due + 11 * POLICY.gcGraceMs - 1);
+      expect(kinds(early.actions)).not.toContain('collect');
+      expect(kinds(decide(early.state, { type: 'tick' }, due + 11 * POLICY.gcGraceMs).actions)).toContain('collect');
+    }
   });
 
   it('a failed action is retried after a pause, a lost report after a timeout', () => {

@@ -160,6 +160,10 @@ function observe(s: ParentState, input: Input, now: number): void {
       // towards GC starts again after any outage.
       s.unscheduledSince = null;
       return;
+    case 'schedulingUnknown':
+      delete s.inflight.collect;
+      s.unscheduledSince = null;
+      return;
     case 'pod':
       if (!s.apiReachable) return;
       s.pod = input.pod ? { ...input.pod } : null;
@@ -393,6 +397,15 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         s.graceUntil = Math.max(s.graceUntil, now + p.startupGraceMs);
         return enter(s, 'Pending', 'Rescheduled: the api-server has a pod for this parent here again', now, actions);
       }
+      // A collection rests on the api-server's word, heard without a break for gcGrace. Lost
+      // before the files are gone (an outage, a failed watch, a live read that failed or found a
+      // pod): cancel, keep the copy, and count the grace again from the next list.
+      if ((s.checkpoint.stored || s.checkpoint.active) && (!s.apiReachable || s.unscheduledSince === null)) {
+        s.graceUntil = Math.max(s.graceUntil, now + p.startupGraceMs);
+        event(actions, 'Warning', 'CollectionCancelled', `${s.id}: the api-server's word that no pod is scheduled here was lost before the checkpoint was removed; keeping it, the grace starts again`);
+        // A running checkpoint keeps running (it may be what serves the api-server right now).
+        return enter(s, s.checkpoint.active ? 'Active' : 'Pending', 'CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)', now, actions);
+      }
       return false;
     }
   }
@@ -423,7 +436,7 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     actions.push({ type: kind, reason });
   };
   if (s.state === 'Orphaned') {
-    if (s.checkpoint.stored || s.checkpoint.active) ask('collect', s.reason);
+    if ((s.checkpoint.stored || s.checkpoint.active) && s.apiReachable && s.unscheduledSince !== null) ask('collect', s.reason);
     return;
   }
   const wantActive = s.state === 'Active';

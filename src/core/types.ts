@@ -122,6 +122,12 @@ export type Input =
   | { type: 'api'; reachable: boolean }
   /** The api-server's view of this key on this node: a pod, or none (only sent while reachable). */
   | { type: 'pod'; pod: PodInfo | null }
+  /**
+   * The api-server's word on scheduling can no longer be trusted: the pod watch failed, or the live
+   * read made right before a collection failed or found a pod. Stops the GC clock (and cancels a
+   * collection not yet done) until the next list says again that no pod is scheduled here.
+   */
+  | { type: 'schedulingUnknown'; why: string }
   | { type: 'policy'; policy: ParentPolicy }
   /** Actuator reports. */
   | { type: 'captured'; specHash: string }

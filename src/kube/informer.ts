@@ -111,6 +111,13 @@ export interface InformerOptions<T extends KubeObject> extends InformerCallbacks
   random?: () => number;
   /** Replaces HTTP (tests). */
   transport?: InformerTransport;
+  /**
+   * After a failed list or watch, list again instead of resuming the watch from the last
+   * resourceVersion. For caches whose absence of an object is acted on (the agent collects a
+   * checkpoint when no pod is scheduled): the first word after an outage is a fresh list, never a
+   * watch resumed over it. Default false (resume, as client-go's reflector does).
+   */
+  relistAfterFailure?: boolean;
 }
 
 export interface Informer<T extends KubeObject> {
@@ -242,6 +249,7 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
           continue;
         }
         const delayMs = Math.round(Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** (failures - 1)) * (0.5 + this.random()));
+        if (this.o.relistAfterFailure) this.resourceVersion = '';
         this.setHealth(false, e.message);
         this.log.warn({ kind: e.kind, status: e.status, reason: e.reason, failures, retryInMs: delayMs }, 'list/watch failed; will retry');
         await this.sleep(delayMs);

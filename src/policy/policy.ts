@@ -109,6 +109,13 @@ export function applyPatch(base: ParentPolicy, p: PartialParentPolicyRaw): Paren
   };
 }
 
+/**
+ * The shortest gcGrace accepted. The agent's api-server probe needs up to three failures five
+ * seconds apart (about 17 s with its timeout) to call an outage, and a collection must never fall
+ * inside one; 30 s leaves room for that plus a live read. Watch errors stop the GC clock sooner.
+ */
+export const MIN_GC_GRACE_MS = 30_000;
+
 /** Cross-field rules. `at` is the path prefix of the block the values came from. */
 export function crossFieldErrors(p: ParentPolicy, at: string): PolicyError[] {
   const errs: PolicyError[] = [];
@@ -122,6 +129,12 @@ export function crossFieldErrors(p: ParentPolicy, at: string): PolicyError[] {
   if (p.startTimeoutMs < p.windowMs) f('startTimeout', `${d(p.startTimeoutMs)} must be at least the window (${d(p.windowMs)})`);
   if (p.handoverTimeoutMs <= p.intervalMs)
     f('handoverTimeout', `${d(p.handoverTimeoutMs)} must be longer than the interval (${d(p.intervalMs)}): the parent needs at least one beat to report Ready`);
+  if (p.gcGraceMs < Math.max(MIN_GC_GRACE_MS, p.startupGraceMs))
+    f(
+      'gcGrace',
+      `${d(p.gcGraceMs)} must be at least ${d(Math.max(MIN_GC_GRACE_MS, p.startupGraceMs))} (the larger of ${d(MIN_GC_GRACE_MS)} and startupGrace): ` +
+        'deleting a checkpoint is the one step that cannot be undone; the agent must be able to notice an api-server outage, and a parent back from one must get its grace, before its copy can go',
+    );
   if (p.handoverBackoff.maxMs < p.handoverBackoff.initialMs)
     f('handoverBackoff.max', `${d(p.handoverBackoff.maxMs)} must be at least handoverBackoff.initial (${d(p.handoverBackoff.initialMs)})`);
   return errs;

@@ -5,7 +5,7 @@
  * SIGTERM.
  */
 import { spawn } from 'node:child_process';
-import https from 'node:https';
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,26 +90,29 @@ describe('lease channel', () => {
       expect(beatFromLease(lease, NODE)).toMatchObject({ ok: true, beat: { phase: 'Ready', role: 'parent' } });
 
       // Steady state: one PUT per beat, no GETs, over kept-alive connections (no new sockets).
-      // (Counted at the agent: node 20's net.client.socket diagnostics channel misses TLS sockets.)
+      // client-node 2.x sends through undici, which reports every connection it opens here.
       let sockets = 0;
-      const createConnection = https.Agent.prototype.createConnection;
-      https.Agent.prototype.createConnection = function (this: https.Agent, ...args: unknown[]) {
-        sockets++;
-        return (createConnection as (...a: unknown[]) => unknown).apply(this, args);
-      } as typeof createConnection;
-      // Control: stock client-node opens a new connection per request, and the counter sees it.
-      await leases.readNamespacedLease({ name: 'kube-apiserver.node-a', namespace: ns });
-      expect(sockets).toBe(1);
-      sockets = 0;
-      const before = { requests: requests.length, beats: hb.stats().lease!.written };
-      await waitFor(() => hb.stats().lease!.written >= before.beats + 8, { what: 'eight more beats', timeoutMs: 20_000 });
-      const after = { requests: requests.length, beats: hb.stats().lease!.written };
-      https.Agent.prototype.createConnection = createConnection;
-      console.log(`steady state: ${after.requests - before.requests} requests and ${sockets} new sockets for ${after.beats - before.beats} beats`);
-      expect(sockets).toBe(0);
-      const steady = requests.slice(before.requests, after.requests);
+      let steady: string[] = [];
+      let beatsWritten = 0;
+      const onConnected = () => void sockets++;
+      diagnosticsChannel.subscribe('undici:client:connected', onConnected);
+      try {
+        // Control: stock client-node opens a new connection per request, and the counter sees it.
+        await leases.readNamespacedLease({ name: 'kube-apiserver.node-a', namespace: ns });
+        expect(sockets).toBe(1);
+        sockets = 0;
+        const before = { requests: requests.length, beats: hb.stats().lease!.written };
+        await waitFor(() => hb.stats().lease!.written >= before.beats + 8, { what: 'eight more beats', timeoutMs: 20_000 });
+        const after = { requests: requests.length, beats: hb.stats().lease!.written };
+        console.log(`steady state: ${after.requests - before.requests} requests and ${sockets} new sockets for ${after.beats - before.beats} beats`);
+        expect(sockets).toBe(0);
+        steady = requests.slice(before.requests, after.requests);
+        beatsWritten = after.beats - before.beats;
+      } finally {
+        diagnosticsChannel.unsubscribe('undici:client:connected', onConnected);
+      }
       expect(steady.filter((m) => m !== 'PUT')).toEqual([]);
-      expect(steady.length).toBe(after.beats - before.beats);
+      expect(steady.length).toBe(beatsWritten);
       expect(requests.slice(0, 2)).toEqual(['GET', 'POST']);
     } finally {
       await hb.stop();
