@@ -7,11 +7,12 @@
 //
 // The rules are used as they are, less their annotations: those are checked by the unit tests
 // (test/monitoring/rules.test.yaml); here only which alerts fire, with which labels, matters.
+import { readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { alertRules, promtool, type PromtoolResult } from '../monitoring/promtool.js';
+import { alertRules, promtool, type PromtoolResult, ROOT } from '../monitoring/promtool.js';
 
 /** Each phase is held this many minutes (1 sample a minute): longer than the longest `for:` (10m). */
 export const PHASE_MINUTES = 12;
@@ -41,13 +42,29 @@ export function samples(text: string): Map<string, number> {
   return out;
 }
 
+/**
+ * The queries of deploy/monitoring/dashboard.json as Prometheus runs them: Grafana's variables
+ * replaced by what they stand for (all nodes; a 5 min rate interval).
+ */
+export function dashboardQueries(): string[] {
+  const dash = JSON.parse(readFileSync(`${ROOT}deploy/monitoring/dashboard.json`, 'utf8')) as { panels: Array<{ targets: Array<{ expr: string }> }> };
+  return dash.panels.flatMap((p) => p.targets.map((t) => t.expr.replaceAll('$node', '.*').replaceAll('$__rate_interval', '5m')));
+}
+
 function withLabels(series: string, extra: string): string {
   const open = series.indexOf('{');
   const inner = series.slice(open + 1, -1);
   return `${series.slice(0, open)}{${extra}${inner ? `,${inner}` : ''}}`;
 }
 
-export async function evaluateAlerts(o: { node: string; instance: string; phases: Phase[]; expect: Expectation[] }): Promise<PromtoolResult & { testFile: string }> {
+/** PromQL queries that must parse and return at least one series at that moment. */
+export interface NonEmpty {
+  phase: string;
+  minute: number;
+  exprs: string[];
+}
+
+export async function evaluateAlerts(o: { node: string; instance: string; phases: Phase[]; expect: Expectation[]; nonEmpty?: NonEmpty[] }): Promise<PromtoolResult & { testFile: string }> {
   const target = { job: 'lastseen-agent', instance: o.instance, node: o.node };
   const extra = Object.entries(target)
     .map(([k, v]) => `${k}="${v}"`)
@@ -87,6 +104,9 @@ export async function evaluateAlerts(o: { node: string; instance: string; phases
               exp_alerts: e.alerts.map((labels) => ({ exp_labels: { ...target, severity, ...labels } })),
             };
           }),
+          promql_expr_test: (o.nonEmpty ?? []).flatMap((q) =>
+            q.exprs.map((expr) => ({ expr: `count(${expr}) > bool 0`, eval_time: `${start(q.phase) + q.minute}m`, exp_samples: [{ labels: '{}', value: 1 }] })),
+          ),
         },
       ],
     }),

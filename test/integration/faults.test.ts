@@ -41,7 +41,7 @@ import {
   transitions,
   watchFile,
 } from './fault-helpers.js';
-import { evaluateAlerts, type Phase } from './alert-check.js';
+import { dashboardQueries, evaluateAlerts, type Phase } from './alert-check.js';
 import { alertRules } from '../monitoring/promtool.js';
 import { startApiserver, startEtcd, stopApiserver, stopEtcd, waitFor } from './harness.js';
 import { healthPort, type Proc } from './processes.js';
@@ -152,7 +152,8 @@ describe('control-plane outages under a running agent', () => {
 
       // The same scrapes through promtool's rule engine: healthy fires nothing; the api-server's
       // absence fires LastseenApiServerUnreachable after startTimeout (and not LastseenWatchUnhealthy,
-      // whose watches are down for that reason); the checkpoint pages after handoverBackoff.max.
+      // whose watches are down for that reason); the checkpoint pages after handoverBackoff.max;
+      // every query of the dashboard returns series.
       const quiet = (phase: string, minute: number, except: string[] = []) =>
         alertRules()
           .filter((r) => !except.includes(r.alert))
@@ -170,6 +171,8 @@ describe('control-plane outages under a running agent', () => {
           { phase: 'checkpoint active', minute: 10, alertname: 'LastseenCheckpointActiveTooLong', alerts: [{ parent: `${s.ns}/${KEY}` }] },
           ...quiet('checkpoint active', 11, ['LastseenCheckpointActiveTooLong']),
         ],
+        // Every dashboard query parses and shows something once there has been an activation.
+        nonEmpty: [{ phase: 'checkpoint active', minute: 11, exprs: dashboardQueries() }],
       });
       expect(evaluated.status, `promtool test rules ${evaluated.testFile}:\n${evaluated.output}`).toBe(0);
 

@@ -75,6 +75,18 @@ describe('alert rules (promtool)', () => {
   });
 });
 
+describe('dashboard', () => {
+  it('every query of dashboard.json parses (promtool, as recording rules); the fault suite runs them on scraped data', () => {
+    const dash = JSON.parse(readFileSync(`${ROOT}deploy/monitoring/dashboard.json`, 'utf8')) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+    const exprs = dash.panels.flatMap((p) => p.targets.map((t) => t.expr.replaceAll('$node', '.*').replaceAll('$__rate_interval', '5m')));
+    expect(exprs.length).toBeGreaterThanOrEqual(dash.panels.length);
+    const file = join(mkdtempSync(join(tmpdir(), 'lastseen-dashboard-')), 'queries.yaml');
+    writeFileSync(file, stringify({ groups: [{ name: 'dashboard', rules: exprs.map((expr, i) => ({ record: `dashboard:query${i}`, expr })) }] }));
+    const r = promtool(['check', 'rules', file]);
+    expect(r.status, r.output).toBe(0);
+  });
+});
+
 describe('alert rules (content)', () => {
   it('every alert has a severity, a summary and a description that says where to look', () => {
     const readme = readFileSync(`${ROOT}README.md`, 'utf8');
