@@ -64,7 +64,7 @@ export interface NonEmpty {
   exprs: string[];
 }
 
-export async function evaluateAlerts(o: { node: string; instance: string; phases: Phase[]; expect: Expectation[]; nonEmpty?: NonEmpty[] }): Promise<PromtoolResult & { testFile: string }> {
+export async function evaluateAlerts(o: { node: string; instance: string; phases: Phase[]; expect: Expectation[]; nonEmpty?: NonEmpty[] }): Promise<PromtoolResult & { testFile: string; ms: number }> {
   const target = { job: 'lastseen-agent', instance: o.instance, node: o.node };
   const extra = Object.entries(target)
     .map(([k, v]) => `${k}="${v}"`)
@@ -111,5 +111,7 @@ export async function evaluateAlerts(o: { node: string; instance: string; phases
       ],
     }),
   );
-  return { ...promtool(['test', 'rules', testFile], dir), testFile };
+  const t0 = Date.now();
+  const result = promtool(['test', 'rules', testFile], dir);
+  return { ...result, testFile, ms: Date.now() - t0 };
 }

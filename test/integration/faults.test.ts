@@ -183,7 +183,10 @@ describe('control-plane outages under a running agent', () => {
       const manifest = JSON.parse(await readFile(s.manifest, 'utf8'));
       expect(manifest.metadata.annotations['lastseen.dev/checkpoint-of']).toBe(s.pod.name);
 
-      process.stdout.write(`[faults] outages: ${outages.join('; ')}; activation after the parent's SIGKILL ${activationMs} ms (window 1000 ms)\n`);
+      const last = phases.at(-1)!.metrics;
+      process.stdout.write(
+        `[faults] outages: ${outages.join('; ')}; activation after the parent's SIGKILL ${activationMs} ms (window 1000 ms); alert rules on ${phases.length} scrapes: as expected in ${evaluated.ms} ms; at the end lastseen_activations_total{reason="SilenceConfirmed"} ${metric(last, 'lastseen_activations_total{reason="SilenceConfirmed"}')}, lastseen_retirements_total ${metric(last, 'lastseen_retirements_total')}\n`,
+      );
       await s.agent.stop();
     },
     LONG ? 900_000 : 240_000,
