@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # lastseen: one image for the node agent (`lastseen agent`) and the heartbeat sidecar
-# (`lastseen heartbeat`). The runtime holds Node 20 and one file, the esbuild bundle.
+# (`lastseen heartbeat`). The runtime holds Node.js 24 LTS and one file, the esbuild bundle.
 #
 #   docker build -t ghcr.io/lastseen/lastseen:0.1.0 .
 #   docker buildx build --platform linux/amd64,linux/arm64 -t ... .
@@ -8,7 +8,7 @@
 # Pin both base images by digest in release builds (FROM image@sha256:...).
 
 # The bundle is plain JavaScript, the same for every target platform: build it once, natively.
-FROM --platform=$BUILDPLATFORM node:20-bookworm-slim AS build
+FROM --platform=$BUILDPLATFORM node:24-bookworm-slim AS build
 WORKDIR /src
 # Dependencies first, so that source edits reuse the cached `npm ci` layer.
 COPY package.json package-lock.json ./
@@ -22,7 +22,7 @@ RUN npm run bundle && node dist/lastseen.mjs --help >/dev/null
 # Runs as uid 65532 by default, which suits the heartbeat sidecar; the agent's DaemonSet asks
 # for uid 0 explicitly (it writes the root-owned kubelet manifest folder) with every capability
 # dropped.
-FROM gcr.io/distroless/nodejs20-debian12:nonroot
+FROM gcr.io/distroless/nodejs24-debian12:nonroot
 LABEL org.opencontainers.image.title="lastseen" \
       org.opencontainers.image.description="Heartbeat-lease checkpoint controller for Kubernetes" \
       org.opencontainers.image.licenses="Apache-2.0" \

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// Bundle the CLI into one file, dist/lastseen.mjs: what the container image ships (with Node 20
+// Bundle the CLI into one file, dist/lastseen.mjs: what the container image ships (with Node.js 24
 // and nothing else) and what can be copied onto a node as `kubectl-lastseen`.
 //
 //   node scripts/bundle.mjs            readable output (stack traces name real functions)
 //   node scripts/bundle.mjs --minify   smaller, for size-sensitive installs
 //
-// ESM for Node 20. Some dependencies are CommonJS and call `require`, `__filename` or
+// ESM for Node.js 22 and later (the oldest supported line). Some dependencies are CommonJS and call `require`, `__filename` or
 // `__dirname`, none of which exist in an ES module; the banner defines them from import.meta.
 import { stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -34,7 +34,7 @@ const result = await build({
   bundle: true,
   format: 'esm',
   platform: 'node',
-  target: 'node20',
+  target: 'node22',
   banner: { js: banner },
   // Optional native or dev-only modules that some dependencies probe for at run time.
   external: ['bufferutil', 'utf-8-validate', 'pino-pretty'],

@@ -54,15 +54,18 @@ describe('makeKubeClient', () => {
     });
     const seen: string[] = [];
     const client = makeKubeClient(kc, { requestTimeoutMs: 1000, onRequest: (m, url) => seen.push(`${m} ${new URL(url).pathname}`) });
-    for (let i = 0; i < 5; i++) await client.coordination.readNamespacedLease({ name: 'l', namespace: 'ns' });
-    expect(connections()).toBe(1);
-    expect(auth).toEqual(Array(5).fill('Bearer t0ken'));
+    for (let i = 0; i < 10; i++) await client.coordination.readNamespacedLease({ name: 'l', namespace: 'ns' });
+    // client-node alone opens one connection per request (10 here). undici may open a second
+    // connection while it still finishes reading the first response; after that it reuses them.
+    const pooled = connections();
+    expect(pooled).toBeLessThanOrEqual(2);
+    expect(auth).toEqual(Array(10).fill('Bearer t0ken'));
     expect(seen[0]).toBe('GET /apis/coordination.k8s.io/v1/namespaces/ns/leases/l');
-    expect(seen).toHaveLength(5);
+    expect(seen).toHaveLength(10);
     client.close();
     const fresh = makeKubeClient(kc, { requestTimeoutMs: 1000 });
     await fresh.coordination.readNamespacedLease({ name: 'l', namespace: 'ns' });
-    expect(connections()).toBe(2);
+    expect(connections()).toBe(pooled + 1);
     fresh.close();
   });
 

@@ -1,19 +1,20 @@
-// Api clients for the heartbeat and the agent, over @kubernetes/client-node 1.4.
+// Api clients for the heartbeat and the agent, over @kubernetes/client-node 2.x (undici fetch).
 //
 // Two things client-node does not do by itself, and why we need them:
-// - A request timeout. client-node sends through node-fetch with no deadline, so a half-open TCP
-//   connection can hang a heartbeat for minutes. Every request here carries an AbortSignal that
-//   fires after `requestTimeoutMs` (callers pick it shorter than their interval).
-// - A connection pool that can be thrown away. client-node 1.4 builds a new https.Agent for every
-//   request (no keep-alive: a TLS handshake per beat). Each KubeClient here owns one keep-alive
-//   agent; `makeKubeClient` again gives a fresh pool, which is what the kubelet's lease controller
-//   does after repeated failures (a connection stuck to a dead api-server endpoint is dropped).
+// - A request timeout. client-node sends with no deadline, so a half-open TCP connection can hang
+//   a heartbeat for minutes. Every request here carries an AbortSignal that fires after
+//   `requestTimeoutMs` (callers pick it shorter than their interval).
+// - A connection pool that can be thrown away. client-node 2.0 builds a new undici Agent (a new
+//   pool) inside every request's authentication step, so no connection is reused: a TLS handshake
+//   per beat (1.4 did the same with https.Agent). Each KubeClient here owns one keep-alive
+//   undici Agent; `makeKubeClient` again gives a fresh pool, which is what the kubelet's lease
+//   controller does after repeated failures (a connection stuck to a dead api-server endpoint is
+//   dropped).
 //
 // Authentication stays client-node's (tokens, exec plugins, client certificates, impersonation);
-// only the agent and the signal are replaced, in a middleware that runs after it.
-import * as http from 'node:http';
-import * as https from 'node:https';
+// only the dispatcher and the signal are replaced, in a middleware that runs after it.
 import { CoordinationV1Api, CoreV1Api, createConfiguration, KubeConfig, type RequestContext, ServerConfiguration } from '@kubernetes/client-node';
+import { Agent, type Dispatcher } from 'undici';
 
 /**
  * Sockets per client. A heartbeat sends one request per channel per beat; the agent a few watches
@@ -52,46 +53,41 @@ export function makeKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeCli
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
   if (!(opts.requestTimeoutMs > 0)) throw new Error(`requestTimeoutMs must be positive, got ${opts.requestTimeoutMs}`);
 
-  let agent: Promise<http.Agent | undefined> | null = null;
-  const agents: http.Agent[] = [];
+  let pool: Promise<Dispatcher | undefined> | null = null;
+  const pools: Agent[] = [];
   // The TLS material is read once per client: a fresh client (after failures) picks up rotated files.
-  const buildAgent = async (): Promise<http.Agent | undefined> => {
-    // Proxies need client-node's own proxy agents; keep them (one per request, as before).
+  const buildPool = async (): Promise<Dispatcher | undefined> => {
+    // Proxies need client-node's own proxy dispatchers; keep them (one per request, as client-node does).
     if (cluster.proxyUrl) return undefined;
-    const o: https.RequestOptions & { servername?: string } = {};
-    await kc.applyToHTTPSOptions(o);
-    const a = cluster.server.startsWith('http:')
-      ? new http.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS })
-      : new https.Agent({
-          keepAlive: true,
-          maxSockets: MAX_SOCKETS,
-          ca: o.ca,
-          cert: o.cert,
-          key: o.key,
-          pfx: o.pfx,
-          passphrase: o.passphrase,
-          servername: o.servername,
-          ...(o.rejectUnauthorized !== undefined ? { rejectUnauthorized: o.rejectUnauthorized } : {}),
-        });
-    agents.push(a);
+    const o: { ca?: unknown; cert?: unknown; key?: unknown; pfx?: unknown; passphrase?: string; servername?: string; rejectUnauthorized?: boolean } = {};
+    await kc.applyToHTTPSOptions(o as Parameters<KubeConfig['applyToHTTPSOptions']>[0]);
+    const tls = Object.fromEntries(
+      Object.entries({ ca: o.ca, cert: o.cert, key: o.key, pfx: o.pfx, passphrase: o.passphrase, servername: o.servername, rejectUnauthorized: o.rejectUnauthorized }).filter(
+        ([, v]) => v !== undefined,
+      ),
+    );
+    // keepAliveInitialDelay 30 s: client-go's and client-node's TCP keep-alive probe start.
+    const a = new Agent({ connections: MAX_SOCKETS, connect: { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 } });
+    pools.push(a);
     return a;
   };
 
   const middleware = {
     pre: async (ctx: RequestContext): Promise<RequestContext> => {
-      agent ??= buildAgent().catch((e) => {
-        agent = null;
+      pool ??= buildPool().catch((e) => {
+        pool = null;
         throw e;
       });
-      const a = await agent;
-      if (a) ctx.setAgent(a);
+      const d = await pool;
+      if (d) ctx.setDispatcher(d);
       ctx.setSignal(AbortSignal.timeout(opts.requestTimeoutMs));
       opts.onRequest?.(ctx.getHttpMethod(), ctx.getUrl());
       return ctx;
     },
     post: async <T>(rsp: T): Promise<T> => rsp,
   };
-  // One middleware only: client-node 1.4 reverses the middleware array in place on every response.
+  // One middleware only: client-node 1.4 reversed the middleware array in place on every response;
+  // one is all we need anyway.
   const config = createConfiguration({
     baseServer: new ServerConfiguration(cluster.server, {}),
     authMethods: { default: kc },
@@ -103,8 +99,8 @@ export function makeKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeCli
     kubeConfig: kc,
     requestTimeoutMs: opts.requestTimeoutMs,
     close() {
-      for (const a of agents.splice(0)) a.destroy();
-      agent = null;
+      for (const a of pools.splice(0)) void a.destroy().catch(() => {});
+      pool = null;
     },
   };
 }

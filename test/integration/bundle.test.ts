@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 describe('dist/lastseen.mjs', () => {
-  it('is one ES module for Node 20 with a shebang, importing only Node built-ins, within its size budget', async () => {
+  it('is one ES module for Node 22+ with a shebang, importing only Node built-ins, within its size budget', async () => {
     const text = await readFile(bundle, 'utf8');
     expect(text.startsWith('#!/usr/bin/env node\n')).toBe(true);
     const imports = [...text.matchAll(/^import .* from ["']([^"']+)["'];?$/gm)].map((m) => m[1]);
