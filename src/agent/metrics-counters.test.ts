@@ -1,3 +1,4 @@
+// Counters that alerts take increase() of are exported at 0 before their first event (deploy/monitoring/rules.yaml).
 import { describe, expect, it } from 'vitest';
 import { AgentMetrics, BAD_INPUT_SOURCES, HANDOVER_RESULTS } from './metrics.js';
 
