@@ -5,6 +5,9 @@ import type { ParentStateName } from '../core/types.js';
 import type { ParentView } from './agent.js';
 
 const STATES: ParentStateName[] = ['Pending', 'Healthy', 'Starting', 'Silent', 'Active', 'HandingOver', 'Orphaned'];
+/** Label values of the counters that alerts take `increase()` of (deploy/monitoring/rules.yaml). */
+export const HANDOVER_RESULTS = ['started', 'succeeded', 'failed'] as const;
+export const BAD_INPUT_SOURCES = ['lease', 'annotation', 'local'] as const;
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -25,6 +28,10 @@ export class AgentMetrics {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry });
     this.policyValid.set(1);
     this.apiReachable.set(0);
+    // Exported at 0 from the first scrape: increase() needs a sample before the first event, or the
+    // first failed hand-over (or bad input) after a start would never count towards an alert.
+    for (const result of HANDOVER_RESULTS) this.handovers.inc({ result }, 0);
+    for (const source of BAD_INPUT_SOURCES) this.badInputs.inc({ source }, 0);
   }
 
   /** Recompute the per-state gauges and per-parent series from the agent's views. */

@@ -6,7 +6,9 @@
  *    beats on `lease,local` (policy `whenApiUnreachable: hold`): no activation during the outages;
  *    afterwards the agent's Lease watch delivers changes again (a lease-only writer keeps the parent
  *    Healthy with no Silent spell, and its SIGKILL is covered at the window); the stored checkpoint
- *    still loads.
+ *    still loads. The agent's /metrics, scraped healthy, during the kube-apiserver outage and with
+ *    the checkpoint active, drive deploy/monitoring/rules.yaml in promtool (alert-check.ts): each
+ *    phase fires exactly the alerts it should.
  * 2. A TCP proxy between the agent and the api-server that stalls established connections (the
  *    watch, kept-alive sockets) while new ones pass: the window passes with the watch silent, the
  *    agent's live read sees the Lease still changing, so no activation; the watchdog (3s) re-opens
@@ -39,6 +41,8 @@ import {
   transitions,
   watchFile,
 } from './fault-helpers.js';
+import { dashboardQueries, evaluateAlerts, type Phase } from './alert-check.js';
+import { alertRules } from '../monitoring/promtool.js';
 import { startApiserver, startEtcd, stopApiserver, stopEtcd, waitFor } from './harness.js';
 import { healthPort, type Proc } from './processes.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
@@ -71,6 +75,20 @@ describe('control-plane outages under a running agent', () => {
       let hb = s.heartbeat('lease,local');
       await captured(s);
       await healthy(s.agent);
+      const port = await healthPort(s.agent);
+      // A scrape of the agent's /metrics once `ready` holds for it: one phase of the alert check.
+      const scrapeWhen = async (name: string, ready: (body: string) => boolean): Promise<Phase> => {
+        const body = await waitFor(
+          async () => {
+            const b = await metricsText(port);
+            return ready(b) ? b : undefined;
+          },
+          { timeoutMs: 30_000, what: `the agent's /metrics to show it ${name}` },
+        );
+        return { name, metrics: body };
+      };
+      const parentSeries = `{parent="${s.ns}/${KEY}"}`;
+      const phases: Phase[] = [await scrapeWhen('healthy', (b) => metric(b, 'lastseen_api_reachable') === 1 && metric(b, `lastseen_checkpoint_active${parentSeries}`) === 0)];
       const localFile = join(s.dirs.heartbeats, `${s.ns}_${KEY}.json`);
       const manifestSeen = watchFile(s.manifest);
       const outages: string[] = [];
@@ -84,6 +102,9 @@ describe('control-plane outages under a running agent', () => {
           try {
             await reachability(s.agent, false);
             const noticedMs = Date.now() - t0;
+            if (cycle === 1 && what === 'kube-apiserver') {
+              phases.push(await scrapeWhen('api-server down', (b) => metric(b, 'lastseen_api_reachable') === 0 && metric(b, 'lastseen_watch_healthy{resource="leases"}') === 0));
+            }
             const seqBefore = await localSequence(localFile);
             await sleep(OUTAGE_MS);
             const seqAfter = await localSequence(localFile);
@@ -127,6 +148,33 @@ describe('control-plane outages under a running agent', () => {
       expect(activationMs).toBeGreaterThanOrEqual(1000 - 250);
       expect(activationMs).toBeLessThan(10_000);
       expect(activations(s.agent, mark)).toHaveLength(1);
+      phases.push(await scrapeWhen('checkpoint active', (b) => metric(b, `lastseen_checkpoint_active${parentSeries}`) === 1));
+
+      // The same scrapes through promtool's rule engine: healthy fires nothing; the api-server's
+      // absence fires LastseenApiServerUnreachable after startTimeout (and not LastseenWatchUnhealthy,
+      // whose watches are down for that reason); the checkpoint pages after handoverBackoff.max;
+      // every query of the dashboard returns series.
+      const quiet = (phase: string, minute: number, except: string[] = []) =>
+        alertRules()
+          .filter((r) => !except.includes(r.alert))
+          .map((r) => ({ phase, minute, alertname: r.alert, alerts: [] }));
+      const evaluated = await evaluateAlerts({
+        node: s.node,
+        instance: `127.0.0.1:${port}`,
+        phases,
+        expect: [
+          ...quiet('healthy', 11),
+          { phase: 'api-server down', minute: 4, alertname: 'LastseenApiServerUnreachable', alerts: [] },
+          { phase: 'api-server down', minute: 5, alertname: 'LastseenApiServerUnreachable', alerts: [{}] },
+          ...quiet('api-server down', 11, ['LastseenApiServerUnreachable']),
+          { phase: 'checkpoint active', minute: 9, alertname: 'LastseenCheckpointActiveTooLong', alerts: [] },
+          { phase: 'checkpoint active', minute: 10, alertname: 'LastseenCheckpointActiveTooLong', alerts: [{ parent: `${s.ns}/${KEY}` }] },
+          ...quiet('checkpoint active', 11, ['LastseenCheckpointActiveTooLong']),
+        ],
+        // Every dashboard query parses and shows something once there has been an activation.
+        nonEmpty: [{ phase: 'checkpoint active', minute: 11, exprs: dashboardQueries() }],
+      });
+      expect(evaluated.status, `promtool test rules ${evaluated.testFile}:\n${evaluated.output}`).toBe(0);
 
       // No checkpoint lost: the state folder loads as a restarted agent would load it.
       const stored = await storedCheckpoints(s.dirs.state);
@@ -135,7 +183,10 @@ describe('control-plane outages under a running agent', () => {
       const manifest = JSON.parse(await readFile(s.manifest, 'utf8'));
       expect(manifest.metadata.annotations['lastseen.dev/checkpoint-of']).toBe(s.pod.name);
 
-      process.stdout.write(`[faults] outages: ${outages.join('; ')}; activation after the parent's SIGKILL ${activationMs} ms (window 1000 ms)\n`);
+      const last = phases.at(-1)!.metrics;
+      process.stdout.write(
+        `[faults] outages: ${outages.join('; ')}; activation after the parent's SIGKILL ${activationMs} ms (window 1000 ms); alert rules on ${phases.length} scrapes: as expected in ${evaluated.ms} ms; at the end lastseen_activations_total{reason="SilenceConfirmed"} ${metric(last, 'lastseen_activations_total{reason="SilenceConfirmed"}')}, lastseen_retirements_total ${metric(last, 'lastseen_retirements_total')}\n`,
+      );
       await s.agent.stop();
     },
     LONG ? 900_000 : 240_000,
