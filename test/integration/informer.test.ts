@@ -21,7 +21,8 @@ import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 const WATCHDOG_MS = 2_500;
 const REQUEST_TIMEOUT_MS = 2_000;
 const BACKOFF = { initialMs: 250, maxMs: 2_000 };
-const NODE = 'node-a';
+// Unique per run: the api-server is shared with other suites (and with the Node 22 pass in CI), whose Leases carry node labels too.
+const NODE = `informer-${process.pid}-${Date.now().toString(36)}`;
 
 const records: Array<Record<string, unknown>> = [];
 const log = pino({ level: 'debug' }, { write: (s: string) => void records.push(JSON.parse(s)) });
