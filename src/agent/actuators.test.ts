@@ -1,5 +1,8 @@
 // The live read's connection: a read that confirms silence must not ride a pooled socket that may be
 // stalled like the watch (test/integration/faults.test.ts shows the false activation it caused).
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { KubeClient } from '../kube/client.js';
@@ -73,5 +76,26 @@ describe('readLive', () => {
     const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests: {} as never, kube: () => pooled, logger: pino({ level: 'silent' }) });
     expect(await a.readLive(parent, ['lease'])).toEqual({ beats: [beat] });
     expect([pooled.reads, pooled.closed]).toEqual([1, 0]);
+  });
+});
+
+describe('retire', () => {
+  it("removes the retired checkpoint's own heartbeat file, and only that one", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lastseen-beats-'));
+    try {
+      await writeFile(join(dir, 'ns_demo.checkpoint.json'), '{}');
+      await writeFile(join(dir, 'ns_demo.json'), '{}'); // the parent's own beat stays
+      const retired: string[] = [];
+      const manifests = { retire: async (id: string) => void retired.push(id) } as never;
+      const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests, kube: () => null, logger: pino({ level: 'silent' }), heartbeatDir: dir });
+      await a.retire(parent);
+      expect(retired).toEqual(['ns/demo']);
+      expect((await readdir(dir)).sort()).toEqual(['ns_demo.json']);
+      // A second retire (a retry after a crash) finds the file gone and still succeeds.
+      await a.retire(parent);
+      expect(retired).toEqual(['ns/demo', 'ns/demo']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -2,19 +2,21 @@
 // real api-server (live reads, secrets for capture, Events). Each call does one thing and either
 // resolves or rejects with an error that names the object and the cause; the loop turns a
 // rejection into `actionFailed` so the core retries later. Nothing here decides.
+import { unlink } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { capture, type DataResolver } from '../checkpoint/capture.js';
 import type { ManifestDir } from '../checkpoint/manifests.js';
 import { sanitize } from '../checkpoint/sanitize.js';
 import type { Store } from '../checkpoint/store.js';
-import { leaseName } from '../core/names.js';
+import { leaseName, localBeatFile } from '../core/names.js';
 import type { Action, Beat, Channel } from '../core/types.js';
 import { beatFromPod } from '../kube/annotation.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
 import { beatFromLease } from '../kube/lease.js';
-import { type Actuators, CollectRefusedError, type LiveRead } from './agent.js';
+import { type Actuators, CollectRefusedError, type LiveRead, type ParentView } from './agent.js';
 import { parentsOnNode } from './parents.js';
 
 export const COMPONENT = 'lastseen-agent';
@@ -40,6 +42,12 @@ export interface ActuatorDeps {
   freshKube?: () => KubeClient | null;
   logger: Logger;
   wallNow?: () => number;
+  /**
+   * The node's local heartbeat folder. A retired or collected checkpoint's own beat file is removed
+   * from it: left behind, its last beat would be the first thing a later activation of the same
+   * parent reads, a "Ready" written by a container that no longer exists.
+   */
+  heartbeatDir?: string;
 }
 
 export function specHashOf(deps: Pick<ActuatorDeps, 'node' | 'store'>, id: string, key: string, pod: unknown): string {
@@ -92,6 +100,16 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
     if (!k) throw new Error(`cannot ${what}: no api-server client`);
     return k;
   };
+  const removeCheckpointBeat = async (p: ParentView): Promise<void> => {
+    if (!d.heartbeatDir) return;
+    const file = join(d.heartbeatDir, localBeatFile(p.namespace, p.key, 'checkpoint'));
+    try {
+      await unlink(file);
+    } catch (e) {
+      // Gone already is the goal; anything else is logged, not fatal: the retire itself happened.
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') d.logger.warn({ parent: p.id, file, err: (e as Error).message }, 'could not remove the retired checkpoint\'s heartbeat file');
+    }
+  };
   return {
     async capture(p, info) {
       const pod = p.pod as V1Pod | null;
@@ -113,6 +131,7 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
     },
     async retire(p) {
       await d.manifests.retire(p.id);
+      await removeCheckpointBeat(p);
     },
     async collect(p) {
       // The last word before deleting what may be the only copy of a control-plane component:
@@ -131,6 +150,7 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
         fresh?.close();
       }
       await d.manifests.retire(p.id);
+      await removeCheckpointBeat(p);
       await d.store.remove(p.id);
     },
     async readLive(p, channels): Promise<LiveRead> {

@@ -162,6 +162,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     // Live reads on their own connections: a stalled pooled socket must not answer for the api-server.
     freshKube: () => makeKubeClient(kc, { requestTimeoutMs: AGENT_REQUEST_TIMEOUT_MS }),
     logger: log,
+    heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
   });
   // A hand-over's deadline is on disk before its checkpoint is retired: a crash in between must not
   // leave the parent uncovered until startTimeout.
