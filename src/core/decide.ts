@@ -1,6 +1,6 @@
 // The decision core: one parent key on one node.
 //
-// Model (the rules of DESIGN.md, made executable):
+// Model (the rules of docs/architecture.md, made executable):
 // - Freshness is measured on the observer's own clock: `lastChangeAt` is when the agent saw a
 //   parent beat *change* (holder, uid, sequence, renew time or phase). A writer's timestamps are
 //   only compared for equality. The first beat seen on a channel after a (re)start is a baseline,

@@ -46,7 +46,7 @@ export const RESTART_LATE_MS = T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter
  *
  * No deadline running: the agent retired the copy at once on a Ready beat (then the parent's next
  * start lost its bind to the copy's stop time), or the agent restarted mid-hand-over and forgot the
- * deadline. A parent beating Starting counts as alive until startTimeout (DESIGN.md), then it is
+ * deadline. A parent beating Starting counts as alive until startTimeout (docs/architecture.md), then it is
  * judged down and covered:
  *   agent restart (back-off + pod-worker sync) + agent start + startupGrace + interval
  *                                              a restarted agent needs a changed beat after its baseline

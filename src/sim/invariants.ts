@@ -1,5 +1,5 @@
 // Invariants, checked after every event (and at the moments the agent acts). They hold the
-// lastseen agent to DESIGN.md's promises; for other strategies they are only recorded, since
+// lastseen agent to the promises of docs/architecture.md; for other strategies they are only recorded, since
 // breaking them is what those strategies are known for. A violation carries the time and place;
 // the run stops at the first one when enforcing, and the seed replays it.
 import type { ParentStateName, Phase } from '../core/types.js';

@@ -9,7 +9,7 @@
 // - a removed pod stops serving at once but holds its ports for its graceful termination (stopMs);
 // - container states are pushed to the api-server only while one is reachable, and the kubelet's
 //   own pod listing (`/pods`) repeats the last state it managed to push. This is the stale view
-//   the old checkpointer trusted (background/master-reboot-issue.txt).
+//   the old checkpointer trusted (docs/reboot-story.md).
 //
 // The kubelet v1.5 status cache (scenario `kubelet.staleStatus`, on by default), the two facts of
 // the background issue that make the old checkpointer deadlock:

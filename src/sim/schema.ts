@@ -106,7 +106,7 @@ export const scenarioSchema = z
         /** How often the kubelet re-reads its static-pod folder (--file-check-frequency). */
         fileCheckPeriod: duration().default(20_000),
         /**
-         * The kubelet v1.5 status cache (background/master-reboot-issue.txt), on by default because
+         * The kubelet v1.5 status cache (docs/reboot-story.md), on by default because
          * the simulator models that kubelet. While on:
          * - `/pods` reports each api-assigned pod's phase as last pushed to an api-server, and a pod
          *   whose container has started is phase Running through its crash-loop restarts;

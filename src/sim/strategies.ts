@@ -1,7 +1,7 @@
 // Checkpointing strategies, pluggable. Each runs as the agent process on a node (started by the
 // kubelet from the agent's always-present static manifest, stopped by reboots and restarts).
 // - lastseen: the real core behind the agent wiring (./agent.ts).
-// - kubelet-pods: the checkpointer of background/master-reboot-issue.txt. Every few seconds it
+// - kubelet-pods: the checkpointer of docs/reboot-story.md. Every few seconds it
 //   asks the local kubelet's `/pods`, which repeats only what the kubelet last managed to report
 //   to an api-server; it activates the checkpoint when the parent isn't listed as running and
 //   deactivates it when it is. It copies the parent from the api-server whenever it sees it
