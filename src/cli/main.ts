@@ -8,15 +8,20 @@ const program = new Command('lastseen')
   .description('Heartbeat-lease checkpoints for self-hosted Kubernetes control planes')
   .showHelpAfterError();
 
-// Subcommands (one line each; keep alphabetical).
-const registrations: Array<(p: Command) => void> = [
-  (await import('./agent.js')).register,
-  (await import('./heartbeat.js')).register,
-  (await import('./policy.js')).register,
-  (await import('./simulate.js')).register,
-  (await import('./status.js')).register,
-];
-for (const register of registrations) register(program);
+// Subcommands (one line each; keep alphabetical). Only the one named on the command line is
+// loaded: the agent starts first on a rebooted node and should not pay for the simulator's or
+// status table's imports. Help, an unknown name or no name loads them all, so `--help` lists
+// every subcommand and commander's suggestions still work.
+const subcommands: Record<string, () => Promise<{ register: (p: Command) => void }>> = {
+  agent: () => import('./agent.js'),
+  heartbeat: () => import('./heartbeat.js'),
+  policy: () => import('./policy.js'),
+  simulate: () => import('./simulate.js'),
+  status: () => import('./status.js'),
+};
+const named = process.argv[2];
+const wanted = named !== undefined && Object.hasOwn(subcommands, named) ? [named] : Object.keys(subcommands);
+for (const name of wanted) (await subcommands[name]!()).register(program);
 
 try {
   await program.parseAsync(process.argv);
