@@ -358,6 +358,27 @@ describe('decide: rules over time', () => {
     expect(ready.state.handover.nextBackoffMs).toBe(POLICY.handoverBackoff.initialMs);
   });
 
+  it('overlap hand-over: a Starting parent leaves the checkpoint serving; Ready retires it; never Ready never retires', () => {
+    const overlap = { ...POLICY, handover: 'overlap' as const };
+    const o = fixtures(overlap);
+    let s = o.Active!.state;
+    // A parent that keeps Starting (a bad rollout, or one still replaying etcd) for far longer than
+    // any hand-over window: no retire, no HandingOver, the checkpoint stays.
+    for (let t = 7000; t < 7000 + 10 * POLICY.handoverTimeoutMs; t += 1000) {
+      const d = decide(s, { type: 'beat', beat: beat('Starting') }, t);
+      expect(d.state.state).toBe('Active');
+      expect(kinds(d.actions)).not.toContain('retire');
+      s = d.state;
+    }
+    // Ready: retired at once, straight to Healthy, no hand-over window at all.
+    const ready = decide(s, { type: 'beat', beat: beat('Ready') }, 200_000);
+    expect(ready.state.state).toBe('Healthy');
+    expect(kinds(ready.actions)).toContain('retire');
+    // The same inputs under release start a hand-over on the first Starting beat.
+    const release = decide(f.Active!.state, { type: 'beat', beat: beat('Starting') }, 7000);
+    expect(release.state.state).toBe('HandingOver');
+  });
+
   it('last known good: a parent that never reports Ready is never captured', () => {
     let s = decide(f.Starting!.state, { type: 'pod', pod: { ...POD, specHash: 'h-bad' } }, 2100).state;
     for (let t = 2200; t < 20_000; t += 1000) {

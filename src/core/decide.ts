@@ -367,6 +367,9 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         resetHandover(s);
         return enter(s, 'Healthy', 'ParentReady: the parent reports Ready; checkpoint retired', now, actions);
       }
+      // Overlap: the parent binds beside the checkpoint (shared ports), so nothing is retired until
+      // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving.
+      if (s.phase === 'Starting' && p.handover === 'overlap') return false;
       if (s.phase === 'Starting' && now >= s.handover.notBefore) {
         s.handover.attempts += 1;
         const windowMs = handoverWindowMs(p, s.handover.attempts);

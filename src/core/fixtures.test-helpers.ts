@@ -13,6 +13,7 @@ export const POLICY: ParentPolicy = {
   handoverBackoff: { initialMs: 5000, maxMs: 40_000 },
   gcGraceMs: 60_000,
   whenApiUnreachable: 'hold',
+  handover: 'release',
   channels: ['lease', 'local'],
 };
 

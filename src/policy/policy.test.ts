@@ -27,6 +27,7 @@ describe('parsePolicy', () => {
   handoverBackoff: { initial: 5s, max: 5m }
   gcGrace: 1h
   whenApiUnreachable: activate
+  handover: overlap
   channels: [local]
 `,
     );
@@ -41,6 +42,7 @@ describe('parsePolicy', () => {
       handoverBackoff: { initialMs: 5000, maxMs: 300_000 },
       gcGraceMs: 3_600_000,
       whenApiUnreachable: 'activate',
+      handover: 'overlap',
       channels: ['local'],
     });
   });
@@ -51,6 +53,7 @@ describe('parsePolicy', () => {
     ['number as duration', 'defaults: { window: 20 }', 'defaults.window', (t: string) => t],
     ['unknown field', 'defaults: { windw: 20s }', 'defaults', (t: string) => t],
     ['bad enum', 'defaults: { whenApiUnreachable: panic }', 'defaults.whenApiUnreachable', (t: string) => t],
+    ['bad hand-over mode', 'defaults: { handover: swap }', 'defaults.handover', (t: string) => t],
     ['bad channel', 'defaults: { channels: [lease, carrier-pigeon] }', 'defaults.channels[1]', (t: string) => t],
     ['repeated channel', 'defaults: { channels: [lease, lease] }', 'defaults.channels', (t: string) => t],
     ['no channel', 'defaults: { channels: [] }', 'defaults.channels', (t: string) => t],

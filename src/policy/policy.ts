@@ -23,6 +23,15 @@ export interface ParentPolicy {
   handoverBackoff: { initialMs: number; maxMs: number };
   gcGraceMs: number;
   whenApiUnreachable: WhenApiUnreachable;
+  /**
+   * How an active checkpoint gives the node back. `release`: retire it as soon as the parent is
+   * starting, so the parent can bind its ports (the only choice for a parent that must never run
+   * twice, such as etcd). `overlap`: keep it serving until the parent reports Ready, then retire it;
+   * for parents that share their ports (SO_REUSEPORT, `--permit-port-sharing` on kube-apiserver,
+   * kube-scheduler, kube-controller-manager), so there is no gap, and a parent that never gets
+   * Ready (a bad rollout) never takes the node from the checkpoint.
+   */
+  handover: 'release' | 'overlap';
   channels: Channel[];
 }
 
@@ -46,6 +55,7 @@ export interface ParentPolicy {
  *   delete-then-create rollout and a slow scheduler.
  * - whenApiUnreachable hold: losing the api-server is usually a network problem, not a dead parent;
  *   only the api-server itself (override to `activate`) should be covered because it is unreachable.
+ * - handover release: overlap is only safe for a parent that can share its ports; the operator says so.
  * - channels lease + local: the Lease is visible with kubectl; the local file keeps working when no
  *   api-server does, which is exactly when a control-plane checkpoint matters.
  */
@@ -58,6 +68,7 @@ export const BUILTIN_DEFAULTS: Readonly<ParentPolicy> = Object.freeze({
   handoverBackoff: Object.freeze({ initialMs: 30_000, maxMs: 600_000 }),
   gcGraceMs: 600_000,
   whenApiUnreachable: 'hold' as const,
+  handover: 'release' as const,
   channels: Object.freeze(['lease', 'local'] as Channel[]) as Channel[],
 });
 
@@ -105,6 +116,7 @@ export function applyPatch(base: ParentPolicy, p: PartialParentPolicyRaw): Paren
     },
     gcGraceMs: p.gcGrace ?? base.gcGraceMs,
     whenApiUnreachable: p.whenApiUnreachable ?? base.whenApiUnreachable,
+    handover: p.handover ?? base.handover,
     channels: p.channels ? [...p.channels] : [...base.channels],
   };
 }
@@ -234,6 +246,7 @@ export function toDocument(p: Policy): Record<string, unknown> {
     handoverBackoff: { initial: formatDuration(x.handoverBackoff.initialMs), max: formatDuration(x.handoverBackoff.maxMs) },
     gcGrace: formatDuration(x.gcGraceMs),
     whenApiUnreachable: x.whenApiUnreachable,
+    handover: x.handover,
     channels: x.channels,
   });
   return {

@@ -49,6 +49,7 @@ const fields = {
   handoverBackoff: z.strictObject({ initial: duration, max: duration }),
   gcGrace: duration,
   whenApiUnreachable: z.enum(['activate', 'hold'], { error: 'must be "activate" or "hold"' }),
+  handover: z.enum(['release', 'overlap'], { error: 'must be "release" or "overlap"' }),
   channels,
 };
 

@@ -204,9 +204,14 @@ export class Kubelet {
     const spec = p.spec!;
     this.after(T.bindDelayMs, () => {
       if (!same()) return;
-      const held = spec.ports.find((port) => this.node.ports.has(port) && this.node.ports.get(port) !== p.uid);
+      // A port is taken unless everyone on it, this pod included, shares it (SO_REUSEPORT).
+      const held = spec.ports.find((port) => [...(this.node.ports.get(port) ?? new Map<string, boolean>())].some(([uid, shares]) => uid !== p.uid && !(shares && spec.portSharing)));
       if (held !== undefined) return this.exit(p, `bind :${held}: address already in use`);
-      for (const port of spec.ports) this.node.ports.set(port, p.uid);
+      for (const port of spec.ports) {
+        const holders = this.node.ports.get(port) ?? new Map<string, boolean>();
+        holders.set(p.uid, spec.portSharing);
+        this.node.ports.set(port, holders);
+      }
       p.bound = true;
       this.after(Math.max(0, spec.startMs - T.bindDelayMs), () => {
         if (!same()) return;
@@ -220,7 +225,11 @@ export class Kubelet {
 
   private release(p: KPod): void {
     if (!p.bound) return;
-    for (const port of p.spec?.ports ?? []) if (this.node.ports.get(port) === p.uid) this.node.ports.delete(port);
+    for (const port of p.spec?.ports ?? []) {
+      const holders = this.node.ports.get(port);
+      holders?.delete(p.uid);
+      if (holders?.size === 0) this.node.ports.delete(port);
+    }
     p.bound = false;
   }
 

@@ -14,6 +14,11 @@ export interface PodSpec {
   apiServer: boolean;
   /** Host ports bound at start; a second binder fails and exits (api-server >= 1.5 behaviour). */
   ports: number[];
+  /**
+   * Binds with SO_REUSEPORT (kube-apiserver's `--permit-port-sharing`): it binds beside another
+   * sharer, and both serve. A non-sharer still fails on a port anyone holds, and vice versa.
+   */
+  portSharing: boolean;
   /** From process start to Ready. */
   startMs: number;
   /** A bad build crashes at the end of its start instead of becoming Ready. */
@@ -66,8 +71,8 @@ export interface SimNode {
   /** /run/lastseen/heartbeats (tmpfs): file name -> beat. Wiped on reboot. */
   files: Map<string, Beat>;
   net: NodeNet;
-  /** Host ports: port -> uid of the pod holding it. */
-  ports: Map<number, string>;
+  /** Host ports: port -> the pods holding it (uid -> binds with port sharing). */
+  ports: Map<number, Map<string, boolean>>;
 }
 
 /** The agent's own manifest, always present: the agent's checkpoint is always active. */

@@ -4,6 +4,11 @@ import { parseScenario, type Scenario, type ScenarioInput } from './schema.js';
 
 /** The api-server itself: its absence *is* the failure, so it is covered when unreachable. */
 const apiserver = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } } as const;
+/**
+ * The api-server as deploy/base/policy.yaml recommends running it today: `--permit-port-sharing`
+ * (SO_REUSEPORT) and `handover: overlap`, so the checkpoint serves until the parent is Ready.
+ */
+const sharedApiserver = { ...apiserver, portSharing: true, policy: { ...apiserver.policy, handover: 'overlap' } } as const;
 /** A node-level DaemonSet (a CNI agent): losing the api-server is not its death. */
 const cni = { key: 'kube-flannel', kind: 'app', policy: { whenApiUnreachable: 'hold' } } as const;
 
@@ -52,6 +57,26 @@ export const NAMED: Record<string, ScenarioInput> = {
     duration: '15m',
     nodes: one,
     parents: [apiserver],
+    faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false }],
+    focus: { node: 'm1', key: 'kube-apiserver' },
+    expect: { served: true, parentServed: false, checkpointGeneration: 1 },
+  },
+  'master-reboot-overlap': {
+    name: 'master-reboot-overlap',
+    description:
+      'master-reboot with the api-server sharing its port (--permit-port-sharing) and handover: overlap: the parent starts beside its checkpoint, which retires only once the parent is Ready.',
+    duration: '30m',
+    nodes: one,
+    parents: [sharedApiserver],
+    faults: [{ type: 'reboot', at: '3m', node: 'm1', down: '40s' }],
+    expect: { served: true, parentServed: true },
+  },
+  'bad-rollout-overlap': {
+    name: 'bad-rollout-overlap',
+    description: 'bad-rollout with port sharing and handover: overlap: the crashing spec never takes the port from the checkpoint.',
+    duration: '15m',
+    nodes: one,
+    parents: [sharedApiserver],
     faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false }],
     focus: { node: 'm1', key: 'kube-apiserver' },
     expect: { served: true, parentServed: false, checkpointGeneration: 1 },

@@ -48,6 +48,8 @@ const parent = z.strictObject({
   nodes: z.array(z.string()).optional(),
   /** Host ports the main container binds (default 6443 for an apiserver, none otherwise). */
   ports: z.array(z.number().int().min(1).max(65535)).optional(),
+  /** Binds its ports with SO_REUSEPORT (`--permit-port-sharing`), so it can run beside its checkpoint. */
+  portSharing: z.boolean().default(false),
   /** From process start to Ready. */
   startTime: duration().optional(),
   /**
@@ -155,6 +157,7 @@ export interface ParentDef {
   kind: 'apiserver' | 'app';
   nodes: string[];
   ports: number[];
+  portSharing: boolean;
   startMs: number;
   stopMs: number;
   policy: ParentPolicy;
@@ -200,6 +203,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
       kind: p.kind,
       nodes: p.nodes ?? (p.kind === 'apiserver' && masters.length > 0 ? masters : spec.nodes.map((n) => n.name)),
       ports: p.ports ?? (p.kind === 'apiserver' ? [6443] : []),
+      portSharing: p.portSharing,
       startMs: p.startTime ?? START_MS[p.kind],
       stopMs: p.stopTime ?? STOP_MS[p.kind],
       policy: pr.policy.defaults,

@@ -38,6 +38,7 @@ export function specFor(def: ParentDef, generation: number, healthy: boolean, st
     hash: `${def.key}-g${generation}`,
     apiServer: def.kind === 'apiserver',
     ports: def.ports,
+    portSharing: def.portSharing,
     startMs,
     healthy,
     stopMs: def.stopMs,

@@ -22,6 +22,23 @@ describe('named scenarios under lastseen', () => {
     expect(r.series.get('checkpoint/m1/kube-apiserver')?.at(-1)?.v).toBe('inactive');
   });
 
+  it('overlap hand-over: once the checkpoint serves, the api-server is never unserved again (seeds 1..20)', () => {
+    const seeds = Array.from({ length: 20 }, (_, i) => i + 1);
+    const gapAfterFirstServe = (name: string, seed: number) => {
+      const r = runScenario(namedScenario(name)!, { seed, keepLogs: false });
+      expect(r.invariantViolations, `${name} seed ${seed}`).toEqual([]);
+      // unservedSeconds counts every unserved stretch; servedAt is when service first came back.
+      return r.outcome.unservedSeconds - (r.outcome.servedAt ?? Number.POSITIVE_INFINITY);
+    };
+    for (const seed of seeds) {
+      expect(gapAfterFirstServe('master-reboot-overlap', seed), `master-reboot-overlap seed ${seed}`).toBeLessThanOrEqual(0.1);
+      expect(gapAfterFirstServe('bad-rollout-overlap', seed), `bad-rollout-overlap seed ${seed}`).toBeLessThanOrEqual(0.1);
+    }
+    // The release hand-over of the same stories does leave gaps: the measure above can fail.
+    expect(Math.max(...seeds.map((seed) => gapAfterFirstServe('master-reboot', seed)))).toBeGreaterThan(30);
+    expect(gapAfterFirstServe('bad-rollout', 1)).toBeGreaterThan(60);
+  });
+
   it('master-reboot shows the background issue\'s race, and lastseen recovers through it', () => {
     const r = runScenario(namedScenario('master-reboot')!);
     const text = formatTimeline(r);
