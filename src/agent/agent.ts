@@ -85,6 +85,11 @@ export interface AgentOptions {
   specHash(pod: unknown): string;
   hooks?: AgentHooks;
   policy?: Policy;
+  /**
+   * The node rebooted since the agent last ran (src/agent/boot.ts). Until an api-server answers,
+   * parents tracked from now on start without startupGrace if their absence is the failure.
+   */
+  rebooted?: boolean;
 }
 
 interface Entry extends ParentView {
@@ -99,6 +104,7 @@ export class Agent {
   private readonly untracked = new Map<string, Beat[]>();
   private policy: Policy;
   private apiReachable = false;
+  private rebooted: boolean;
   private timer: unknown = null;
   private timerAt: number | null = null;
   private stopped = false;
@@ -106,6 +112,7 @@ export class Agent {
 
   constructor(private readonly o: AgentOptions) {
     this.policy = o.policy ?? defaultPolicy();
+    this.rebooted = o.rebooted ?? false;
   }
 
   // ---- what observers call ----
@@ -154,6 +161,7 @@ export class Agent {
   api(reachable: boolean): void {
     if (reachable === this.apiReachable) return;
     this.apiReachable = reachable;
+    if (reachable) this.rebooted = false;
     this.o.logger.info({ reachable }, 'api-server reachability changed');
     for (const e of this.entries.values()) this.feed(e, { type: 'api', reachable });
   }
@@ -189,7 +197,7 @@ export class Agent {
       return e;
     }
     const eff = policyFor(this.policy, { namespace, key, labels });
-    const state = initialState({ namespace, key, policy: eff.policy, now: this.o.clock.now(), apiReachable: this.apiReachable, ...(checkpoint ? { checkpoint } : {}), ...(handover ? { handover } : {}) });
+    const state = initialState({ namespace, key, policy: eff.policy, now: this.o.clock.now(), apiReachable: this.apiReachable, rebooted: this.rebooted, ...(checkpoint ? { checkpoint } : {}), ...(handover ? { handover } : {}) });
     e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, wakeAt: null };
     this.entries.set(id, e);
     this.o.logger.info({ parent: id, state: state.state, checkpoint: state.checkpoint }, 'tracking parent');

@@ -28,6 +28,7 @@ import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
 import { isAgentCopy, SelfCheckpoint } from './self.js';
 import { StatusWriter } from './status.js';
 import { HandoverFile } from './handovers.js';
+import { checkBoot } from './boot.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
 export const DEFAULT_MANIFEST_DIR = '/etc/kubernetes/manifests';
@@ -171,7 +172,10 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     await handovers.settled();
     return retire(p);
   };
+  const boot = await checkBoot(stateDir, log);
+  if (boot.rebooted) log.info({ bootId: boot.bootId, previous: boot.previous }, 'the node rebooted since the agent last ran');
   agent = new Agent({
+    rebooted: boot.rebooted,
     node: o.node,
     clock,
     timers,

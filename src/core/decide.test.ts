@@ -358,6 +358,15 @@ describe('decide: rules over time', () => {
     expect(ready.state.handover.nextBackoffMs).toBe(POLICY.handoverBackoff.initialMs);
   });
 
+  it('after a reboot, with no api-server, an activate parent starts without startupGrace; others keep it', () => {
+    const args = { namespace: 'kube-system', key: 'kube-apiserver', now: 1000, checkpoint: { stored: true, active: false, specHash: 'h1' } };
+    const activate = { ...POLICY, whenApiUnreachable: 'activate' as const };
+    expect(initialState({ ...args, policy: activate, rebooted: true }).graceUntil).toBe(1000);
+    expect(initialState({ ...args, policy: activate, rebooted: false }).graceUntil).toBe(1000 + POLICY.startupGraceMs);
+    expect(initialState({ ...args, policy: POLICY, rebooted: true }).graceUntil).toBe(1000 + POLICY.startupGraceMs); // hold
+    expect(initialState({ ...args, policy: activate, rebooted: true, apiReachable: true }).graceUntil).toBe(1000 + POLICY.startupGraceMs);
+  });
+
   it('overlap hand-over: a Starting parent leaves the checkpoint serving; Ready retires it; never Ready never retires', () => {
     const overlap = { ...POLICY, handover: 'overlap' as const };
     const o = fixtures(overlap);

@@ -42,6 +42,12 @@ export interface InitialStateArgs {
   apiReachable?: boolean;
   /** A hand-over the agent was in when it stopped (persisted by the caller), to be finished. */
   handover?: RecoveredHandover;
+  /**
+   * The node rebooted since the agent last ran (its recorded boot id differs). A reboot ended every
+   * process of the last boot, so with no api-server reachable a parent whose absence is the failure
+   * (`whenApiUnreachable: activate`) has nothing to wait for: no startupGrace.
+   */
+  rebooted?: boolean;
 }
 
 /** What the caller persists about a hand-over in progress, so a restart keeps its deadline. */
@@ -71,6 +77,7 @@ export function initialState(a: InitialStateArgs): ParentState {
   const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
   const recovered = checkpoint.active;
   const resumed = !recovered && checkpoint.stored && a.handover !== undefined;
+  const noGrace = a.rebooted === true && !a.apiReachable && a.policy.whenApiUnreachable === 'activate';
   return {
     id: `${a.namespace}/${a.key}`,
     namespace: a.namespace,
@@ -82,8 +89,10 @@ export function initialState(a: InitialStateArgs): ParentState {
       ? 'RecoveredActive: the checkpoint was active when the agent started'
       : resumed
         ? 'RecoveredHandover: a hand-over was in progress when the agent stopped; its deadline still holds'
-        : 'AgentStarted: waiting for a first beat',
-    graceUntil: a.now + a.policy.startupGraceMs,
+        : noGrace
+          ? 'AgentStarted: the node rebooted and no api-server answers; no grace (whenApiUnreachable: activate)'
+          : 'AgentStarted: waiting for a first beat',
+    graceUntil: noGrace ? a.now : a.now + a.policy.startupGraceMs,
     lastChangeAt: null,
     lastLocalChangeAt: null,
     phase: null,

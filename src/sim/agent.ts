@@ -21,12 +21,16 @@ export class LastseenAgent implements AgentProcess {
   private fileSeen = new Map<string, string>();
   private reachable = false;
   private lastPod = new Map<string, string>();
+  /** Started in a new boot (the recorded boot id differs); cleared once an api-server answers. */
+  private rebooted: boolean;
 
   constructor(
     private readonly world: World,
     private readonly node: SimNode,
     readonly alive: () => boolean,
   ) {
+    this.rebooted = node.disk.agentBootId !== undefined && node.disk.agentBootId !== node.bootId;
+    node.disk.agentBootId = node.bootId;
     for (const def of world.parentsOn(node.name)) if (node.disk.checkpoints.has(parentId(def.namespace, def.key))) this.ensure(def.key);
     world.log(node.name, 'agent', `agent started; ${this.states.size} checkpoint(s) on disk`);
     this.every(T.agentProbeMs, () => this.probe());
@@ -61,7 +65,7 @@ export class LastseenAgent implements AgentProcess {
     const checkpoint = { stored: !!cp, active: this.node.disk.manifests.has(manifestFile(def.namespace, key)), specHash: cp?.spec.hash ?? null };
     const h = this.node.disk.handovers.get(id);
     const handover = h ? { remainingMs: h.deadlineWall - this.node.clock.wall(this.world.q.now), attempts: h.attempts, nextBackoffMs: h.nextBackoffMs } : undefined;
-    this.states.set(key, initialState({ namespace: def.namespace, key, policy: def.policy, now: this.mono(), checkpoint, apiReachable: this.reachable, ...(handover ? { handover } : {}) }));
+    this.states.set(key, initialState({ namespace: def.namespace, key, policy: def.policy, now: this.mono(), checkpoint, apiReachable: this.reachable, rebooted: this.rebooted, ...(handover ? { handover } : {}) }));
     this.world.invariants.agentStarted(this.node, key);
     this.feed(key, { type: 'tick' });
     return true;
@@ -92,6 +96,7 @@ export class LastseenAgent implements AgentProcess {
     const r = this.world.api.reachableFrom(this.node);
     if (r === this.reachable) return;
     this.reachable = r;
+    if (r) this.rebooted = false;
     this.world.log(this.node.name, 'agent', r ? 'api-server reachable' : 'api-server unreachable');
     for (const key of this.states.keys()) this.feed(key, { type: 'api', reachable: r });
     if (r) this.relist();

@@ -50,6 +50,8 @@ export interface NodeDisk {
   checkpoints: Map<string, StoredCheckpoint>;
   /** /var/lib/lastseen/handovers.json: parent id -> hand-over in progress (deadline on the wall clock). Survives reboots. */
   handovers: Map<string, { deadlineWall: number; attempts: number; nextBackoffMs: number }>;
+  /** /var/lib/lastseen/boot-id: the boot the agent last started in. Survives reboots. */
+  agentBootId?: number;
 }
 
 export interface NodeNet {

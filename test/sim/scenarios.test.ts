@@ -22,6 +22,16 @@ describe('named scenarios under lastseen', () => {
     expect(r.series.get('checkpoint/m1/kube-apiserver')?.at(-1)?.v).toBe('inactive');
   });
 
+  it('after the reboot the agent covers the api-server without startupGrace (no api-server answers)', () => {
+    const r = runScenario(namedScenario('master-reboot-overlap')!);
+    // The node is up again at 3m40s; the agent starts a few seconds later and judges the parent
+    // silent at once (its startupGrace of 30 s would put this past 4m13s).
+    const silent = r.logs.find((l) => l.node === 'm1' && l.kind === 'core' && l.t > 220_000 && / -> Silent/.test(l.text));
+    expect(silent?.t).toBeLessThan(220_000 + 10_000);
+    // 40 s of the outage are the node being down; the rest is detection and the kubelet's start.
+    expect(r.outcome.servedAt).toBeLessThanOrEqual(80);
+  });
+
   it('overlap hand-over: once the checkpoint serves, the api-server is never unserved again (seeds 1..20)', () => {
     const seeds = Array.from({ length: 20 }, (_, i) => i + 1);
     const gapAfterFirstServe = (name: string, seed: number) => {
