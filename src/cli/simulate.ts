@@ -1,9 +1,11 @@
 // `lastseen simulate SCENARIO|--file FILE [--seed N] [--strategy S] [--json] [--svg FILE]` and
 // `lastseen simulate random --seeds A..B`: run the deterministic simulator, print the timeline and
-// a verdict (or one JSON object), optionally draw the run.
+// a verdict (or one JSON object), optionally draw the run. `lastseen simulate SCENARIO|--file FILE
+// --seeds A..B [--json]` runs one scenario once per seed and prints the spread of its figures.
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import {
+  formatSeedsSummary,
   formatTimeline,
   namedScenario,
   parseScenarioText,
@@ -11,11 +13,13 @@ import {
   randomScenario,
   renderSvg,
   runScenario,
+  runSeeds,
   type RunResult,
   SCENARIO_NAMES,
   STRATEGIES,
   type Scenario,
   type StrategyName,
+  seedsExitCode,
 } from '../sim/index.js';
 import { CliError } from './errors.js';
 
@@ -98,6 +102,21 @@ function runRandom(range: string, strategy: StrategyName, json: boolean): void {
   if (failing.length > 0 && strategy === 'lastseen') process.exitCode = 1;
 }
 
+function runScenarioSeeds(scenario: Scenario, range: string, strategy: StrategyName, json: boolean): void {
+  const seeds = parseSeedRange(range);
+  if (!seeds) throw new CliError(`--seeds must look like 1..200, got "${range}"`, 'ESEEDS', 2);
+  const { violatingSeeds, ...summary } = runSeeds(scenario, seeds.from, seeds.to, strategy);
+  if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+  else {
+    process.stdout.write(`${formatSeedsSummary(summary)}\n`);
+    if (violatingSeeds.length > 0) {
+      const shown = violatingSeeds.slice(0, 10).join(', ');
+      process.stdout.write(`  seeds with violations: ${shown}${violatingSeeds.length > 10 ? ', ...' : ''} (replay one with --seed N)\n`);
+    }
+  }
+  process.exitCode = seedsExitCode(summary);
+}
+
 export function register(program: Command): void {
   program
     .command('simulate')
@@ -105,13 +124,19 @@ export function register(program: Command): void {
     .description('run the deterministic simulator on a named scenario or a scenario file')
     .option('-f, --file <file>', 'a scenario file (YAML or JSON)')
     .option('--seed <n>', 'seed (a seed replays a run exactly)')
-    .option('--seeds <A..B>', 'with `random`: the range of seeds to run')
+    .option('--seeds <A..B>', 'run once per seed in the range: `random` reports failing seeds, a scenario the spread of its figures')
     .option('--strategy <name>', `checkpointing strategy: ${STRATEGIES.join(', ')}`, 'lastseen')
     .option('--json', 'print one JSON object instead of the timeline')
     .option('--svg <file>', 'draw the run as an SVG chart')
     .action(async (name: string | undefined, opts: Opts) => {
       const strategy = strategyOf(opts.strategy);
       if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json);
+      if (opts.seeds !== undefined) {
+        if (name === 'random-one') throw new CliError('random-one draws its scenario from --seed; use `random --seeds A..B` for a range', 'ESEEDS', 2);
+        if (opts.seed !== undefined) throw new CliError('pass either --seed N (one run) or --seeds A..B (a run per seed), not both', 'ESEEDS', 2);
+        if (opts.svg) throw new CliError('--svg draws one run; it cannot be used with --seeds', 'ESEEDS', 2);
+        return runScenarioSeeds(await load(name, opts.file), opts.seeds, strategy, !!opts.json);
+      }
       const seed = seedOf(opts.seed);
       const scenario = name === 'random-one' ? randomScenario(seed ?? 1) : await load(name, opts.file);
       const r = runScenario(scenario, { seed, strategy });

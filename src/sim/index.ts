@@ -6,3 +6,4 @@ export { renderSvg } from './svg.js';
 export { randomScenario, parseSeedRange } from './random.js';
 export { measureSpeed } from './speed.js';
 export { STRATEGIES, type StrategyName } from './strategies.js';
+export { formatSeedsSummary, percentileOrNever, runSeeds, type SeedsSummary, seedsExitCode, type Spread, spreadOf, summarizeRuns } from './distribution.js';
