@@ -51,7 +51,7 @@ export function register(program: Command): void {
     .option('--probe-insecure', 'do not verify the https probe certificate')
     .option('--channels <list>', 'comma-separated: lease, annotation, local (default: the policy)')
     .option('--heartbeat-dir <dir>', 'folder of the local channel', DEFAULT_HEARTBEAT_DIR)
-    .option('--policy-file <file>', "the agent's policy.yaml, for the interval and window")
+    .option('--policy-file <file>', "the agent's policy.yaml, for the interval and window; re-read every 5s; when invalid or missing: the last good one, else the built-in defaults")
     .option('--interval <duration>', 'beat interval, overriding the policy (e.g. 500ms, 5s)')
     .option('--labels-file <file>', "this pod's labels as the downward API writes them (env LASTSEEN_LABELS_FILE)")
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')

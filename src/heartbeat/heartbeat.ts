@@ -4,20 +4,22 @@
 // Options are validated here, once: identity fields present, interval from the same policy file
 // the agent reads (so writer and reader agree without an api-server) unless given explicitly, a
 // probe that parses, a known set of channels. Then it only wires: channel adapters over the ports
-// in channel.ts, and the loop in loop.ts.
-import { readFileSync } from 'node:fs';
+// in channel.ts, and the loop in loop.ts. The policy file alone is not a reason to refuse: an
+// invalid one is logged and replaced by the last good one or the defaults (policy-file.ts), and it
+// is re-read while the heartbeat runs.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Logger, pino } from 'pino';
 import type { Channel } from '../core/types.js';
 import { AnnotationChannel } from '../kube/annotation.js';
 import { type KubeClient, loadKubeConfig, makeKubeClient } from '../kube/client.js';
-import { LeaseChannel } from '../kube/lease.js';
-import { defaultPolicy, type ParentPolicy, parsePolicyText, policyFor } from '../policy/policy.js';
+import { LeaseChannel, type LeaseTarget } from '../kube/lease.js';
+import { type ParentPolicy, type Policy, policyFor } from '../policy/policy.js';
 import { CHANNELS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import type { HeartbeatIdentity } from './beat.js';
 import { type BeatWriter, type Clock, systemClock } from './channel.js';
 import { DEFAULT_HEARTBEAT_DIR, LocalChannel } from './local.js';
 import { type Heartbeat, runHeartbeatLoop } from './loop.js';
+import { POLICY_RELOAD_MS, PolicyFile, type PolicyOrigin } from './policy-file.js';
 import { makeProbe, type Probe, parseProbe } from './probe.js';
 
 export type { HeartbeatIdentity } from './beat.js';
@@ -58,6 +60,13 @@ export interface HeartbeatOptions {
   random?: () => number;
   /** Told of every api request sent (counting requests per beat). */
   onRequest?: (method: string, url: string) => void;
+  /** Reads the policy file (tests). Default: readFileSync. */
+  readPolicyFile?: (file: string) => string;
+}
+
+/** The running heartbeat, and the policy it beats by. */
+export interface HeartbeatHandle extends Heartbeat {
+  policy(): { origin: PolicyOrigin; problem: string | null; intervalMs: number; windowMs: number; channels: Channel[] };
 }
 
 export interface ResolvedSettings {
@@ -66,14 +75,8 @@ export interface ResolvedSettings {
   channels: Channel[];
 }
 
-/** The effective interval, window and channels for this writer. Throws with the file and field path on a bad policy. */
-export function resolveSettings(opts: Pick<HeartbeatOptions, 'identity' | 'intervalMs' | 'policyFile' | 'labels' | 'channels'>): ResolvedSettings {
-  let doc = defaultPolicy();
-  if (opts.policyFile) {
-    const r = parsePolicyText(readFileSync(opts.policyFile, 'utf8'));
-    if (!r.ok) throw new Error(`policy ${opts.policyFile}: ${r.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`);
-    doc = r.policy;
-  }
+/** The effective interval, window and channels for this writer under policy `doc`. Throws on bad flags. */
+export function resolveSettings(doc: Policy, opts: Pick<HeartbeatOptions, 'identity' | 'intervalMs' | 'labels' | 'channels'>): ResolvedSettings {
   const { namespace, key } = opts.identity;
   const policy = policyFor(doc, { namespace, key, labels: opts.labels ?? {} }).policy;
   const intervalMs = opts.intervalMs ?? policy.intervalMs;
@@ -94,12 +97,15 @@ function validateIdentity(id: HeartbeatIdentity): void {
 }
 
 /** Start beating. Throws (before any beat) on invalid options; afterwards failures are logged, never thrown. */
-export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {
+export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
   validateIdentity(opts.identity);
-  const settings = resolveSettings(opts);
-  const { intervalMs } = settings;
   const clock = opts.clock ?? systemClock;
   const logger = (opts.logger ?? pino()).child({ component: 'heartbeat', namespace: opts.identity.namespace, key: opts.identity.key, node: opts.identity.node, role: opts.identity.role });
+  const policyFile = new PolicyFile(opts.policyFile, logger, opts.readPolicyFile);
+  let settings = resolveSettings(policyFile.current().doc, opts);
+  const { intervalMs } = settings;
+  const id = opts.identity;
+  const leaseTarget: LeaseTarget = { namespace: id.namespace, key: id.key, node: id.node, role: id.role, windowMs: settings.policy.windowMs, policyProblem: policyFile.current().problem };
 
   let probe: Probe;
   if (typeof opts.probe === 'function') probe = opts.probe;
@@ -109,12 +115,45 @@ export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {
     probe = makeProbe(p.spec, { timeoutMs: Math.floor(intervalMs * PROBE_TIMEOUT_FRACTION), caFile: opts.probeCaFile, insecure: opts.probeInsecure });
   }
 
-  const writers = opts.writers ?? buildWriters(opts, settings, clock, logger);
-  logger.info({ intervalMs, windowMs: settings.policy.windowMs, channels: writers.map((w) => w.channel), pod: opts.identity.podName }, 'heartbeat starting');
-  return runHeartbeatLoop({ identity: opts.identity, intervalMs, writers, probe, clock, logger });
+  const writers = opts.writers ?? buildWriters(opts, settings, leaseTarget, clock, logger);
+  logger.info({ intervalMs, windowMs: settings.policy.windowMs, channels: writers.map((w) => w.channel), pod: opts.identity.podName, policy: policyFile.current().origin }, 'heartbeat starting');
+
+  // Re-read the policy file every POLICY_RELOAD_MS, at the start of a round (so on the loop's clock).
+  let lastRead = clock.now();
+  const beforeRound = (): void => {
+    if (!opts.policyFile || clock.now() - lastRead < POLICY_RELOAD_MS) return;
+    lastRead = clock.now();
+    const changed = policyFile.reload();
+    const state = policyFile.current();
+    leaseTarget.policyProblem = state.problem;
+    if (!changed) return;
+    let next: ResolvedSettings;
+    try {
+      next = resolveSettings(state.doc, opts);
+    } catch (e) {
+      logger.error({ file: opts.policyFile, error: (e as Error).message }, 'changed policy not applied: keeping the settings in force');
+      return;
+    }
+    // Interval and window apply from the next round; the probe and request timeouts and the set of
+    // channels were fixed at start.
+    if (next.channels.join(',') !== settings.channels.join(','))
+      logger.warn({ file: opts.policyFile, channels: next.channels, writing: settings.channels }, 'policy changed the channels: restart the heartbeat to apply');
+    settings = { ...next, channels: settings.channels };
+    leaseTarget.windowMs = settings.policy.windowMs;
+    logger.info({ file: opts.policyFile, intervalMs: settings.intervalMs, windowMs: settings.policy.windowMs }, 'policy file changed: applied');
+  };
+
+  const hb = runHeartbeatLoop({ identity: opts.identity, intervalMs: () => settings.intervalMs, beforeRound, writers, probe, clock, logger });
+  return {
+    ...hb,
+    policy: () => {
+      const s = policyFile.current();
+      return { origin: s.origin, problem: s.problem, intervalMs: settings.intervalMs, windowMs: settings.policy.windowMs, channels: settings.channels };
+    },
+  };
 }
 
-function buildWriters(opts: HeartbeatOptions, settings: ResolvedSettings, clock: Clock, logger: Logger): BeatWriter[] {
+function buildWriters(opts: HeartbeatOptions, settings: ResolvedSettings, leaseTarget: LeaseTarget, clock: Clock, logger: Logger): BeatWriter[] {
   const id = opts.identity;
   let kc = opts.kubeConfig;
   const makeClient = (): KubeClient => {
@@ -128,7 +167,8 @@ function buildWriters(opts: HeartbeatOptions, settings: ResolvedSettings, clock:
     switch (channel) {
       case 'lease':
         return new LeaseChannel({
-          target: { namespace: id.namespace, key: id.key, node: id.node, role: id.role, windowMs: settings.policy.windowMs },
+          // Shared, not copied: a re-read policy updates the window and the policy problem in place.
+          target: leaseTarget,
           makeClient,
           clock,
           random: opts.random,

@@ -13,7 +13,10 @@ import type { BeatWriter, Clock } from './channel.js';
 
 export interface LoopOptions {
   identity: HeartbeatIdentity;
-  intervalMs: number;
+  /** Beat interval (ms); a function is asked before every round (a re-read policy may change it). */
+  intervalMs: number | (() => number);
+  /** Called before every round, before the interval is read (e.g. to re-read the policy). Must not throw. */
+  beforeRound?: () => void;
   writers: BeatWriter[];
   probe: () => Promise<ProbeResult>;
   clock: Clock;
@@ -39,7 +42,9 @@ export interface Heartbeat {
 }
 
 export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
-  const { identity, intervalMs, writers, clock, logger } = opts;
+  const { identity, writers, clock, logger } = opts;
+  const interval = typeof opts.intervalMs === 'function' ? opts.intervalMs : () => opts.intervalMs as number;
+  let intervalMs = interval();
   let counter: BeatCounter = { sequence: 0 };
   let lastPhase: Phase | null = null;
   let stopping = false;
@@ -48,6 +53,14 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
   for (const w of writers) stats[w.channel] = { written: 0, failed: 0, consecutiveFailures: 0 };
 
   async function round(stop: boolean): Promise<void> {
+    if (!stop) {
+      try {
+        opts.beforeRound?.();
+      } catch (e) {
+        logger.error({ error: (e as Error).message }, 'heartbeat pre-round hook failed');
+      }
+      intervalMs = interval();
+    }
     const started = clock.now();
     const deadline = started + intervalMs;
     const probe: ProbeResult = stop ? { ok: true } : await opts.probe();

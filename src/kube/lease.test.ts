@@ -1,5 +1,6 @@
 import type { V1Lease } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat } from '../core/types.js';
 import { FakeClock } from '../heartbeat/testing/fake-clock.js';
 import type { KubeClient } from './client.js';
@@ -139,7 +140,10 @@ function fakeApi() {
       guard('PATCH');
       if (!state.stored) throw apiError(404);
       const s = state.stored;
-      return save({ ...s, metadata: { ...s.metadata, labels: { ...s.metadata?.labels, ...body.metadata?.labels }, annotations: { ...s.metadata?.annotations, ...body.metadata?.annotations } }, spec: { ...s.spec, ...body.spec } });
+      // JSON merge patch: a null value removes the key.
+      const annotations: Record<string, string | null> = { ...s.metadata?.annotations, ...body.metadata?.annotations };
+      for (const [k, v] of Object.entries(annotations)) if (v === null) delete annotations[k];
+      return save({ ...s, metadata: { ...s.metadata, labels: { ...s.metadata?.labels, ...body.metadata?.labels }, annotations: annotations as Record<string, string> }, spec: { ...s.spec, ...body.spec } });
     },
   };
   const makeClient = (): KubeClient => {
@@ -179,6 +183,27 @@ describe('LeaseChannel', () => {
     expect(state.requests.filter((r) => r === 'PUT')).toHaveLength(CONFLICTS_BEFORE_PATCH);
     expect(beatFromLease(state.stored, 'n1')).toMatchObject({ ok: true, beat: { sequence: 3 } });
     expect(failures).toEqual([]);
+  });
+
+  it('shows the policy problem of the shared target as an annotation, and removes it once cleared (PUT and merge patch)', async () => {
+    const { state, makeClient } = fakeApi();
+    const shared = { ...target, policyProblem: 'invalid policy /p.yaml: defaults.interval: bad' as string | null };
+    const ch = new LeaseChannel({ target: shared, makeClient, clock: new FakeClock() });
+    await ch.write(b(1), 1000);
+    expect(state.stored?.metadata?.annotations?.[ANNOTATION_POLICY_PROBLEM]).toBe('invalid policy /p.yaml: defaults.interval: bad');
+    shared.policyProblem = null;
+    await ch.write(b(2), 1000);
+    expect(state.stored?.metadata?.annotations).not.toHaveProperty(ANNOTATION_POLICY_PROBLEM);
+    shared.policyProblem = 'cannot read /p.yaml';
+    await ch.write(b(3), 1000);
+    expect(state.stored?.metadata?.annotations?.[ANNOTATION_POLICY_PROBLEM]).toBe('cannot read /p.yaml');
+    shared.policyProblem = null;
+    state.requests = [];
+    state.conflictNext = 100;
+    await ch.write(b(4), 1000);
+    expect(state.requests.at(-1)).toBe('PATCH');
+    expect(state.stored?.metadata?.annotations).not.toHaveProperty(ANNOTATION_POLICY_PROBLEM);
+    expect(beatFromLease(state.stored, 'n1')).toMatchObject({ ok: true, beat: { sequence: 4 } });
   });
 
   it('re-creates a Lease deleted under it', async () => {

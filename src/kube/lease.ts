@@ -17,10 +17,10 @@
 // with "000"), but passes strings through unchanged both ways. The beat's renewTime string is sent
 // verbatim, so the Lease and the other channels carry the identical six-digit value.
 import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
-import type { Beat, Role } from '../core/types.js';
 import {
   ANNOTATION_HOLDER_UID,
   ANNOTATION_PHASE,
+  ANNOTATION_POLICY_PROBLEM,
   ANNOTATION_ROLE,
   ANNOTATION_SEQUENCE,
   LABEL_MANAGED_BY,
@@ -30,6 +30,7 @@ import {
   leaseName,
   MANAGED_BY,
 } from '../core/names.js';
+import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter, Clock } from '../heartbeat/channel.js';
 import { type BeatResult, isRecord, parseHolder, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
 import type { KubeClient } from './client.js';
@@ -53,6 +54,8 @@ export interface LeaseTarget {
   role: Role;
   /** The policy window: written as leaseDurationSeconds (rounded up) for people reading the Lease. */
   windowMs: number;
+  /** Why the writer's policy file is not in use, shown as ANNOTATION_POLICY_PROBLEM; absent when it is. */
+  policyProblem?: string | null;
 }
 
 /** The Lease as this writer wants it after `beat`, built on `base` (the cached copy) when given. */
@@ -75,7 +78,7 @@ export function leaseWithBeat(base: V1Lease | null, t: LeaseTarget, beat: Beat):
         [LABEL_MANAGED_BY]: MANAGED_BY,
         [LABEL_APP_NAME]: MANAGED_BY,
       },
-      annotations: { ...base?.metadata?.annotations, ...beatAnnotations(beat) },
+      annotations: withPolicyProblem({ ...base?.metadata?.annotations, ...beatAnnotations(beat) }, t.policyProblem),
     },
     spec: {
       ...spec,
@@ -86,6 +89,12 @@ export function leaseWithBeat(base: V1Lease | null, t: LeaseTarget, beat: Beat):
       leaseTransitions: (spec.leaseTransitions ?? 0) + (base && !sameHolder ? 1 : 0),
     },
   };
+}
+
+function withPolicyProblem(annotations: Record<string, string>, problem: string | null | undefined): Record<string, string> {
+  if (problem) annotations[ANNOTATION_POLICY_PROBLEM] = problem;
+  else delete annotations[ANNOTATION_POLICY_PROBLEM];
+  return annotations;
 }
 
 function beatAnnotations(beat: Beat): Record<string, string> {
@@ -234,7 +243,9 @@ export class LeaseChannel implements BeatWriter {
   /** The fields this writer owns, as a merge patch (no resourceVersion: applied whatever else changed). */
   private patchBody(beat: Beat): object {
     const full = leaseWithBeat(null, this.opts.target, beat);
-    return { metadata: { labels: full.metadata?.labels, annotations: full.metadata?.annotations }, spec: { holderIdentity: beat.holder, leaseDurationSeconds: full.spec?.leaseDurationSeconds, renewTime: beat.renewTime } };
+    // null removes the problem annotation in a merge patch once the policy file is fine again.
+    const annotations = { [ANNOTATION_POLICY_PROBLEM]: null, ...full.metadata?.annotations };
+    return { metadata: { labels: full.metadata?.labels, annotations }, spec: { holderIdentity: beat.holder, leaseDurationSeconds: full.spec?.leaseDurationSeconds, renewTime: beat.renewTime } };
   }
 
   private freshClient(): void {

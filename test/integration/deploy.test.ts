@@ -316,6 +316,24 @@ describe('admission: a node’s credentials are good for that node only', () => 
     expect(holder.stdout).toBe('pod-2');
   });
 
+  it('refuses a Lease named for another node even when labelled with its own (name squatting)', async () => {
+    const squat = await createLease(NODE_A, `kube-apiserver.${NODE_B}`, heartbeatLabels(NODE_A));
+    expect(squat.code).not.toBe(0);
+    expect(squat.stderr).toContain(`a heartbeat on node ${NODE_A} may only write the Lease named kube-apiserver.${NODE_A}`);
+    expect(squat.stderr).toContain(`not kube-apiserver.${NODE_B}`);
+    // A checkpoint copy's own Lease carries the .checkpoint suffix, and only with the checkpoint role.
+    const checkpointLabels = { ...heartbeatLabels(NODE_A), 'lastseen.dev/role': 'checkpoint' };
+    const ownCheckpoint = await createLease(NODE_A, `kube-apiserver.${NODE_A}.checkpoint`, checkpointLabels);
+    expect(ownCheckpoint.stderr).toBe('');
+    expect(ownCheckpoint.code).toBe(0);
+    const squatCheckpoint = await createLease(NODE_A, `kube-apiserver.${NODE_B}.checkpoint`, checkpointLabels);
+    expect(squatCheckpoint.code).not.toBe(0);
+    expect(squatCheckpoint.stderr).toContain(`may only write the Lease named kube-apiserver.${NODE_A}.checkpoint`);
+    const otherKey = await createLease(NODE_A, `etcd.${NODE_A}`, heartbeatLabels(NODE_A));
+    expect(otherKey.code).not.toBe(0);
+    expect(otherKey.stderr).toContain(`not etcd.${NODE_A}`);
+  });
+
   it('refuses a token bound to no node, and Leases that are not lastseen heartbeats', async () => {
     const unbound = await createLease(null, `kube-apiserver.${NODE_A}-x`, heartbeatLabels(NODE_A));
     expect(unbound.code).not.toBe(0);
