@@ -16,7 +16,11 @@ import { type ActivationFigures, activation } from './activation.js';
 import { readyAgent } from './footprint.js';
 
 export const OLD_COMMIT = 'b439bbf';
-export const OLD_BUNDLE = join(homedir(), '.cache', 'lastseen', 'bench', `bundle-${OLD_COMMIT}.mjs`);
+const CACHED = join(homedir(), '.cache', 'lastseen', 'bench', `bundle-${OLD_COMMIT}.mjs`);
+/** The old bundle: LASTSEEN_BENCH_OLD_BUNDLE, else the cached build. */
+export function oldBundle(): string {
+  return process.env.LASTSEEN_BENCH_OLD_BUNDLE || CACHED;
+}
 const OLD_NODE = '/usr/bin/node';
 const POLICY = '{ interval: 1s, window: 4s, startupGrace: 4s, channels: [lease] }';
 
@@ -42,13 +46,15 @@ export interface RuntimeOptions {
 }
 
 /** How to make the old bundle when it is not cached: the section fails with this, it never skips. */
-export const HOW_TO_GET_OLD = [
-  `the last landing's agent bundle is not cached at ${OLD_BUNDLE}. Build it:`,
-  `  git worktree add /tmp/lastseen-${OLD_COMMIT} ${OLD_COMMIT} && cd /tmp/lastseen-${OLD_COMMIT}`,
-  '  PATH=/usr/bin:$PATH npm ci && PATH=/usr/bin:$PATH node scripts/bundle.mjs   # Node 20, client-node 1.4',
-  `  mkdir -p ${join(homedir(), '.cache', 'lastseen', 'bench')} && cp dist/lastseen.mjs ${OLD_BUNDLE}`,
-  `  cd - && git worktree remove /tmp/lastseen-${OLD_COMMIT}`,
-].join('\n');
+export function howToGetOld(path: string): string {
+  return [
+    `runtime: the last landing's agent bundle is missing at ${path}. Build it (or point LASTSEEN_BENCH_OLD_BUNDLE at one):`,
+    `  git worktree add /tmp/lastseen-${OLD_COMMIT} ${OLD_COMMIT} && cd /tmp/lastseen-${OLD_COMMIT}`,
+    '  PATH=/usr/bin:$PATH npm ci && PATH=/usr/bin:$PATH node scripts/bundle.mjs   # Node 20, client-node 1.4',
+    `  mkdir -p ${join(homedir(), '.cache', 'lastseen', 'bench')} && cp dist/lastseen.mjs ${CACHED}`,
+    `  cd - && git worktree remove /tmp/lastseen-${OLD_COMMIT}`,
+  ].join('\n');
+}
 
 function version(node: string): string {
   return execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
@@ -56,12 +62,13 @@ function version(node: string): string {
 
 /** Both pairs; throws with the way to build the old bundle when it is missing. */
 export function runtimePairs(): Array<Pair & { name: 'old' | 'new'; nodeVersion: string }> {
-  if (!existsSync(OLD_BUNDLE)) throw new Error(HOW_TO_GET_OLD);
+  const old = oldBundle();
+  if (!existsSync(old)) throw new Error(howToGetOld(old));
   if (!existsSync(OLD_NODE)) throw new Error(`runtime: the last landing ran on the system Node 20 at ${OLD_NODE}, which is missing`);
   const local = join(ROOT, 'node_modules', '.bin', 'node');
   const newNode = existsSync(local) ? local : process.execPath;
   return [
-    { name: 'old', node: OLD_NODE, nodeVersion: version(OLD_NODE), bundle: OLD_BUNDLE },
+    { name: 'old', node: OLD_NODE, nodeVersion: version(OLD_NODE), bundle: old },
     { name: 'new', node: newNode, nodeVersion: version(newNode), bundle: currentBundle() },
   ];
 }
