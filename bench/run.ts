@@ -2,7 +2,8 @@
 // (scripts/control-plane, in a fresh folder) and the simulator. Prints one table per section and
 // writes the same figures to bench/results/<timestamp>.json and bench/results/latest.json.
 //
-// Sections: activation (1, 2), cost (3), footprint (4), scale (5), sim (6, 7). Every figure is
+// Sections: activation (1, 2), cost (3), footprint (4), scale (5), sim (6, 7), runtime (8: the
+// last landing, Node 20 + the b439bbf bundle, against Node 24 + the current bundle). Every figure is
 // a median/percentile over trials on a shared 2-core machine; the load average at start and end
 // is recorded with them. Not part of `npm test`.
 import { execFileSync } from 'node:child_process';
@@ -16,10 +17,11 @@ import { fmt, load, progress, ratio, sleep, table } from './lib/util.js';
 import { type ActivationFigures, activation, INTERVAL_MS, LOCAL_POLL_MS, WINDOW_MS } from './sections/activation.js';
 import { type CostFigures, heartbeatCost, type IdleAgentFigures, idleAgent } from './sections/apicost.js';
 import { FOOTPRINT_INTERVAL_MS, type FootprintFigures, footprint, type StartFigures, startComparison } from './sections/footprint.js';
+import { OLD_COMMIT, type RuntimeOptions, type RuntimeSide, runtimeComparison } from './sections/runtime.js';
 import { SCALE_INTERVAL_MS, type ScaleFigures, scale } from './sections/scale.js';
 import { type ScenarioRow, type SpeedFigures, simScenarios, simSpeed } from './sections/sim.js';
 
-const SECTIONS = ['sim', 'activation', 'cost', 'footprint', 'scale'] as const;
+const SECTIONS = ['sim', 'activation', 'cost', 'footprint', 'scale', 'runtime'] as const;
 type Section = (typeof SECTIONS)[number];
 
 interface Config {
@@ -32,6 +34,7 @@ interface Config {
   scale: { agents: number; warmupMs: number; measureMs: number };
   speed: Array<{ masters: number; hours: number; trials: number }>;
   baselineMs: number;
+  runtime: RuntimeOptions;
 }
 
 const QUICK: Config = {
@@ -49,6 +52,7 @@ const QUICK: Config = {
     { masters: 30, hours: 0.25, trials: 1 },
   ],
   baselineMs: 6_000,
+  runtime: { rounds: 3, idleMs: 20_000, helpRuns: 3, activationTrials: 3 },
 };
 
 const FULL: Config = {
@@ -64,6 +68,7 @@ const FULL: Config = {
     { masters: 30, hours: 2, trials: 3 },
   ],
   baselineMs: 30_000,
+  runtime: { rounds: 5, idleMs: 20_000, helpRuns: 5, activationTrials: 10 },
 };
 
 function parseArgs(argv: string[]): { cfg: Config; only: Set<Section> } {
@@ -78,7 +83,7 @@ function parseArgs(argv: string[]): { cfg: Config; only: Set<Section> } {
       only = new Set(list as Section[]);
     } else if (a === '--trials') cfg.activationTrials = Number(argv[++i]);
     else if (a === '--help' || a === '-h') {
-      console.log('npm run bench [-- --quick] [--only sim,activation,cost,footprint,scale] [--trials N]');
+      console.log('npm run bench [-- --quick] [--only sim,activation,cost,footprint,scale,runtime] [--trials N]');
       process.exit(0);
     } else if (a !== '--quick') throw new Error(`unknown argument ${a}`);
   }
@@ -97,6 +102,7 @@ interface Results {
   footprint?: { agents: FootprintFigures[]; start: StartFigures[] };
   scale?: ScaleFigures;
   sim?: { speed: SpeedFigures[]; scenarios: ScenarioRow[] };
+  runtime?: RuntimeSide[];
   sectionSeconds: Record<string, number>;
   errors: string[];
 }
@@ -133,7 +139,7 @@ async function main(): Promise<void> {
   };
   print(`lastseen bench (${cfg.mode}) ${res.startedAt}  commit ${res.machine.commit}${res.machine.dirty ? ' (src has uncommitted changes)' : ''}  ${res.machine.cpus} CPUs  node ${res.machine.node}  load ${res.machine.loadStart.join(' ')}`);
 
-  const needsCluster = only.has('activation') || only.has('cost') || only.has('footprint') || only.has('scale');
+  const needsCluster = only.has('activation') || only.has('cost') || only.has('footprint') || only.has('scale') || only.has('runtime');
   let cp: ControlPlane | null = null;
   const cleanup = () => {
     killAll();
@@ -197,6 +203,7 @@ async function main(): Promise<void> {
       if (only.has('cost')) await section('cost', async () => runCost(c, baseline, cfg, res));
       if (only.has('footprint')) await section('footprint', async () => runFootprint(c, cfg, res));
       if (only.has('scale')) await section('scale', async () => runScale(c, baseline, cfg, res));
+      if (only.has('runtime')) await section('runtime', async () => runRuntime(c, cfg, res));
     }
   } finally {
     cleanup();
@@ -277,6 +284,36 @@ async function runActivation(cp: ControlPlane, cfg: Config, res: Results): Promi
       [
         'seen written = first Lease/pod watch event (ours) or inotify event on the local file after the new heartbeat process starts;',
         "the agent's own watch can see it a moment before ours, so 0-1 ms means 'as fast as we can observe'. Local includes the agent's folder poll.",
+      ],
+    ),
+  );
+}
+
+async function runRuntime(cp: ControlPlane, cfg: Config, res: Results): Promise<void> {
+  const sides = await runtimeComparison(cp, cfg.runtime);
+  res.runtime = sides;
+  const [o, n] = sides as [RuntimeSide, RuntimeSide];
+  const row = (what: string, a: number | null | undefined, b: number | null | undefined, runs: number, digits = 1): Array<string | number> => [what, runs, fmt(a, digits), fmt(b, digits), ratio(b, a)];
+  const rows = [
+    row('start: spawn -> /readyz 200 (ms)', o.startMs.p50, n.startMs.p50, o.startMs.n, 0),
+    row('RSS at ready (MiB)', o.rssAtReadyMiB.p50, n.rssAtReadyMiB.p50, o.rssAtReadyMiB.n),
+    row(`RSS after ${cfg.runtime.idleMs / 1000}s idle (MiB)`, o.rssIdleMiB.p50, n.rssIdleMiB.p50, o.rssIdleMiB.n),
+  ];
+  if (o.helpPeakMiB && n.helpPeakMiB) rows.push(row('agent --help peak RSS (MiB)', o.helpPeakMiB.p50, n.helpPeakMiB.p50, o.helpPeakMiB.n));
+  if (o.activation && n.activation) {
+    rows.push(row(`activation delay, lease (ms; window ${WINDOW_MS}ms)`, o.activation.activationMs.p50, n.activation.activationMs.p50, Math.min(o.activation.trials, n.activation.trials), 0));
+    rows.push(row('retire delay, lease (ms)', o.activation.retireMs.p50, n.activation.retireMs.p50, Math.min(o.activation.retireMs.n, n.activation.retireMs.n), 0));
+  }
+  print(
+    table(
+      `8. Runtime: last landing (old: ${o.nodeVersion} + bundle ${OLD_COMMIT}, client-node 1.4) vs current (new: ${n.nodeVersion} + this bundle); medians`,
+      ['figure', 'runs each', 'old p50', 'new p50', 'new/old'],
+      rows,
+      [
+        `old: ${o.node} ${o.bundle}; new: ${n.node} ${n.bundle}.`,
+        'start/RSS rounds interleaved (old,new / new,old), one agent at a time, no parents, lease-only policy; RSS from /proc/<pid>/status VmRSS.',
+        '--help peak: GNU time %M (VmHWM). Activation/retire: the activation section\'s lease measurement, run for old then for new (agent and heartbeat both from the pair).',
+        ...[o, n].flatMap((s) => (s.activation?.failures ?? []).map((f) => `${s.name} activation failure: ${f}`)),
       ],
     ),
   );

@@ -47,10 +47,21 @@ export async function buildBundle(): Promise<string> {
   return bundlePath;
 }
 
-export function lastseen(args: string[], runner: Runner = 'bundle'): Proc {
-  const argv = runner === 'bundle' ? [bundlePath, ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
+/** The bundle `buildBundle` made (dist/lastseen.mjs before it ran). */
+export function currentBundle(): string {
+  return bundlePath;
+}
+
+/** A Node binary and a bundle to run instead of this process's Node and the current bundle (runtime section). */
+export interface Pair {
+  node: string;
+  bundle: string;
+}
+
+export function lastseen(args: string[], runner: Runner = 'bundle', pair?: Pair): Proc {
+  const argv = pair ? [pair.bundle, ...args] : runner === 'bundle' ? [bundlePath, ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
   const startedAt = Date.now();
-  const child = spawn(process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(pair?.node ?? process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: Array<Record<string, unknown>> = [];
   const listeners = new Set<(l: Record<string, unknown>) => void>();
   let buf = '';

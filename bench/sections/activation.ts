@@ -11,7 +11,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ControlPlane } from '../lib/cp.js';
 import { createNamespace, createParentPod, nodeCheckpointParents } from '../lib/kube.js';
-import { agentArgs, lastseen, type Proc, tempDirs, writePolicy } from '../lib/procs.js';
+import { agentArgs, lastseen, type Pair, type Proc, tempDirs, writePolicy } from '../lib/procs.js';
 import { progress, type Summary, sleep, summarize, waitFor } from '../lib/util.js';
 import { BeatWatch, type Channel, PathWatch } from '../lib/watch.js';
 
@@ -45,10 +45,11 @@ function logTime(l: Record<string, unknown>): number {
   return typeof l.time === 'number' ? l.time : Number.NaN;
 }
 
-export async function activation(cp: ControlPlane, channel: Channel, trials: number): Promise<ActivationFigures> {
+/** `pair`: run agent and heartbeat on that Node binary and bundle (runtime section); `tag` keeps its node apart. */
+export async function activation(cp: ControlPlane, channel: Channel, trials: number, pair?: Pair, tag = ''): Promise<ActivationFigures> {
   const kc = cp.kc();
-  const ns = await createNamespace(kc, `act-${channel}`);
-  const node = `act-${channel}-node`;
+  const ns = await createNamespace(kc, `act-${channel}${tag}`);
+  const node = `act-${channel}${tag}-node`;
   const dirs = await tempDirs();
   await writePolicy(dirs.policy, POLICY(channel));
   const pod = await createParentPod(kc, ns, node, KEY);
@@ -56,6 +57,8 @@ export async function activation(cp: ControlPlane, channel: Channel, trials: num
   const beats = new BeatWatch({ channel, kc, node, namespace: ns, key: KEY, heartbeatDir: dirs.heartbeats });
   const agent = lastseen(
     agentArgs({ node, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs, extra: ['--api-probe', '500ms', '--local-poll', `${LOCAL_POLL_MS}ms`, '--watchdog', '10s'] }),
+    'bundle',
+    pair,
   );
   const hbArgs = [
     'heartbeat',
@@ -73,7 +76,7 @@ export async function activation(cp: ControlPlane, channel: Channel, trials: num
       try {
         const started = Date.now();
         const first = beats.next(30_000);
-        hb = lastseen(hbArgs);
+        hb = lastseen(hbArgs, 'bundle', pair);
         const firstBeat = await first;
         if (trial > 0) {
           const gone = await manifest.wait(false, 30_000);

@@ -25,7 +25,7 @@ export interface FootprintFigures {
   concurrent: boolean;
 }
 
-async function readyAgent(p: Proc): Promise<number> {
+export async function readyAgent(p: Proc): Promise<number> {
   const port = await waitFor(() => healthPortOf(p), 'the agent to listen', 60_000, 10);
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 'the agent to be ready', 60_000, 10);
   return Date.now();
