@@ -61,26 +61,6 @@ export const NAMED: Record<string, ScenarioInput> = {
     focus: { node: 'm1', key: 'kube-apiserver' },
     expect: { served: true, parentServed: false, checkpointGeneration: 1 },
   },
-  'master-reboot-overlap': {
-    name: 'master-reboot-overlap',
-    description:
-      'master-reboot with the api-server sharing its port (--permit-port-sharing) and handover: overlap: the parent starts beside its checkpoint, which retires only once the parent is Ready.',
-    duration: '30m',
-    nodes: one,
-    parents: [sharedApiserver],
-    faults: [{ type: 'reboot', at: '3m', node: 'm1', down: '40s' }],
-    expect: { served: true, parentServed: true },
-  },
-  'bad-rollout-overlap': {
-    name: 'bad-rollout-overlap',
-    description: 'bad-rollout with port sharing and handover: overlap: the crashing spec never takes the port from the checkpoint.',
-    duration: '15m',
-    nodes: one,
-    parents: [sharedApiserver],
-    faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false }],
-    focus: { node: 'm1', key: 'kube-apiserver' },
-    expect: { served: true, parentServed: false, checkpointGeneration: 1 },
-  },
   'multi-master-one-reboot': {
     name: 'multi-master-one-reboot',
     description: 'Three masters; one reboots while the other two keep the api-server available.',
@@ -151,6 +131,22 @@ export const NAMED: Record<string, ScenarioInput> = {
     focus: { node: 'm1', key: 'kube-apiserver' },
     expect: { served: true, parentServed: true },
   },
+};
+
+// The same stories with the api-server as deploy/base/policy.yaml recommends running it when it can
+// share its port: only the parent definition differs.
+NAMED['master-reboot-overlap'] = {
+  ...NAMED['master-reboot']!,
+  name: 'master-reboot-overlap',
+  description:
+    'master-reboot with the api-server sharing its port (--permit-port-sharing) and handover: overlap: the parent starts beside its checkpoint, which retires only once the parent is Ready.',
+  parents: [sharedApiserver],
+};
+NAMED['bad-rollout-overlap'] = {
+  ...NAMED['bad-rollout']!,
+  name: 'bad-rollout-overlap',
+  description: 'bad-rollout with port sharing and handover: overlap: the crashing spec never takes the port from the checkpoint.',
+  parents: [sharedApiserver],
 };
 
 export const SCENARIO_NAMES = Object.keys(NAMED);
