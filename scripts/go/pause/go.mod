@@ -1,0 +1,3 @@
+module lastseen.dev/testbed/pause
+
+go 1.26.0

@@ -1,0 +1,214 @@
+// The test bed's self-hosted control plane, as objects. Bootstrapped the way self-hosted clusters
+// are: etcd and a temporary api-server, scheduler and controller-manager as static pods; then the
+// real ones as DaemonSet pods (hostNetwork) with the `lastseen heartbeat` sidecar; then the
+// temporary ones go, and the only way back after a reboot is lastseen. etcd stays a static pod.
+import type { TestbedEnv } from './env.js';
+
+const IMAGE = (c: string) => `lastseen.test/${c}:testbed`;
+export const LASTSEEN_IMAGE = 'lastseen.test/lastseen:testbed';
+export const ETCD_CLIENT_PORT = 12379;
+export const ETCD_PEER_PORT = 12380;
+export const SCHEDULER_PORT = 10359;
+export const CONTROLLER_MANAGER_PORT = 10357;
+
+/** The node folder, mounted at the same path in every control-plane container (PKI, kubeconfigs, etcd data). */
+function nodeDirVolume(env: TestbedEnv) {
+  return {
+    volume: { name: 'node-dir', hostPath: { path: env.dir, type: 'Directory' } },
+    mount: { name: 'node-dir', mountPath: env.dir, readOnly: true },
+  };
+}
+
+export function apiserverArgs(env: TestbedEnv): string[] {
+  const pki = `${env.dir}/pki`;
+  return [
+    '--advertise-address=127.0.0.1',
+    '--bind-address=127.0.0.1',
+    `--secure-port=${env.apiserverPort}`,
+    `--etcd-servers=http://127.0.0.1:${ETCD_CLIENT_PORT}`,
+    `--tls-cert-file=${pki}/server.crt`,
+    `--tls-private-key-file=${pki}/server.key`,
+    `--client-ca-file=${pki}/ca.crt`,
+    `--kubelet-client-certificate=${pki}/admin.crt`,
+    `--kubelet-client-key=${pki}/admin.key`,
+    '--authorization-mode=Node,RBAC',
+    '--service-account-issuer=https://kubernetes.default.svc',
+    `--service-account-key-file=${pki}/sa.pub`,
+    `--service-account-signing-key-file=${pki}/sa.key`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--allow-privileged=true',
+    // Two api-servers share the port while one hands over to the other (lastseen's overlap hand-over).
+    '--permit-port-sharing',
+    '--shutdown-watch-termination-grace-period=3s',
+    '--cert-dir=/tmp',
+  ];
+}
+
+function etcdPod(env: TestbedEnv) {
+  const v = nodeDirVolume(env);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'etcd', namespace: 'kube-system', labels: { component: 'etcd', tier: 'control-plane' } },
+    spec: {
+      hostNetwork: true,
+      priorityClassName: 'system-node-critical',
+      containers: [
+        {
+          name: 'etcd',
+          image: IMAGE('etcd'),
+          imagePullPolicy: 'Never',
+          command: [
+            '/usr/local/bin/etcd',
+            '--name=default',
+            `--data-dir=${env.dir}/etcd-data`,
+            `--listen-client-urls=http://127.0.0.1:${ETCD_CLIENT_PORT}`,
+            `--advertise-client-urls=http://127.0.0.1:${ETCD_CLIENT_PORT}`,
+            `--listen-peer-urls=http://127.0.0.1:${ETCD_PEER_PORT}`,
+            `--initial-advertise-peer-urls=http://127.0.0.1:${ETCD_PEER_PORT}`,
+            `--initial-cluster=default=http://127.0.0.1:${ETCD_PEER_PORT}`,
+            '--log-level=warn',
+          ],
+          volumeMounts: [{ ...v.mount, readOnly: false }],
+        },
+      ],
+      volumes: [v.volume],
+    },
+  };
+}
+
+function staticPod(env: TestbedEnv, name: string, image: string, command: string[]) {
+  const v = nodeDirVolume(env);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: 'kube-system', labels: { component: name, tier: 'bootstrap' } },
+    spec: {
+      hostNetwork: true,
+      priorityClassName: 'system-node-critical',
+      containers: [{ name: image, image: IMAGE(image), imagePullPolicy: 'Never', command, volumeMounts: [v.mount] }],
+      volumes: [v.volume],
+    },
+  };
+}
+
+export function schedulerCommand(env: TestbedEnv, port: number): string[] {
+  return ['/usr/local/bin/kube-scheduler', `--kubeconfig=${env.dir}/scheduler.kubeconfig`, '--bind-address=127.0.0.1', `--secure-port=${port}`, '--leader-elect=true', '--permit-port-sharing'];
+}
+
+export function controllerManagerCommand(env: TestbedEnv, port: number): string[] {
+  return [
+    '/usr/local/bin/kube-controller-manager',
+    `--kubeconfig=${env.dir}/controller-manager.kubeconfig`,
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--root-ca-file=${env.dir}/pki/ca.crt`,
+    `--service-account-private-key-file=${env.dir}/pki/sa.key`,
+    '--use-service-account-credentials=false',
+    '--leader-elect=true',
+    '--permit-port-sharing',
+    // No cloud, no node IPAM: the test bed's pods all use the host network.
+    '--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle,-node-route-controller',
+  ];
+}
+
+/** Static pods: etcd (stays) and the temporary control plane (`bootstrap-*`, removed once the DaemonSets serve). */
+export function staticManifests(env: TestbedEnv): Record<string, object> {
+  return {
+    'etcd.yaml': etcdPod(env),
+    'bootstrap-kube-apiserver.yaml': staticPod(env, 'bootstrap-kube-apiserver', 'kube-apiserver', ['/usr/local/bin/kube-apiserver', ...apiserverArgs(env)]),
+    // Port 0: no serving port, so it never meets the self-hosted one's.
+    'bootstrap-kube-scheduler.yaml': staticPod(env, 'bootstrap-kube-scheduler', 'kube-scheduler', schedulerCommand(env, 0).filter((a) => a !== '--permit-port-sharing')),
+    'bootstrap-kube-controller-manager.yaml': staticPod(
+      env,
+      'bootstrap-kube-controller-manager',
+      'kube-controller-manager',
+      controllerManagerCommand(env, 0).filter((a) => a !== '--permit-port-sharing'),
+    ),
+  };
+}
+
+function heartbeatSidecar(env: TestbedEnv, probe: string) {
+  return {
+    name: 'lastseen-heartbeat',
+    image: LASTSEEN_IMAGE,
+    imagePullPolicy: 'Never',
+    restartPolicy: 'Always',
+    args: ['heartbeat', `--probe=${probe}`, '--probe-insecure', '--policy-file=/etc/lastseen/policy.yaml'],
+    env: [
+      ...inClusterEnv(env),
+      { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      { name: 'POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+      { name: 'LASTSEEN_PARENT_KEY', valueFrom: { fieldRef: { fieldPath: "metadata.labels['lastseen.dev/parent']" } } },
+      { name: 'LASTSEEN_LABELS_FILE', value: '/etc/podinfo/labels' },
+    ],
+    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+    volumeMounts: [
+      { name: 'lastseen-heartbeats', mountPath: '/run/lastseen/heartbeats' },
+      { name: 'lastseen-policy', mountPath: '/etc/lastseen', readOnly: true },
+      { name: 'podinfo', mountPath: '/etc/podinfo', readOnly: true },
+    ],
+  };
+}
+
+/** The cluster network is absent here (no kube-proxy): pods reach the api-server on the node's loopback. */
+export function inClusterEnv(env: TestbedEnv) {
+  return [
+    { name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' },
+    { name: 'KUBERNETES_SERVICE_PORT', value: String(env.apiserverPort) },
+  ];
+}
+
+function selfHosted(env: TestbedEnv, name: string, command: string[], probe: string, checkpoint: boolean) {
+  const v = nodeDirVolume(env);
+  const labels = { 'app.kubernetes.io/name': name, component: name, tier: 'control-plane', 'lastseen.dev/parent': name };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name, namespace: 'kube-system', labels: { 'app.kubernetes.io/name': name } },
+    spec: {
+      selector: { matchLabels: { 'app.kubernetes.io/name': name } },
+      updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } },
+      template: {
+        metadata: { labels, annotations: checkpoint ? { 'lastseen.dev/checkpoint': 'true' } : {} },
+        spec: {
+          hostNetwork: true,
+          dnsPolicy: 'ClusterFirstWithHostNet',
+          priorityClassName: 'system-node-critical',
+          serviceAccountName: 'lastseen-heartbeat',
+          tolerations: [{ operator: 'Exists' }],
+          terminationGracePeriodSeconds: 10,
+          initContainers: [heartbeatSidecar(env, probe)],
+          containers: [{ name, image: IMAGE(name), imagePullPolicy: 'Never', command, volumeMounts: [v.mount] }],
+          volumes: [
+            v.volume,
+            { name: 'lastseen-heartbeats', hostPath: { path: '/run/lastseen/heartbeats', type: 'DirectoryOrCreate' } },
+            { name: 'lastseen-policy', configMap: { name: 'lastseen-policy' } },
+            { name: 'podinfo', projected: { sources: [{ downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } }] } },
+          ],
+        },
+      },
+    },
+  };
+}
+
+/** The self-hosted control plane and what its heartbeats need in kube-system. */
+export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[] {
+  const meta = (name: string) => ({ name, namespace: 'kube-system', labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'heartbeat' } });
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta('lastseen-heartbeat') },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: meta('lastseen-heartbeat'),
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'lastseen-heartbeat' },
+      subjects: [{ kind: 'ServiceAccount', name: 'lastseen-heartbeat', namespace: 'kube-system' }],
+    },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { ...meta('lastseen-policy'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'policy' } }, data: { 'policy.yaml': policyYaml } },
+    selfHosted(env, 'kube-apiserver', ['/usr/local/bin/kube-apiserver', ...apiserverArgs(env)], `https://127.0.0.1:${env.apiserverPort}/readyz`, true),
+    selfHosted(env, 'kube-scheduler', schedulerCommand(env, SCHEDULER_PORT), `https://127.0.0.1:${SCHEDULER_PORT}/healthz`, true),
+    selfHosted(env, 'kube-controller-manager', controllerManagerCommand(env, CONTROLLER_MANAGER_PORT), `https://127.0.0.1:${CONTROLLER_MANAGER_PORT}/healthz`, true),
+  ];
+}

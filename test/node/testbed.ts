@@ -1,0 +1,211 @@
+// The real-node test bed: a kubelet v1.36.3 and containerd of its own (scripts/node), a self-hosted
+// control plane on it, lastseen installed from deploy/ (overlay deploy/overlays/testbed), and
+// the measurements the reboot test reports. Needs root and the binaries `scripts/node ensure` makes.
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { parseAllDocuments, stringify } from 'yaml';
+import { manifestFile } from '../../src/core/names.js';
+import { NODE_SCRIPT, REPO, type TestbedEnv, testbedEnv } from './env.js';
+import { selfHostedObjects, staticManifests } from './manifests.js';
+
+const run = promisify(execFile);
+export const MANIFESTS = '/etc/kubernetes/manifests';
+export const CHECKPOINTS = '/var/lib/lastseen/checkpoints';
+export const CONTROL_PLANE = ['kube-apiserver', 'kube-scheduler', 'kube-controller-manager'] as const;
+const BOOTSTRAP = ['bootstrap-kube-apiserver.yaml', 'bootstrap-kube-scheduler.yaml', 'bootstrap-kube-controller-manager.yaml'];
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const log = (msg: string) => process.stderr.write(`testbed: ${msg}\n`);
+
+interface PodJson {
+  metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
+  status?: { containerStatuses?: { name: string; ready: boolean; state?: { running?: { startedAt?: string } } }[] };
+}
+
+export class Testbed {
+  readonly env: TestbedEnv = testbedEnv();
+
+  async node(cmd: 'up' | 'down' | 'kill' | 'start' | 'reboot' | 'images' | 'status'): Promise<string> {
+    const r = await run(NODE_SCRIPT, [cmd], { maxBuffer: 64 << 20 });
+    return r.stdout;
+  }
+
+  async kubectl(args: string[], input?: string): Promise<string> {
+    const p = run(this.env.kubectl, ['--kubeconfig', this.env.kubeconfig, '--request-timeout=5s', ...args], { maxBuffer: 64 << 20 });
+    if (input !== undefined) {
+      p.child.stdin?.end(input);
+    }
+    return (await p).stdout;
+  }
+
+  /** The time the kubelet was last started (scripts/node writes it), in ms since the epoch. */
+  kubeletStartedAt(): number {
+    return Number(readFileSync(join(this.env.dir, 'kubelet.started'), 'utf8').trim()) * 1000;
+  }
+
+  writeStatic(name: string, obj: object): void {
+    const tmp = join(MANIFESTS, `.${name}.tmp`); // the kubelet ignores dot-files
+    writeFileSync(tmp, stringify(obj));
+    renameSync(tmp, join(MANIFESTS, name));
+  }
+
+  /** Whether the api-server on the node's port answers /readyz with 200 within 1 s. */
+  readyz(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const req = request({ host: '127.0.0.1', port: this.env.apiserverPort, path: '/readyz', rejectUnauthorized: false, timeout: 1000 }, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      });
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(false));
+      req.end();
+    });
+  }
+
+  async waitFor(what: string, timeoutS: number, check: () => Promise<boolean> | boolean, everyMs = 250): Promise<number> {
+    const t0 = Date.now();
+    while (Date.now() - t0 < timeoutS * 1000) {
+      try {
+        if (await check()) return (Date.now() - t0) / 1000;
+      } catch {
+        // not yet
+      }
+      await sleep(everyMs);
+    }
+    throw new Error(`timed out after ${timeoutS}s waiting for ${what}`);
+  }
+
+  async pods(selector: string, namespace = 'kube-system'): Promise<PodJson[]> {
+    return JSON.parse(await this.kubectl(['get', 'pods', '-n', namespace, '-l', selector, '-o', 'json'])).items;
+  }
+
+  /** The DaemonSet pod of a control-plane component (not a mirror of a static pod) is ready, its containers started after `since`. */
+  async daemonPodServing(name: string, since = 0): Promise<boolean> {
+    const pods = (await this.pods(`app.kubernetes.io/name=${name}`)).filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp);
+    return pods.some((p) => {
+      const main = p.status?.containerStatuses?.find((c) => c.name === name);
+      const started = Date.parse(main?.state?.running?.startedAt ?? '');
+      return !!main?.ready && started >= Math.floor(since / 1000) * 1000;
+    });
+  }
+
+  checkpointActive(name: string): boolean {
+    return existsSync(join(MANIFESTS, manifestFile('kube-system', name)));
+  }
+
+  checkpointStored(name: string): boolean {
+    if (!existsSync(CHECKPOINTS)) return false;
+    return readdirSync(CHECKPOINTS).some((d) => !d.startsWith('.') && d.includes(name) && existsSync(join(CHECKPOINTS, d, 'meta.json')));
+  }
+
+  /** The lastseen objects from the test-bed overlay; without the agent's DaemonSet for a baseline run. */
+  async installLastseen(withAgent: boolean): Promise<void> {
+    const rendered = await this.kubectl(['kustomize', join(REPO, 'deploy', 'overlays', 'testbed')]);
+    const docs = parseAllDocuments(rendered)
+      .map((d) => d.toJSON())
+      .filter((o) => o && (withAgent || o.kind !== 'DaemonSet'));
+    await this.kubectl(['apply', '--server-side', '-f', '-'], docs.map((o) => stringify(o)).join('---\n'));
+  }
+
+  /** From an empty node to a self-hosted control plane watched by lastseen (or not, for the baseline). */
+  async bootstrap(withAgent: boolean): Promise<void> {
+    const t0 = Date.now();
+    for (const [name, obj] of Object.entries(staticManifests(this.env))) this.writeStatic(name, obj);
+    await this.waitFor('the bootstrap api-server', 180, () => this.readyz());
+    log(`bootstrap api-server ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    await this.waitFor('the default ServiceAccount', 60, async () => (await this.kubectl(['get', 'sa', 'default', '-n', 'kube-system', '-o', 'name'])).includes('default'));
+    await this.installLastseen(withAgent);
+    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
+    await this.kubectl(['apply', '--server-side', '-f', '-'], selfHostedObjects(this.env, policy).map((o) => stringify(o)).join('---\n'));
+    for (const c of CONTROL_PLANE) await this.waitFor(`the ${c} DaemonSet pod`, 180, () => this.daemonPodServing(c));
+    log(`self-hosted control plane ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    if (withAgent) {
+      await this.waitFor('the lastseen agent', 120, async () => (await this.kubectl(['get', 'pods', '-n', 'lastseen-system', '-o', 'jsonpath={.items[*].status.containerStatuses[*].ready}'])).includes('true'));
+      for (const c of CONTROL_PLANE) await this.waitFor(`the checkpoint of ${c}`, 120, () => this.checkpointStored(c));
+      log(`lastseen ready, checkpoints stored, after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    }
+    for (const f of BOOTSTRAP) rmSync(join(MANIFESTS, f), { force: true });
+    await this.waitFor('the self-hosted api-server alone', 120, async () => (await this.readyz()) && (await this.daemonPodServing('kube-apiserver')));
+    // The bootstrap controller-manager and scheduler held the leader leases; their successors wait them out.
+    log(`bootstrap removed; self-hosted after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+  }
+}
+
+export interface RebootResult {
+  apiServedAfterS: number | null;
+  parentServedAfterS: number | null;
+  unavailableS: number;
+  offS: number;
+  recovered: boolean;
+  schedulerBack: boolean;
+  controllerManagerBack: boolean;
+}
+
+/**
+ * One power cycle, measured from the kubelet's start: when /readyz first answers (whoever serves),
+ * when the self-hosted api-server pod itself serves with its checkpoint retired, and how long
+ * /readyz failed in all (polled every 100 ms) until then and for `settleS` after.
+ */
+export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: number; settleS: number; withAgent: boolean }): Promise<RebootResult> {
+  const samples: { t: number; ok: boolean }[] = [];
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      const t = Date.now();
+      samples.push({ t, ok: await tb.readyz() });
+      const rest = 100 - (Date.now() - t);
+      if (rest > 0) await sleep(rest);
+    }
+  })();
+  const tKill = Date.now();
+  await tb.node('kill');
+  await sleep(opts.offS * 1000);
+  await tb.node('start');
+  const t0 = tb.kubeletStartedAt();
+  const since = (t: number) => (t - t0) / 1000;
+  let apiServedAt: number | null = null;
+  let parentServedAt: number | null = null;
+  let schedulerBack = false;
+  let controllerManagerBack = false;
+  const deadline = t0 + opts.limitS * 1000;
+  while (Date.now() < deadline) {
+    if (apiServedAt === null) {
+      const first = samples.find((s) => s.t >= t0 && s.ok);
+      if (first) apiServedAt = first.t;
+    }
+    if (apiServedAt !== null) {
+      try {
+        if (parentServedAt === null && !tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver', t0)) && (await tb.readyz())) parentServedAt = Date.now();
+        if (!schedulerBack) schedulerBack = await tb.daemonPodServing('kube-scheduler', t0);
+        if (!controllerManagerBack) controllerManagerBack = await tb.daemonPodServing('kube-controller-manager', t0);
+      } catch {
+        // the api-server went away between two polls: try again
+      }
+    }
+    if (parentServedAt !== null && schedulerBack && controllerManagerBack && Date.now() - parentServedAt >= opts.settleS * 1000) break;
+    await sleep(200);
+  }
+  polling = false;
+  await poller;
+  let unavailableMs = 0;
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1];
+    const b = samples[i];
+    if (a && b && a.t >= t0 && !a.ok) unavailableMs += b.t - a.t;
+  }
+  const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack;
+  return {
+    apiServedAfterS: apiServedAt === null ? null : round(since(apiServedAt)),
+    parentServedAfterS: parentServedAt === null ? null : round(since(parentServedAt)),
+    unavailableS: round(unavailableMs / 1000),
+    offS: round((t0 - tKill) / 1000),
+    recovered,
+    schedulerBack,
+    controllerManagerBack,
+  };
+}
+
+const round = (x: number) => Math.round(x * 100) / 100;
