@@ -25,6 +25,10 @@ export default defineConfig({
           // One control plane is shared; suites use their own namespaces but run one file at a time
           // to keep a 2-core machine from starving kube-apiserver.
           fileParallelism: false,
+          // A shared 2-core CI box occasionally starves a timing assertion (one such failure in CI,
+          // not reproduced). One retry keeps that from blocking a landing; .ci/run names every test
+          // that needed it, so a test that really fails still fails and a flaky one stays visible.
+          retry: 1,
         },
       },
     ],
