@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// Two projects: `unit` (pure code and the simulator, no I/O beyond temp folders) and
-// `integration` (one real kube-apiserver + etcd per run, started by test/integration/global-setup.ts).
+// Three projects: `unit` (pure code and the simulator, no I/O beyond temp folders),
+// `integration` (one real kube-apiserver + etcd per run, started by test/integration/global-setup.ts)
+// and `node` (a real kubelet and containerd, test/node).
 export default defineConfig({
   test: {
     // The integration project's global teardown runs `scripts/control-plane down`; give it time on a
@@ -29,6 +30,18 @@ export default defineConfig({
           // not reproduced). One retry keeps that from blocking a landing; .ci/run names every test
           // that needed it, so a test that really fails still fails and a flaky one stays visible.
           retry: 1,
+        },
+      },
+      {
+        test: {
+          // A real node (scripts/node: kubelet v1.36.3 + containerd) running a self-hosted control
+          // plane, power-cycled. Needs root and `scripts/node ensure`; several minutes.
+          name: 'node',
+          include: ['test/node/**/*.test.ts'],
+          globalSetup: ['test/node/global-setup.ts'],
+          testTimeout: 900_000,
+          hookTimeout: 600_000,
+          fileParallelism: false,
         },
       },
     ],
