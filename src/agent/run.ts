@@ -54,6 +54,8 @@ export interface AgentRunOptions {
   manifestDir?: string;
   stateDir?: string;
   heartbeatDir?: string;
+  /** Where the node's boot id is read (default /proc/sys/kernel/random/boot_id): a changed id means a reboot. */
+  bootIdFile?: string;
   /** A mounted policy file; when absent, the `lastseen-policy` ConfigMap in `namespace` is watched. */
   policyFile?: string;
   healthPort?: number;
@@ -172,7 +174,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     await handovers.settled();
     return retire(p);
   };
-  const boot = await checkBoot(stateDir, log);
+  const boot = await checkBoot(stateDir, log, o.bootIdFile);
   if (boot.rebooted) log.info({ bootId: boot.bootId, previous: boot.previous }, 'the node rebooted since the agent last ran');
   agent = new Agent({
     rebooted: boot.rebooted,

@@ -15,6 +15,7 @@ interface Flags {
   manifestDir: string;
   stateDir: string;
   heartbeatDir: string;
+  bootIdFile?: string;
   policyFile?: string;
   healthPort: string;
   healthHost: string;
@@ -43,6 +44,7 @@ export function register(program: Command): void {
     .option('--state-dir <dir>', 'checkpoints and the node lock', DEFAULT_STATE_DIR)
     .option('--heartbeat-dir <dir>', 'local heartbeat files', DEFAULT_HEARTBEAT_DIR)
     .option('--policy-file <file>', 'read the policy from this file instead of the ConfigMap')
+    .option('--boot-id-file <file>', "the node's boot id; a changed id means a reboot (default /proc/sys/kernel/random/boot_id)")
     .option('--health-port <port>', '/healthz /readyz /metrics port (0: any free port)', String(DEFAULT_HEALTH_PORT))
     .option('--health-host <host>', 'address for the health endpoints', '0.0.0.0')
     .option('--watchdog <duration>', 're-open a watch silent for this long (default 90s)')
@@ -71,6 +73,7 @@ export function register(program: Command): void {
         logger,
         ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
         ...(flags.policyFile ? { policyFile: flags.policyFile } : {}),
+        ...(flags.bootIdFile ? { bootIdFile: flags.bootIdFile } : {}),
         ...(watchdogMs ? { watchdogMs } : {}),
         ...(localPollMs ? { localPollMs } : {}),
         ...(apiProbeMs ? { apiProbeMs } : {}),

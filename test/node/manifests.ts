@@ -93,18 +93,23 @@ function staticPod(env: TestbedEnv, name: string, image: string, command: string
 }
 
 export function schedulerCommand(env: TestbedEnv, port: number): string[] {
-  return ['/usr/local/bin/kube-scheduler', `--kubeconfig=${env.dir}/scheduler.kubeconfig`, '--bind-address=127.0.0.1', `--secure-port=${port}`, '--leader-elect=true', '--permit-port-sharing'];
+  const kc = `${env.dir}/scheduler.kubeconfig`;
+  // Delegated authentication through the same kubeconfig: in a pod it would otherwise use the
+  // `kubernetes` Service's address, which leads nowhere on the test bed (no kube-proxy).
+  return ['/usr/local/bin/kube-scheduler', `--kubeconfig=${kc}`, `--authentication-kubeconfig=${kc}`, `--authorization-kubeconfig=${kc}`, '--bind-address=127.0.0.1', `--secure-port=${port}`, '--leader-elect=true', '--permit-port-sharing'];
 }
 
 export function controllerManagerCommand(env: TestbedEnv, port: number): string[] {
   return [
     '/usr/local/bin/kube-controller-manager',
     `--kubeconfig=${env.dir}/controller-manager.kubeconfig`,
+    `--authentication-kubeconfig=${env.dir}/controller-manager.kubeconfig`,
+    `--authorization-kubeconfig=${env.dir}/controller-manager.kubeconfig`,
     '--bind-address=127.0.0.1',
     `--secure-port=${port}`,
     `--root-ca-file=${env.dir}/pki/ca.crt`,
     `--service-account-private-key-file=${env.dir}/pki/sa.key`,
-    '--use-service-account-credentials=false',
+    '--use-service-account-credentials=true',
     '--leader-elect=true',
     '--permit-port-sharing',
     // No cloud, no node IPAM: the test bed's pods all use the host network.
@@ -205,6 +210,21 @@ export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[]
       metadata: meta('lastseen-heartbeat'),
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'lastseen-heartbeat' },
       subjects: [{ kind: 'ServiceAccount', name: 'lastseen-heartbeat', namespace: 'kube-system' }],
+    },
+    // The agent mints tokens for the heartbeat's service account when it checkpoints a pod that
+    // mounts one; granted here, in kube-system, for that one account (see deploy/base/rbac-agent.yaml).
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { ...meta('lastseen-agent-tokens'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'agent' } },
+      rules: [{ apiGroups: [''], resources: ['serviceaccounts/token'], verbs: ['create'], resourceNames: ['lastseen-heartbeat'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { ...meta('lastseen-agent-tokens'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'agent' } },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'lastseen-agent-tokens' },
+      subjects: [{ kind: 'ServiceAccount', name: 'lastseen-agent', namespace: 'lastseen-system' }],
     },
     { apiVersion: 'v1', kind: 'ConfigMap', metadata: { ...meta('lastseen-policy'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'policy' } }, data: { 'policy.yaml': policyYaml } },
     selfHosted(env, 'kube-apiserver', ['/usr/local/bin/kube-apiserver', ...apiserverArgs(env)], `https://127.0.0.1:${env.apiserverPort}/readyz`, true),
