@@ -253,6 +253,8 @@ const RBAC: Array<[string, string, string, string, Scope, boolean]> = [
   ['agent', 'list', 'nodecheckpoints.lastseen.dev', 'has no need to list NodeCheckpoints', 'cluster', false],
   ['agent', 'get', 'nodes', 'reads no nodes', 'cluster', false],
   ['agent', 'create', 'serviceaccounts/token', 'mints no tokens unless lastseen-agent-tokens is bound', { ns: 'kube-system' }, false],
+  ['agent', 'create', 'serviceaccounts/lastseen-agent/token', "mints its own account's token (its static-pod copy mounts one)", { ns: NS }, true],
+  ['agent', 'create', 'serviceaccounts/lastseen-heartbeat/token', 'mints no other token in its namespace', { ns: NS }, false],
   ['heartbeat', 'create', 'leases.coordination.k8s.io', 'creates its Lease', { ns: NS }, true],
   ['heartbeat', 'update', 'leases.coordination.k8s.io', 'renews it', { ns: NS }, true],
   ['heartbeat', 'get', 'leases.coordination.k8s.io', 're-reads it on conflict', { ns: NS }, true],
@@ -271,9 +273,11 @@ const RBAC: Array<[string, string, string, string, Scope, boolean]> = [
 
 describe('RBAC (kubectl auth can-i as each service account)', () => {
   it.each(RBAC)('%s: %s %s (%s)', async (who, verb, resource, _why, scope, allowed) => {
-    const [res, sub] = resource.split('/');
-    const args = ['auth', 'can-i', verb, sub && !resource.startsWith('configmaps/') ? res! : resource];
-    if (sub && !resource.startsWith('configmaps/')) args.push(`--subresource=${sub}`);
+    // `resource/subresource`, `configmaps/<name>`, or `resource/<name>/subresource`.
+    const [res, second, third] = resource.split('/');
+    const args = ['auth', 'can-i', verb, third ? `${res}/${second}` : second && !resource.startsWith('configmaps/') ? res! : resource];
+    if (third) args.push(`--subresource=${third}`);
+    else if (second && !resource.startsWith('configmaps/')) args.push(`--subresource=${second}`);
     if (scope === 'all') args.push('--all-namespaces');
     else if (scope !== 'cluster') args.push('-n', scope.ns);
     args.push('--as', who === 'agent' ? AGENT : HEARTBEAT);
