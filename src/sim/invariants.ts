@@ -111,7 +111,6 @@ export class Invariants {
   afterEvent(): boolean {
     const w = this.world;
     const now = w.q.now;
-    const fileCheck = w.scenario.spec.kubelet.fileCheckPeriod;
     for (const def of w.scenario.parents) {
       const desired = w.api.desired.get(def.key);
       for (const n of def.nodes) {
@@ -123,7 +122,7 @@ export class Invariants {
           this.unservedSince.set(tag, this.unservedSince.get(tag) ?? now);
           const k = w.kubelets.get(n);
           if (k) for (const p of k.pods.values()) if (p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key) this.unnoticedDuring.add(tag);
-          const bound = serveBoundMs(def, fileCheck, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
+          const bound = serveBoundMs(def, w.scenario.kubelet, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
           if (now - since > bound) this.violate(n, def.key, 'not-served', `unserved for over ${Math.round(bound / 1000)}s after the last fault ended`);
         } else {
           this.unservedSince.delete(tag);
@@ -132,7 +131,7 @@ export class Invariants {
         if (node.up && desired?.healthy && !parentServes(w, n, def.key)) {
           const since = Math.max(this.notParentSince.get(tag) ?? now, w.lastFaultEnd);
           this.notParentSince.set(tag, this.notParentSince.get(tag) ?? now);
-          const bound = parentBoundMs(def, fileCheck);
+          const bound = parentBoundMs(def, w.scenario.kubelet);
           if (now - since > bound) this.violate(n, def.key, 'checkpoint-not-retired', `the parent can become Ready but has not served alone for over ${Math.round(bound / 1000)}s after the last fault ended`);
         } else this.notParentSince.delete(tag);
       }
