@@ -102,3 +102,43 @@ export function parentBoundMs(def: ParentDef, kubelet: KubeletModel): number {
   for (let k = 0; k < HANDOVER_ROUNDS; k++) rounds += handoverWindowMs(p, k + 1) + 1.25 * Math.min(p.handoverBackoff.initialMs * 2 ** k, p.handoverBackoff.maxMs);
   return serveBoundMs(def, kubelet) + rounds + kubelet.apiRelistAfterOutageMs + T.backoffMaxMs + RESTART_LATE_MS + fileCheckMs + def.stopMs + def.startMs + p.intervalMs;
 }
+
+/**
+ * The total time a parent key may go unserved on a node over a whole run (not per stretch), while
+ * it is servable (node up; a healthy spec desired or a checkpoint stored). Independent of the run's
+ * length: recovery ends, so the unserved time must stop growing. Each fault opens a recovery window
+ * from its start:
+ * - a rollout to a spec that cannot become Ready: its length, then until the checkpoint covers
+ *   (the serve bound, unnoticed exits included), then one lost hand-over to the new spec (its first
+ *   window, the copy's restart and the parent's stop time), and no more: the spec is then known bad
+ *   (core: no hand-over to a known-bad spec);
+ * - any other fault: its length, then until the parent itself serves again (the parent bound, which
+ *   covers the serve bound and every hand-over round).
+ * The budget is the length of the union of these windows: overlapping faults share one recovery.
+ */
+export function unservedBudgetMs(
+  def: ParentDef,
+  kubelet: KubeletModel,
+  faults: ReadonlyArray<{ type: string; at: number; end: number; healthy?: boolean; key?: string }>,
+): number {
+  const p = def.policy;
+  const copyStarts = T.actuatorMs + noticeBoundMs(kubelet) + Math.max(kubelet.staticPodStartMs, kubelet.apiPodStartMs) + T.bindDelayMs + def.startMs;
+  const windows = faults
+    .map((f) => {
+      const badRollout = f.type === 'rollout' && f.key === def.key && f.healthy === false;
+      const recovery = badRollout ? serveBoundMs(def, kubelet, false, true) + handoverWindowMs(p, 1) + copyStarts + def.stopMs : parentBoundMs(def, kubelet);
+      return { from: f.at, to: f.end + recovery };
+    })
+    .sort((x, y) => x.from - y.from);
+  let total = 0;
+  let open: { from: number; to: number } | null = null;
+  for (const win of windows) {
+    if (open && win.from <= open.to) open.to = Math.max(open.to, win.to);
+    else {
+      if (open) total += open.to - open.from;
+      open = { ...win };
+    }
+  }
+  if (open) total += open.to - open.from;
+  return total;
+}
