@@ -91,6 +91,8 @@ const expectations = z.strictObject({
   parentServed: z.boolean().optional(),
   maxServedAt: duration().optional(),
   maxParentServedAt: duration().optional(),
+  /** The focus key's total unserved time after the first fault, every stretch counted. */
+  maxUnserved: duration().optional(),
   /** No checkpoint is ever activated for the focus key after the first fault. */
   noActivation: z.boolean().optional(),
   /** The active checkpoint at the end runs this spec generation (1 = the first). */
