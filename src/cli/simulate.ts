@@ -6,6 +6,8 @@ import { readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import {
   formatSeedsSummary,
+  KUBELET_MODELS,
+  type KubeletModelName,
   formatTimeline,
   namedScenario,
   parseScenarioText,
@@ -20,6 +22,7 @@ import {
   type Scenario,
   type StrategyName,
   seedsExitCode,
+  withKubeletModel,
 } from '../sim/index.js';
 import { CliError } from './errors.js';
 
@@ -30,6 +33,18 @@ interface Opts {
   json?: boolean;
   svg?: string;
   seeds?: string;
+  kubelet?: string;
+}
+
+/** `--kubelet MODEL`: run the scenario on another kubelet model than the one it names. */
+function kubeletOf(s: string | undefined): KubeletModelName | undefined {
+  if (s === undefined) return undefined;
+  if (!(KUBELET_MODELS as readonly string[]).includes(s)) throw new CliError(`unknown kubelet model "${s}": use one of ${KUBELET_MODELS.join(', ')}`, 'EKUBELET', 2);
+  return s as KubeletModelName;
+}
+
+function onKubelet(s: Scenario, k: KubeletModelName | undefined): Scenario {
+  return k === undefined ? s : withKubeletModel(s, k);
 }
 
 function strategyOf(s: string): StrategyName {
@@ -78,14 +93,14 @@ function jsonOf(r: RunResult): Record<string, unknown> {
   };
 }
 
-function runRandom(range: string, strategy: StrategyName, json: boolean): void {
+function runRandom(range: string, strategy: StrategyName, json: boolean, kubelet: KubeletModelName | undefined): void {
   const seeds = parseSeedRange(range);
   if (!seeds) throw new CliError(`--seeds must look like 1..1000, got "${range}"`, 'ESEEDS', 2);
   const failing: Array<{ seed: number; violations: RunResult['invariantViolations'] }> = [];
   let runs = 0;
   const t0 = Date.now();
   for (let seed = seeds.from; seed <= seeds.to; seed++) {
-    const r = runScenario(randomScenario(seed), { seed, strategy, keepLogs: false });
+    const r = runScenario(onKubelet(randomScenario(seed), kubelet), { seed, strategy, keepLogs: false });
     runs++;
     if (r.invariantViolations.length > 0) failing.push({ seed, violations: r.invariantViolations });
   }
@@ -126,19 +141,21 @@ export function register(program: Command): void {
     .option('--seed <n>', 'seed (a seed replays a run exactly)')
     .option('--seeds <A..B>', 'run once per seed in the range: `random` reports failing seeds, a scenario the spread of its figures')
     .option('--strategy <name>', `checkpointing strategy: ${STRATEGIES.join(', ')}`, 'lastseen')
+    .option('--kubelet <model>', `kubelet model, overriding the scenario's: ${KUBELET_MODELS.join(', ')} (docs/simulator-kubelet.md)`)
     .option('--json', 'print one JSON object instead of the timeline')
     .option('--svg <file>', 'draw the run as an SVG chart')
     .action(async (name: string | undefined, opts: Opts) => {
       const strategy = strategyOf(opts.strategy);
-      if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json);
+      const kubelet = kubeletOf(opts.kubelet);
+      if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json, kubelet);
       if (opts.seeds !== undefined) {
         if (name === 'random-one') throw new CliError('random-one draws its scenario from --seed; use `random --seeds A..B` for a range', 'ESEEDS', 2);
         if (opts.seed !== undefined) throw new CliError('pass either --seed N (one run) or --seeds A..B (a run per seed), not both', 'ESEEDS', 2);
         if (opts.svg) throw new CliError('--svg draws one run; it cannot be used with --seeds', 'ESEEDS', 2);
-        return runScenarioSeeds(await load(name, opts.file), opts.seeds, strategy, !!opts.json);
+        return runScenarioSeeds(onKubelet(await load(name, opts.file), kubelet), opts.seeds, strategy, !!opts.json);
       }
       const seed = seedOf(opts.seed);
-      const scenario = name === 'random-one' ? randomScenario(seed ?? 1) : await load(name, opts.file);
+      const scenario = onKubelet(name === 'random-one' ? randomScenario(seed ?? 1) : await load(name, opts.file), kubelet);
       const r = runScenario(scenario, { seed, strategy });
       if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r), null, 2)}\n`);
       else process.stdout.write(`${formatTimeline(r)}\n`);

@@ -388,6 +388,69 @@ describe('decide: rules over time', () => {
     expect(release.state.state).toBe('HandingOver');
   });
 
+  describe('no hand-over to a known-bad spec', () => {
+    const BAD = { uid: 'u2', name: 'kube-apiserver-n1-2', specHash: 'h-bad' };
+    /** Active on the good copy (h1) with a pod of spec `pod` scheduled here; drive Starting beats and act on every action. */
+    function run(pod: typeof POD, until: number, from = f.Active!.state, t0 = 7000) {
+      let s = from;
+      const handovers: number[] = [];
+      const events: string[] = [];
+      let last = { state: s, actions: [] as Action[] };
+      for (let t = t0 - 200; t < until; t += 200) {
+        const input: Input = t < t0 ? { type: 'pod', pod } : { type: 'beat', beat: beat('Starting', { holderUid: pod.uid }) };
+        let d = decide(s, input, t);
+        for (const a of d.actions) {
+          if (a.type === 'retire') d = decide(d.state, { type: 'retired' }, t);
+          if (a.type === 'activate') d = decide(d.state, { type: 'activated' }, t);
+          if (a.type === 'transition' && a.to === 'HandingOver' && a.from !== 'HandingOver') handovers.push(t);
+          if (a.type === 'event') events.push(a.reason);
+        }
+        s = d.state;
+        last = d;
+      }
+      return { state: s, handovers, events, last };
+    }
+
+    it('a new spec that fails its hand-over is not handed over to again; the good copy keeps the node', () => {
+      const r = run(BAD, 400_000);
+      expect(r.handovers).toEqual([7000]); // one attempt, its window, then never again
+      expect(r.events.filter((e) => e === 'KnownBadSpec')).toHaveLength(1);
+      expect(r.state.state).toBe('Active');
+      expect(r.state.checkpoint.active).toBe(true);
+      expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 7000 + POLICY.handoverTimeoutMs });
+      expect(r.state.reason).toMatch(/^KnownBadSpec/);
+    });
+
+    it("the checkpoint's own spec failing a hand-over is a race, not a verdict: it is retried on the backoff", () => {
+      const r = run(POD, 400_000);
+      expect(r.handovers.length).toBeGreaterThan(3);
+      expect(r.state.knownBad).toBeNull();
+    });
+
+    it('a new spec clears the verdict: the next pod gets its hand-over', () => {
+      const bad = run(BAD, 100_000);
+      const next = { uid: 'u3', name: 'kube-apiserver-n1-3', specHash: 'h3' };
+      const r = run(next, 200_000, bad.state, 100_000);
+      expect(r.handovers[0]).toBe(99_800); // the backoff since the failure has long passed
+      expect(r.state.knownBad === null || r.state.knownBad.specHash === 'h3').toBe(true);
+    });
+
+    it('the bad spec reporting Ready on its own retires the checkpoint and forgets the verdict', () => {
+      const bad = run(BAD, 100_000);
+      const d = decide(bad.state, { type: 'beat', beat: beat('Ready', { holderUid: BAD.uid }) }, 100_100);
+      expect(d.state.state).toBe('Healthy');
+      expect(kinds(d.actions)).toContain('retire');
+      expect(d.state.knownBad).toBeNull();
+    });
+
+    it('with the pod unknown (no word from the api-server) nothing is judged', () => {
+      let s = f.Active!.state;
+      s = { ...s, pod: null };
+      const d = ticksUntil(decide(s, { type: 'beat', beat: beat('Starting') }, 7000).state, 7000, 7000 + POLICY.handoverTimeoutMs + 1);
+      expect(d.state.knownBad).toBeNull();
+    });
+  });
+
   it('last known good: a parent that never reports Ready is never captured', () => {
     let s = decide(f.Starting!.state, { type: 'pod', pod: { ...POD, specHash: 'h-bad' } }, 2100).state;
     for (let t = 2200; t < 20_000; t += 1000) {

@@ -111,6 +111,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     handover: resumed
       ? { attempts: a.handover!.attempts, deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy), notBefore: a.now, nextBackoffMs: a.handover!.nextBackoffMs }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
+    knownBad: null,
     retryAt: null,
   };
 }
@@ -176,6 +177,8 @@ function observe(s: ParentState, input: Input, now: number): void {
     case 'pod':
       if (!s.apiReachable) return;
       s.pod = input.pod ? { ...input.pod } : null;
+      // A new spec is a new candidate: the verdict on the old one does not carry over.
+      if (input.pod && s.knownBad !== null && input.pod.specHash !== s.knownBad.specHash) s.knownBad = null;
       if (input.pod) s.unscheduledSince = null;
       else s.unscheduledSince ??= now;
       return;
@@ -379,6 +382,10 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       // Overlap: the parent binds beside the checkpoint (shared ports), so nothing is retired until
       // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving.
       if (s.phase === 'Starting' && p.handover === 'overlap') return false;
+      if (s.phase === 'Starting' && knownBad(s)) {
+        holdNote(s, `KnownBadSpec: the parent runs spec ${s.knownBad!.specHash}, which failed a hand-over; the checkpoint keeps the node until the spec changes or the parent reports Ready`, actions);
+        return false;
+      }
       if (s.phase === 'Starting' && now >= s.handover.notBefore) {
         s.handover.attempts += 1;
         const windowMs = handoverWindowMs(p, s.handover.attempts);
@@ -396,6 +403,12 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       }
       if (s.handover.deadline !== null && now >= s.handover.deadline) {
         const backoff = s.handover.nextBackoffMs;
+        // Only a spec other than the checkpoint's is judged: the copy's own spec has been Ready.
+        const bad = s.pod !== null && s.pod.specHash !== s.checkpoint.specHash ? s.pod : null;
+        if (bad) {
+          s.knownBad = { specHash: bad.specHash, podUid: bad.uid, since: now };
+          event(actions, 'Warning', 'KnownBadSpec', `${s.id}: pod ${bad.name} (spec ${bad.specHash}) failed its hand-over; no further hand-over to this spec until it changes or reports Ready`);
+        }
         s.handover.deadline = null;
         s.handover.notBefore = now + Math.round(backoff * (1 + handoverJitter(s.id, s.handover.attempts)));
         s.handover.nextBackoffMs = Math.min(p.handoverBackoff.maxMs, backoff * 2);
@@ -431,6 +444,12 @@ function holdNote(s: ParentState, reason: string, actions: Action[]): void {
 
 function resetHandover(s: ParentState): void {
   s.handover = { attempts: 0, deadline: null, notBefore: 0, nextBackoffMs: s.policy.handoverBackoff.initialMs };
+  s.knownBad = null;
+}
+
+/** The parent here still runs the spec that failed a hand-over (see ParentState.knownBad). */
+function knownBad(s: ParentState): boolean {
+  return s.knownBad !== null && s.pod !== null && s.pod.specHash === s.knownBad.specHash;
 }
 
 // ---- reconciling: bring the node's files in line with the state (desired vs. reported) ----

@@ -106,6 +106,13 @@ export interface ParentState {
     /** The backoff to apply after the next failed hand-over. */
     nextBackoffMs: number;
   };
+  /**
+   * No hand-over to a known-bad spec: the parent spec (and pod) that failed a hand-over while it
+   * differed from the checkpoint's, last known good, spec. The checkpoint keeps the node until the
+   * api-server's pod here changes spec or the parent reports Ready on its own. A failure of the
+   * checkpoint's own spec is a race with the kubelet's back-off, not a verdict: it is not recorded.
+   */
+  knownBad: { specHash: string; podUid: string; since: number } | null;
   /** Actuator failures: retry the named action no earlier than this. */
   retryAt: number | null;
 }

@@ -1,6 +1,7 @@
 // Liveness bounds derived from the policy and the model's timings. Each term says what it waits
 // for; the sums are what the invariants hold the lastseen agent to after a fault ends.
 import { CONFIRM_TIMEOUT_MS, handoverWindowMs } from '../core/decide.js';
+import { type KubeletModel, noticeBoundMs } from './kubelet-model.js';
 import { T } from './model.js';
 import type { ParentDef } from './schema.js';
 
@@ -55,9 +56,12 @@ export const RESTART_LATE_MS = T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter
  * + actuator + kubelet file-check period       the manifest is written and noticed
  * + pod start + bind delay + parent start      the copy starts on free ports
  */
-export function serveBoundMs(def: ParentDef, fileCheckMs: number, desiredHealthy = true, parentUnnoticed = false): number {
+export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealthy = true, parentUnnoticed = false): number {
   const p = def.policy;
-  const copyStarts = T.actuatorMs + fileCheckMs + T.podStartMs + T.bindDelayMs + def.startMs;
+  // The kubelet model's slowest notice (the file-check period, or inotify's worst case) and pod start.
+  const fileCheckMs = noticeBoundMs(kubelet);
+  const podStartMs = Math.max(kubelet.staticPodStartMs, kubelet.apiPodStartMs);
+  const copyStarts = T.actuatorMs + fileCheckMs + podStartMs + T.bindDelayMs + def.startMs;
   // The lost hand-over may be a later attempt, whose window has grown (handoverWindowMs): take the cap.
   const lostHandover = handoverWindowMs(p, Number.MAX_SAFE_INTEGER) + copyStarts + T.agentProbeMs;
   const noDeadline =
@@ -67,13 +71,13 @@ export function serveBoundMs(def: ParentDef, fileCheckMs: number, desiredHealthy
     copyStarts;
   const fromFault =
     (desiredHealthy ? 0 : p.startTimeoutMs) +
-    T.kubeletStartMs + T.podStartMs + T.agentStartMs +
+    T.kubeletStartMs + kubelet.startupMs + podStartMs + T.agentStartMs +
     p.startupGraceMs +
     p.windowMs +
     CONFIRM_TIMEOUT_MS + T.agentProbeMs +
     T.agentFilePollMs + T.actuatorMs +
     fileCheckMs +
-    T.podStartMs + def.startMs +
+    podStartMs + def.startMs +
     def.stopMs + T.backoffInitialMs * (1 + 2 + 4) + 3 * RESTART_LATE_MS +
     T.controllerMs + p.intervalMs;
   return parentUnnoticed ? Math.max(fromFault, lostHandover, noDeadline) : fromFault;
@@ -91,9 +95,50 @@ const HANDOVER_ROUNDS = 4;
  * + sum over HANDOVER_ROUNDS of (window(k + 1) + min(initial * 2^k, max) * 1.25 spread)
  * + kubelet max backoff + file check + termination + parent start + interval   the winning round
  */
-export function parentBoundMs(def: ParentDef, fileCheckMs: number): number {
+export function parentBoundMs(def: ParentDef, kubelet: KubeletModel): number {
   const p = def.policy;
+  const fileCheckMs = noticeBoundMs(kubelet);
   let rounds = 0;
   for (let k = 0; k < HANDOVER_ROUNDS; k++) rounds += handoverWindowMs(p, k + 1) + 1.25 * Math.min(p.handoverBackoff.initialMs * 2 ** k, p.handoverBackoff.maxMs);
-  return serveBoundMs(def, fileCheckMs) + rounds + T.backoffMaxMs + RESTART_LATE_MS + fileCheckMs + def.stopMs + def.startMs + p.intervalMs;
+  return serveBoundMs(def, kubelet) + rounds + kubelet.apiRelistAfterOutageMs + T.backoffMaxMs + RESTART_LATE_MS + fileCheckMs + def.stopMs + def.startMs + p.intervalMs;
+}
+
+/**
+ * The total time a parent key may go unserved on a node over a whole run (not per stretch), while
+ * it is servable (node up; a healthy spec desired or a checkpoint stored). Independent of the run's
+ * length: recovery ends, so the unserved time must stop growing. Each fault opens a recovery window
+ * from its start:
+ * - a rollout to a spec that cannot become Ready: its length, then until the checkpoint covers
+ *   (the serve bound, unnoticed exits included), then one lost hand-over to the new spec (its first
+ *   window, the copy's restart and the parent's stop time), and no more: the spec is then known bad
+ *   (core: no hand-over to a known-bad spec);
+ * - any other fault: its length, then until the parent itself serves again (the parent bound, which
+ *   covers the serve bound and every hand-over round).
+ * The budget is the length of the union of these windows: overlapping faults share one recovery.
+ */
+export function unservedBudgetMs(
+  def: ParentDef,
+  kubelet: KubeletModel,
+  faults: ReadonlyArray<{ type: string; at: number; end: number; healthy?: boolean; key?: string }>,
+): number {
+  const p = def.policy;
+  const copyStarts = T.actuatorMs + noticeBoundMs(kubelet) + Math.max(kubelet.staticPodStartMs, kubelet.apiPodStartMs) + T.bindDelayMs + def.startMs;
+  const windows = faults
+    .map((f) => {
+      const badRollout = f.type === 'rollout' && f.key === def.key && f.healthy === false;
+      const recovery = badRollout ? serveBoundMs(def, kubelet, false, true) + handoverWindowMs(p, 1) + copyStarts + def.stopMs : parentBoundMs(def, kubelet);
+      return { from: f.at, to: f.end + recovery };
+    })
+    .sort((x, y) => x.from - y.from);
+  let total = 0;
+  let open: { from: number; to: number } | null = null;
+  for (const win of windows) {
+    if (open && win.from <= open.to) open.to = Math.max(open.to, win.to);
+    else {
+      if (open) total += open.to - open.from;
+      open = { ...win };
+    }
+  }
+  if (open) total += open.to - open.from;
+  return total;
 }

@@ -4,7 +4,9 @@
 // the run stops at the first one when enforcing, and the seed replays it.
 import type { ParentStateName, Phase } from '../core/types.js';
 import { parentId } from '../core/names.js';
-import { parentBoundMs, serveBoundMs } from './bounds.js';
+import { manifestFile } from '../core/names.js';
+import { faultEnd } from './faults.js';
+import { parentBoundMs, serveBoundMs, unservedBudgetMs } from './bounds.js';
 import type { PodSpec, SimNode } from './model.js';
 import { T } from './model.js';
 import { parentServes, servedBy } from './outcome.js';
@@ -15,12 +17,26 @@ export interface Violation {
   t: number;
   node: string;
   key: string;
-  invariant: 'activation-while-fresh' | 'gc-without-api' | 'checkpoint-not-ready' | 'not-served' | 'checkpoint-not-retired' | 'handover-backoff';
+  invariant:
+    | 'activation-while-fresh'
+    | 'activation-while-parent-alive'
+    | 'gc-without-api'
+    | 'checkpoint-not-ready'
+    | 'not-served'
+    | 'unserved-total'
+    | 'checkpoint-not-retired'
+    | 'handover-backoff';
   message: string;
 }
 
 /** Tolerance for the agent's clock drift and event ordering when comparing agent-side times. */
 const SLACK_MS = 1_000;
+/**
+ * How long a parent must have served before an agent could know it: a Ready beat is written (one
+ * interval at most after Ready: the policy's), read (file poll or watch round trip), and the
+ * manifest write already under way finishes (actuator).
+ */
+const SEEN_AFTER_MS = T.agentFilePollMs + T.apiRttMs + T.actuatorMs + SLACK_MS;
 
 export class Invariants {
   readonly violations: Violation[] = [];
@@ -32,6 +48,14 @@ export class Invariants {
   private unnoticedDuring = new Set<string>();
   private notParentSince = new Map<string, number>();
   private reported = new Set<string>();
+  /** Total unserved time per node/key after the first fault, and whether it was unserved at the last event. */
+  private unservedTotal = new Map<string, number>();
+  private unservedAt = new Map<string, number>();
+  /** The checkpoint manifest was in the folder at the last event. */
+  private manifestWas = new Map<string, boolean>();
+  /** Since when the parent itself serves on the node (true time). */
+  private parentServingSince = new Map<string, number>();
+  private budgets = new Map<string, number>();
 
   constructor(
     private readonly world: World,
@@ -111,19 +135,21 @@ export class Invariants {
   afterEvent(): boolean {
     const w = this.world;
     const now = w.q.now;
-    const fileCheck = w.scenario.spec.kubelet.fileCheckPeriod;
     for (const def of w.scenario.parents) {
       const desired = w.api.desired.get(def.key);
       for (const n of def.nodes) {
         const node = w.nodes.get(n)!;
         const tag = `${n}/${def.key}`;
         const servable = node.up && (desired?.healthy || node.disk.checkpoints.has(parentId(def.namespace, def.key)));
-        if (servable && servedBy(w, n, def.key) === null) {
+        const by = servedBy(w, n, def.key);
+        this.checkActivation(node, def.key, by, now, def.policy.intervalMs);
+        this.countUnserved(tag, def.key, servable && by === null, now);
+        if (servable && by === null) {
           const since = Math.max(this.unservedSince.get(tag) ?? now, w.lastFaultEnd);
           this.unservedSince.set(tag, this.unservedSince.get(tag) ?? now);
           const k = w.kubelets.get(n);
           if (k) for (const p of k.pods.values()) if (p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key) this.unnoticedDuring.add(tag);
-          const bound = serveBoundMs(def, fileCheck, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
+          const bound = serveBoundMs(def, w.scenario.kubelet, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
           if (now - since > bound) this.violate(n, def.key, 'not-served', `unserved for over ${Math.round(bound / 1000)}s after the last fault ended`);
         } else {
           this.unservedSince.delete(tag);
@@ -132,11 +158,50 @@ export class Invariants {
         if (node.up && desired?.healthy && !parentServes(w, n, def.key)) {
           const since = Math.max(this.notParentSince.get(tag) ?? now, w.lastFaultEnd);
           this.notParentSince.set(tag, this.notParentSince.get(tag) ?? now);
-          const bound = parentBoundMs(def, fileCheck);
+          const bound = parentBoundMs(def, w.scenario.kubelet);
           if (now - since > bound) this.violate(n, def.key, 'checkpoint-not-retired', `the parent can become Ready but has not served alone for over ${Math.round(bound / 1000)}s after the last fault ended`);
         } else this.notParentSince.delete(tag);
       }
     }
     return !(this.enforce && this.violations.length > 0);
+  }
+
+  /**
+   * A checkpoint is never activated while its parent is alive on this node: when the checkpoint's
+   * manifest appears, the parent must not have been serving (running and Ready, by the kubelet's
+   * ground truth) for longer than an agent needs to learn of it.
+   */
+  private checkActivation(node: SimNode, key: string, by: ReturnType<typeof servedBy>, now: number, intervalMs: number): void {
+    const tag = `${node.name}/${key}`;
+    if (by === 'parent') this.parentServingSince.set(tag, this.parentServingSince.get(tag) ?? now);
+    else this.parentServingSince.delete(tag);
+    const def = this.world.parentDef(key);
+    const present = node.disk.manifests.has(manifestFile(def.namespace, key));
+    const was = this.manifestWas.get(tag) ?? false;
+    this.manifestWas.set(tag, present);
+    if (!present || was) return;
+    const since = this.parentServingSince.get(tag);
+    if (since !== undefined && now - since > intervalMs + SEEN_AFTER_MS) {
+      this.violate(node.name, key, 'activation-while-parent-alive', `checkpoint activated while the parent had been serving on this node for ${((now - since) / 1000).toFixed(1)}s`);
+    }
+  }
+
+  /** The total unserved time after the first fault stays within a budget independent of the run's length. */
+  private countUnserved(tag: string, key: string, unserved: boolean, now: number): void {
+    const w = this.world;
+    if (w.firstFaultAt === null || now < w.firstFaultAt) return;
+    const since = this.unservedAt.get(tag);
+    if (since !== undefined) {
+      const total = (this.unservedTotal.get(tag) ?? 0) + (now - since);
+      this.unservedTotal.set(tag, total);
+      let budget = this.budgets.get(key);
+      if (budget === undefined) {
+        budget = unservedBudgetMs(w.parentDef(key), w.scenario.kubelet, w.scenario.spec.faults.map((f) => ({ ...f, end: faultEnd(f) })));
+        this.budgets.set(key, budget);
+      }
+      if (total > budget) this.violate(tag.split('/')[0]!, key, 'unserved-total', `unserved ${Math.round(total / 1000)}s in total since the first fault; the budget for this scenario's faults is ${Math.round(budget / 1000)}s`);
+    }
+    if (unserved) this.unservedAt.set(tag, now);
+    else this.unservedAt.delete(tag);
   }
 }

@@ -1,17 +1,24 @@
 // A model kubelet, one per node and boot. What it keeps in memory dies with a reboot; what is on
-// disk (the static-pod manifests) survives. Mechanics that matter for checkpointing:
-// - static pods come from the manifest folder, noticed only on the periodic file check;
+// disk (the static-pod manifests, containerd's container records) survives. Its timings come from
+// the scenario's kubelet model (kubelet-model.ts: `v1.36`, calibrated against a real kubelet, or
+// `v1.5`, the kubelet of the background issue). Mechanics that matter for checkpointing:
+// - static pods come from the manifest folder, noticed on the periodic file check (v1.5) or a
+//   fraction of a second after each change (v1.36, inotify);
 // - api-assigned pods are learned only while an api-server is reachable, and forgotten on reboot;
-//   once learned they keep running without one;
+//   once learned they keep running without one. After failing to reach an api-server, a v1.36
+//   kubelet lists its pods again only about 20 s after one answers;
 // - a container binds its host ports shortly after it starts; a second binder exits;
 // - exits are restarted with the kubelet's crash-loop backoff, by the pod worker's first sync after
-//   the back-off expires (syncs every 10-15s while backing off);
-// - a removed pod stops serving at once but holds its ports for its graceful termination (stopMs);
+//   the back-off expires (syncs every 10-15s while backing off). v1.36: a container's first exit
+//   with none on record restarts at the next relist (about 1 s), and an exited container left from
+//   the previous boot is on record, so after a reboot the first crash already waits 10 s;
+// - a removed pod stops serving at once but holds its ports for its graceful termination (stopMs,
+//   cut short by SIGKILL at its terminationGracePeriod);
 // - container states are pushed to the api-server only while one is reachable, and the kubelet's
 //   own pod listing (`/pods`) repeats the last state it managed to push. This is the stale view
 //   the old checkpointer trusted (docs/reboot-story.md).
 //
-// The kubelet v1.5 status cache (scenario `kubelet.staleStatus`, on by default), the two facts of
+// The kubelet v1.5 status cache (scenario `kubelet.staleStatus`, on in the v1.5 model), the two facts of
 // the background issue that make the old checkpointer deadlock:
 // - `/pods` reports the pod *phase* as last pushed, and a restartPolicy=Always pod whose container
 //   has started is phase Running even while it crash-loops ("the last reported state to the api
@@ -22,6 +29,7 @@
 //   api-server pod (it had failed to bind prior) - even though it could successfully start now").
 //   Exits while connected are noticed and restarted on the crash-loop back-off as usual. Static pods
 //   (checkpoint copies, the agent) come from the manifest folder and are always restarted.
+import { type KubeletModel, noticeDelayMs } from './kubelet-model.js';
 import type { PodRole, PodSpec, SimNode } from './model.js';
 import { AGENT_MANIFEST, T } from './model.js';
 import type { Rng } from './rng.js';
@@ -52,6 +60,10 @@ export interface KPod {
   reported: ReportedState | null;
   /** The container has started at least once (its pod's phase is past Pending). */
   everStarted: boolean;
+  /** Where containerd keeps this pod's containers (static: file and content; api: uid). */
+  identity: string;
+  /** Exits on record since the back-off was last reset (an exited container of an earlier boot counts, v1.36). */
+  exits: number;
   /** staleStatus: the container exited while the kubelet had no api-server; not yet noticed. */
   unnoticed: { why: string; at: number } | null;
   stopSidecar: (() => void) | null;
@@ -62,8 +74,15 @@ export class Kubelet {
   private connected = false;
   private nextUid = 0;
   private readonly rng: Rng;
+  /** Its own stream, so the notice delays never shift the pod workers' jitter. */
+  private readonly noticeRng: Rng;
+  readonly model: KubeletModel;
   /** The kubelet v1.5 status cache (see the header). */
   readonly staleStatus: boolean;
+  /** It failed to reach an api-server since it started (its pod reflector is backing off). */
+  private missedApi = false;
+  /** No api pods are listed before this (the reflector's retry after an outage). */
+  private listAfter = 0;
 
   constructor(
     private readonly world: World,
@@ -71,7 +90,9 @@ export class Kubelet {
     private readonly bootId: number,
   ) {
     this.rng = world.rng(`kubelet/${node.name}/${bootId}`);
-    this.staleStatus = world.scenario.spec.kubelet.staleStatus;
+    this.noticeRng = world.rng(`kubelet/${node.name}/${bootId}/notice`);
+    this.model = world.scenario.kubelet;
+    this.staleStatus = this.model.staleStatus;
   }
 
   private live(): boolean {
@@ -85,12 +106,21 @@ export class Kubelet {
   }
 
   start(): void {
-    const period = this.world.scenario.spec.kubelet.fileCheckPeriod;
+    const m = this.model;
+    if (m.manifestWatch === 'inotify') {
+      const folder = this.node.disk.manifests;
+      folder.onChange = () => {
+        if (this.live()) this.after(noticeDelayMs(m, this.noticeRng.next()), () => this.checkFiles());
+      };
+      this.after(m.startupMs, () => this.checkFiles());
+      return;
+    }
     const loop = () => {
       this.checkFiles();
-      this.after(period, loop);
+      this.after(m.fileCheckPeriodMs, loop);
     };
-    loop();
+    if (m.startupMs > 0) this.after(m.startupMs, loop);
+    else loop();
   }
 
   /** Serving: running and Ready, not being removed. */
@@ -117,7 +147,7 @@ export class Kubelet {
       const running = [...this.pods.values()].some((p) => p.manifestFile === file && !p.removed);
       if (running) continue;
       const name = file === AGENT_MANIFEST ? 'lastseen-agent' : `${m.spec!.key}-checkpoint-${this.node.name}`;
-      this.add({ name, role: m.role, source: 'static', manifestFile: file, spec: m.spec, uid: `${this.node.name}/static/${++this.nextUid}` });
+      this.add({ name, role: m.role, source: 'static', manifestFile: file, spec: m.spec, uid: `${this.node.name}/static/${++this.nextUid}`, identity: `static/${file}/${m.spec?.hash ?? ''}` });
     }
   }
 
@@ -125,9 +155,16 @@ export class Kubelet {
 
   /** Reachability changed (the world tells every kubelet after every event that changes it). */
   setConnected(reachable: boolean): void {
+    if (!reachable) this.missedApi = true;
     if (reachable === this.connected) return;
     this.connected = reachable;
     if (reachable) {
+      const delay = this.missedApi ? this.model.apiRelistAfterOutageMs : 0;
+      this.missedApi = false;
+      if (delay > 0) {
+        this.listAfter = this.world.q.now + delay;
+        this.after(delay, () => this.syncApiPods());
+      }
       this.syncApiPods();
       // The pod workers sync again: exits that happened while nobody was listening are noticed now.
       for (const p of this.pods.values()) {
@@ -149,7 +186,7 @@ export class Kubelet {
 
   /** The api-server's pods for this node changed (or the kubelet just connected). */
   syncApiPods(): void {
-    if (!this.connected) return;
+    if (!this.connected || this.world.q.now < this.listAfter) return;
     const desired = this.world.api.podsOn(this.node.name);
     const uids = new Set(desired.map((d) => d.uid));
     for (const p of this.pods.values()) {
@@ -157,15 +194,16 @@ export class Kubelet {
     }
     for (const d of desired) {
       if (this.pods.has(d.uid)) continue;
-      this.add({ name: d.name, role: 'parent', source: 'api', manifestFile: null, spec: d.spec, uid: d.uid });
+      this.add({ name: d.name, role: 'parent', source: 'api', manifestFile: null, spec: d.spec, uid: d.uid, identity: `api/${d.uid}` });
     }
   }
 
   // ---- containers ----
 
-  private add(a: { uid: string; name: string; role: PodRole; source: 'static' | 'api'; manifestFile: string | null; spec: PodSpec | null }): void {
+  private add(a: { uid: string; name: string; role: PodRole; source: 'static' | 'api'; manifestFile: string | null; spec: PodSpec | null; identity: string }): void {
     const p: KPod = {
       ...a,
+      exits: this.model.backoffSurvivesReboot && this.node.disk.containers.has(a.identity) ? 1 : 0,
       state: 'waiting',
       bound: false,
       restarts: 0,
@@ -182,7 +220,7 @@ export class Kubelet {
     this.world.log(this.node.name, 'kubelet', `pod ${p.name} (${p.source}${p.spec ? `, gen ${p.spec.generation}` : ''}) added`, p.spec?.key);
     if (p.spec && p.role !== 'agent') p.stopSidecar = this.world.startSidecar(this.node, p);
     this.report(p);
-    this.after(T.podStartMs, () => this.startContainer(p));
+    this.after(p.source === 'api' ? this.model.apiPodStartMs : this.model.staticPodStartMs, () => this.startContainer(p));
   }
 
   private startContainer(p: KPod): void {
@@ -190,6 +228,7 @@ export class Kubelet {
     p.state = 'starting';
     p.everStarted = true;
     p.startedAt = this.world.q.now;
+    this.node.disk.containers.add(p.identity);
     const run = ++p.runId;
     this.report(p);
     const same = () => p.runId === run && !p.removed;
@@ -254,15 +293,24 @@ export class Kubelet {
 
   /** Schedule the restart of an exited container: back-off, then the pod worker's next sync. */
   private restartLater(p: KPod, why: string, exitedAt: number): void {
-    if (exitedAt - p.startedAt >= T.backoffResetMs) p.backoffMs = T.backoffInitialMs;
-    const backoff = p.backoffMs;
-    p.backoffMs = Math.min(T.backoffMaxMs, p.backoffMs * 2);
+    if (exitedAt - p.startedAt >= T.backoffResetMs) {
+      p.backoffMs = T.backoffInitialMs;
+      p.exits = 0;
+    }
     p.restarts++;
     this.report(p);
+    const first = this.model.firstRestartMs !== null && p.exits === 0;
+    p.exits++;
     let delay = 0;
-    while (delay < backoff) delay += T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter * this.rng.next());
-    delay = Math.round(delay);
-    this.world.log(this.node.name, 'kubelet', `${p.name} exited: ${why}; restart in ${(delay / 1000).toFixed(1)}s (back-off ${backoff / 1000}s)`, p.spec?.key);
+    let backoff = 0;
+    if (first) delay = this.model.firstRestartMs!;
+    else {
+      backoff = p.backoffMs;
+      p.backoffMs = Math.min(T.backoffMaxMs, p.backoffMs * 2);
+      while (delay < backoff) delay += T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter * this.rng.next());
+      delay = Math.round(delay);
+    }
+    this.world.log(this.node.name, 'kubelet', `${p.name} exited: ${why}; restart in ${(delay / 1000).toFixed(1)}s (${first ? 'first exit on record: no back-off' : `back-off ${backoff / 1000}s`})`, p.spec?.key);
     const run = p.runId;
     this.after(delay, () => {
       if (p.runId === run) this.startContainer(p);
@@ -277,7 +325,7 @@ export class Kubelet {
     p.unnoticed = null;
     p.stopSidecar?.();
     const wasUp = p.state !== 'waiting';
-    const stopMs = p.spec?.stopMs ?? T.terminationMs;
+    const stopMs = this.model.killMs + (p.spec ? Math.min(p.spec.stopMs, p.spec.gracePeriodMs) : T.terminationMs);
     const holds = wasUp && p.bound;
     this.world.log(this.node.name, 'kubelet', `pod ${p.name} removed: ${why}${holds ? `; stops serving, holds its ports until it exits (${stopMs / 1000}s)` : ''}`, p.spec?.key);
     p.state = 'terminating';
@@ -285,6 +333,7 @@ export class Kubelet {
       if (holds) this.world.log(this.node.name, 'kubelet', `${p.name} terminated; ports released`, p.spec?.key);
       this.release(p);
       this.pods.delete(p.uid);
+      this.node.disk.containers.delete(p.identity);
       this.report(p);
     });
   }

@@ -28,6 +28,8 @@ export interface PodSpec {
    * being Ready at once (an api-server stops serving), but keeps its host ports bound until it exits.
    */
   stopMs: number;
+  /** terminationGracePeriodSeconds: SIGKILL this long after SIGTERM, whatever stopMs says. */
+  gracePeriodMs: number;
 }
 
 export type PodRole = Role | 'agent';
@@ -43,9 +45,35 @@ export interface Manifest {
   spec: PodSpec | null;
 }
 
+/**
+ * The static-pod folder: a Map that tells its watcher (an inotify kubelet) about every write and
+ * removal, whoever makes them.
+ */
+export class ManifestFolder extends Map<string, Manifest> {
+  onChange: (() => void) | null = null;
+
+  override set(file: string, m: Manifest): this {
+    super.set(file, m);
+    this.onChange?.();
+    return this;
+  }
+
+  override delete(file: string): boolean {
+    const had = super.delete(file);
+    if (had) this.onChange?.();
+    return had;
+  }
+}
+
 export interface NodeDisk {
   /** /etc/kubernetes/manifests: file name -> manifest. Survives reboots. */
-  manifests: Map<string, Manifest>;
+  manifests: ManifestFolder;
+  /**
+   * containerd's container records (/var/lib/containerd): pods that have had a container on this
+   * node and not been removed since. Survives reboots; an inotify-era kubelet counts such a left-over
+   * exited container in its crash-loop back-off.
+   */
+  containers: Set<string>;
   /** /var/lib/lastseen/checkpoints: parent id -> copy. Survives reboots. */
   checkpoints: Map<string, StoredCheckpoint>;
   /** /var/lib/lastseen/handovers.json: parent id -> hand-over in progress (deadline on the wall clock). Survives reboots. */
@@ -97,9 +125,7 @@ export const T = {
    */
   podWorkerBackoffSyncMs: 10_000,
   podWorkerJitter: 0.5,
-  /** Kubelet: from learning of a pod to starting its container (image present, sandbox). */
-  podStartMs: 1_000,
-  /** Kubelet: from boot to running. */
+  /** Kubelet: from boot to running (systemd; the kubelet's own start is in the kubelet model). */
   kubeletStartMs: 3_000,
   /** The agent container's own start. */
   agentStartMs: 2_000,

@@ -5,7 +5,7 @@ import { parseScenario, type Scenario, type ScenarioInput } from './schema.js';
 
 type FaultInput = NonNullable<ScenarioInput['faults']>[number];
 
-/** A random scenario: 1-3 masters, an api-server and a CNI parent, 1-3 faults in the first minutes. */
+/** A random scenario: 1-3 masters, an api-server and a CNI parent, 1-3 faults in the first minutes; odd seeds on kubelet v1.36, even on v1.5. */
 export function randomScenario(seed: number): Scenario {
   const rng = new Rng(seed).fork('schedule');
   const masters = rng.int(1, 3);
@@ -53,6 +53,8 @@ export function randomScenario(seed: number): Scenario {
   const doc: ScenarioInput = {
     name: `random-${seed}`,
     duration: at + 300_000,
+    // Both kubelet models, alternating by seed (not drawn: the schedules stay those of earlier sweeps).
+    kubelet: { model: seed % 2 === 0 ? 'v1.5' : 'v1.36' },
     nodes,
     parents: [
       { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },

@@ -76,6 +76,7 @@ function judge(s: Scenario, o: OutcomeFigures, w: World): string[] {
   if (e.maxParentServedAt !== undefined && (o.parentServedAt === null || o.parentServedAt * 1000 > e.maxParentServedAt)) {
     out.push(`expected parentServedAt <= ${e.maxParentServedAt / 1000}s, got ${o.parentServedAt}`);
   }
+  if (e.maxUnserved !== undefined && o.unservedSeconds * 1000 > e.maxUnserved) out.push(`expected at most ${e.maxUnserved / 1000}s unserved in total, got ${o.unservedSeconds}`);
   if (e.noActivation) {
     const { node, key } = s.spec.focus ?? s.focus;
     const activated = w.logs.some((l) => l.node === node && l.key === key && l.kind === 'core' && / -> Active/.test(l.text) && l.t >= (w.firstFaultAt ?? 0));

@@ -19,14 +19,22 @@ const three = [
   { name: 'm3', master: true },
 ];
 
+/**
+ * The kubelet of the background issue (kubelet-model.ts): the two stories whose point is the old
+ * checkpointer's deadlock run on it, so the baselines still show that deadlock. Every other scenario
+ * runs on the calibrated v1.36 model (the schema's default); `simulate --kubelet` swaps either way.
+ */
+const v15 = { model: 'v1.5' } as const;
+
 export const NAMED: Record<string, ScenarioInput> = {
   'master-reboot': {
     name: 'master-reboot',
     description:
-      'The single master, whose api-server is a self-hosted DaemonSet pod, reboots (the background issue). With the kubelet v1.5 status cache, kubelet-pods deadlocks; lastseen recovers through hand-overs.',
+      'The single master, whose api-server is a self-hosted DaemonSet pod, reboots (the background issue), on the v1.5 kubelet model. With the kubelet v1.5 status cache, kubelet-pods deadlocks; lastseen recovers through hand-overs.',
     // Long enough for the slowest seeds: the hand-over back-off and the kubelet's crash-loop back-off
     // both double, and can stay in step for several rounds (up to about 20 minutes).
     duration: '30m',
+    kubelet: v15,
     nodes: one,
     parents: [apiserver],
     faults: [{ type: 'reboot', at: '3m', node: 'm1', down: '40s' }],
@@ -36,6 +44,7 @@ export const NAMED: Record<string, ScenarioInput> = {
     name: 'delete-last-apiserver',
     description: 'kubectl delete pod on the only api-server: it stops deliberately; the checkpoint covers until the DaemonSet pod is back.',
     duration: '15m',
+    kubelet: v15,
     nodes: one,
     parents: [apiserver],
     faults: [{ type: 'delete-pod', at: '3m', key: 'kube-apiserver', node: 'm1' }],
@@ -139,14 +148,19 @@ NAMED['master-reboot-overlap'] = {
   ...NAMED['master-reboot']!,
   name: 'master-reboot-overlap',
   description:
-    'master-reboot with the api-server sharing its port (--permit-port-sharing) and handover: overlap: the parent starts beside its checkpoint, which retires only once the parent is Ready.',
+    'master-reboot with the api-server sharing its port (--permit-port-sharing) and handover: overlap: the parent starts beside its checkpoint, which retires only once the parent is Ready. On the calibrated v1.36 kubelet.',
+  kubelet: { model: 'v1.36' },
   parents: [sharedApiserver],
+  // Issue 10's goal for a master reboot (the node is down 40 s of it): holds on every seed 1..200.
+  expect: { served: true, parentServed: true, maxUnserved: '75s', maxParentServedAt: '3m' },
 };
 NAMED['bad-rollout-overlap'] = {
   ...NAMED['bad-rollout']!,
   name: 'bad-rollout-overlap',
   description: 'bad-rollout with port sharing and handover: overlap: the crashing spec never takes the port from the checkpoint.',
   parents: [sharedApiserver],
+  // Issue 10's goal for a bad rollout: holds on every seed 1..200.
+  expect: { ...NAMED['bad-rollout']!.expect, maxUnserved: '60s' },
 };
 
 export const SCENARIO_NAMES = Object.keys(NAMED);

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { type ParentPolicy, parsePolicy } from '../policy/policy.js';
 import { parseDuration } from '../policy/duration.js';
 import { formatPath, type PolicyError } from '../policy/policy.js';
+import { KUBELET_MODEL_BY_NAME, KUBELET_MODELS, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
 
 export const SCENARIO_API_VERSION = 'lastseen.dev/v1alpha1';
 
@@ -48,6 +49,8 @@ const parent = z.strictObject({
   nodes: z.array(z.string()).optional(),
   /** Host ports the main container binds (default 6443 for an apiserver, none otherwise). */
   ports: z.array(z.number().int().min(1).max(65535)).optional(),
+  /** The pod's terminationGracePeriodSeconds: the kubelet kills a process still running this long after SIGTERM. */
+  terminationGracePeriod: duration().default(30_000),
   /** Binds its ports with SO_REUSEPORT (`--permit-port-sharing`), so it can run beside its checkpoint. */
   portSharing: z.boolean().default(false),
   /** From process start to Ready. */
@@ -88,6 +91,8 @@ const expectations = z.strictObject({
   parentServed: z.boolean().optional(),
   maxServedAt: duration().optional(),
   maxParentServedAt: duration().optional(),
+  /** The focus key's total unserved time after the first fault, every stretch counted. */
+  maxUnserved: duration().optional(),
   /** No checkpoint is ever activated for the focus key after the first fault. */
   noActivation: z.boolean().optional(),
   /** The active checkpoint at the end runs this spec generation (1 = the first). */
@@ -105,11 +110,17 @@ export const scenarioSchema = z
     seed: z.number().int().optional(),
     kubelet: z
       .strictObject({
-        /** How often the kubelet re-reads its static-pod folder (--file-check-frequency). */
-        fileCheckPeriod: duration().default(20_000),
         /**
-         * The kubelet v1.5 status cache (docs/reboot-story.md), on by default because
-         * the simulator models that kubelet. While on:
+         * Which kubelet to model (src/sim/kubelet-model.ts, docs/simulator-kubelet.md): `v1.36`,
+         * calibrated against a real kubelet v1.36.3 (default), or `v1.5`, the kubelet of the
+         * background issue (docs/reboot-story.md), with its periodic file check and status cache.
+         */
+        model: z.enum(KUBELET_MODELS).default('v1.36'),
+        /** v1.5 only: how often the kubelet re-reads its static-pod folder (--file-check-frequency, default 20s). */
+        fileCheckPeriod: duration().optional(),
+        /**
+         * The kubelet v1.5 status cache (docs/reboot-story.md); the model's own default (on for v1.5,
+         * off for v1.36) unless set. While on:
          * - `/pods` reports each api-assigned pod's phase as last pushed to an api-server, and a pod
          *   whose container has started is phase Running through its crash-loop restarts;
          * - a container of an api-assigned pod that exits while the kubelet reaches no api-server is
@@ -117,9 +128,9 @@ export const scenarioSchema = z
          *   with an api-server again (then it is restarted with the crash-loop back-off).
          * Off: `/pods` reports container states, and every exit is restarted on the back-off.
          */
-        staleStatus: z.boolean().default(true),
+        staleStatus: z.boolean().optional(),
       })
-      .default({ fileCheckPeriod: 20_000, staleStatus: true }),
+      .default({ model: 'v1.36' }),
     nodes: z.array(node).min(1),
     parents: z.array(parent).min(1),
     faults: z.array(fault).default([]),
@@ -143,6 +154,9 @@ export const scenarioSchema = z
       if ('key' in f && !keys.has(f.key)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'key'], message: `no parent with key "${f.key}"` });
       if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
     });
+    if (s.kubelet.model !== 'v1.5' && s.kubelet.fileCheckPeriod !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['kubelet', 'fileCheckPeriod'], message: `applies to the v1.5 model only: kubelet ${s.kubelet.model} notices manifests by inotify` });
+    }
     if (s.focus && !names.has(s.focus.node)) ctx.addIssue({ code: 'custom', path: ['focus', 'node'], message: `no node named "${s.focus.node}"` });
     if (s.focus && !keys.has(s.focus.key)) ctx.addIssue({ code: 'custom', path: ['focus', 'key'], message: `no parent with key "${s.focus.key}"` });
   });
@@ -160,11 +174,14 @@ export interface ParentDef {
   portSharing: boolean;
   startMs: number;
   stopMs: number;
+  gracePeriodMs: number;
   policy: ParentPolicy;
 }
 
 export interface Scenario {
   spec: ScenarioSpec;
+  /** The kubelet model with the scenario's overrides applied. */
+  kubelet: KubeletModel;
   parents: ParentDef[];
   focus: { node: string; key: string };
 }
@@ -206,6 +223,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
       portSharing: p.portSharing,
       startMs: p.startTime ?? START_MS[p.kind],
       stopMs: p.stopTime ?? STOP_MS[p.kind],
+      gracePeriodMs: p.terminationGracePeriod,
       policy: pr.policy.defaults,
     });
   });
@@ -215,7 +233,18 @@ export function parseScenario(doc: unknown): ScenarioResult {
     node: first && 'node' in first ? first.node : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name),
     key: first && 'key' in first ? first.key : parents[0]!.key,
   };
-  return { ok: true, scenario: { spec, parents, focus } };
+  const base = KUBELET_MODEL_BY_NAME[spec.kubelet.model];
+  const kubelet: KubeletModel = {
+    ...base,
+    fileCheckPeriodMs: spec.kubelet.fileCheckPeriod ?? base.fileCheckPeriodMs,
+    staleStatus: spec.kubelet.staleStatus ?? base.staleStatus,
+  };
+  return { ok: true, scenario: { spec, kubelet, parents, focus } };
+}
+
+/** The same scenario on another kubelet model (its file's kubelet overrides are dropped). */
+export function withKubeletModel(s: Scenario, name: KubeletModelName): Scenario {
+  return { ...s, kubelet: KUBELET_MODEL_BY_NAME[name] };
 }
 
 /** Parse YAML or JSON text (JSON is YAML), then validate. */

@@ -7,7 +7,7 @@ import { NodeClock } from './clock.js';
 import { startSidecar } from './heartbeat.js';
 import { Invariants } from './invariants.js';
 import { Kubelet, type KPod } from './kubelet.js';
-import { AGENT_MANIFEST, type PodSpec, type SimNode, T } from './model.js';
+import { AGENT_MANIFEST, ManifestFolder, type PodSpec, type SimNode, T } from './model.js';
 import { Outcome } from './outcome.js';
 import { EventQueue } from './queue.js';
 import { Rng } from './rng.js';
@@ -42,6 +42,7 @@ export function specFor(def: ParentDef, generation: number, healthy: boolean, st
     startMs,
     healthy,
     stopMs: def.stopMs,
+    gracePeriodMs: def.gracePeriodMs,
   };
 }
 
@@ -84,7 +85,12 @@ export class World {
         up: true,
         bootId: 1,
         clock: new NodeClock(n.skew + clocks.between(-500, 500), n.driftPpm),
-        disk: { manifests: new Map([[AGENT_MANIFEST, { role: 'agent', spec: null }]]), checkpoints: new Map(), handovers: new Map() },
+        disk: {
+          manifests: new ManifestFolder([[AGENT_MANIFEST, { role: 'agent', spec: null }]]),
+          containers: new Set(),
+          checkpoints: new Map(),
+          handovers: new Map(),
+        },
         files: new Map(),
         net: { partitioned: false, latencyMs: 0, watchStalled: false },
         ports: new Map(),

@@ -1,0 +1,111 @@
+// The two kubelets the simulator can model, as named, documented variants (docs/simulator-kubelet.md
+// gives the measurements behind every figure).
+//
+// - `v1.36`: calibrated against a real kubelet v1.36.3 with containerd 1.6 on the project's test
+//   machines. It watches the static-pod folder with inotify, starts a pod in a fraction of a second,
+//   reports container states honestly, relists its api pods about 20 s after an api-server answers
+//   again, and counts an exited container left over from the previous boot in its crash-loop
+//   back-off.
+// - `v1.5`: the kubelet of the background issue (docs/reboot-story.md), as the simulator modelled it
+//   before the calibration: the manifest folder is re-read every `fileCheckPeriod` (20 s), and its
+//   status cache (`staleStatus`) repeats the last pushed phase and misses exits of api pods while no
+//   api-server is reachable. The old checkpointer's deadlock needs it.
+//
+// Everything else the kubelet does (crash-loop back-off 10 s doubling to 5 min, the pod worker's
+// 10-15 s re-syncs while backing off, ports held through graceful termination) is common to both and
+// lives in model.ts (T).
+
+export const KUBELET_MODELS = ['v1.36', 'v1.5'] as const;
+export type KubeletModelName = (typeof KUBELET_MODELS)[number];
+
+export interface KubeletModel {
+  name: KubeletModelName;
+  /** From the kubelet process starting to its first read of the static-pod folder. */
+  startupMs: number;
+  /**
+   * How a change in the static-pod folder is noticed: `poll` re-reads it every fileCheckPeriodMs
+   * (`--file-check-frequency`); `inotify` notices each write or removal after a short delay drawn
+   * from noticeMs (skewed towards its minimum, as measured).
+   */
+  manifestWatch: 'poll' | 'inotify';
+  fileCheckPeriodMs: number;
+  noticeMs: { min: number; max: number };
+  /** From noticing a static pod until its container process starts (sandbox, container create). */
+  staticPodStartMs: number;
+  /** From learning of an api pod until its container process starts. */
+  apiPodStartMs: number;
+  /** The v1.5 status cache (kubelet.ts header). */
+  staleStatus: boolean;
+  /**
+   * The first exit of a container with no exit on record is restarted at the next PLEG relist,
+   * after this long, instead of after the crash-loop back-off (null: back-off from the first exit).
+   */
+  firstRestartMs: number | null;
+  /**
+   * An exited container of the same pod from an earlier boot (containerd keeps its record across a
+   * reboot) counts as an exit: the first crash after a reboot already waits the initial back-off.
+   */
+  backoffSurvivesReboot: boolean;
+  /**
+   * After the kubelet failed to reach an api-server, it learns its api pods this long after one
+   * answers again (its pod reflector's retry back-off); 0: at once.
+   */
+  apiRelistAfterOutageMs: number;
+  /** From deciding to stop a container to the SIGTERM reaching it. */
+  killMs: number;
+}
+
+/** Measured with a real kubelet v1.36.3 on the project's test machines (docs/simulator-kubelet.md). */
+export const KUBELET_V1_36: KubeletModel = {
+  name: 'v1.36',
+  // Kubelet healthy 0.32 s after its start; the first static pod serves 0.58 s after it.
+  startupMs: 300,
+  manifestWatch: 'inotify',
+  // Not used by inotify (fileCheckFrequency made no difference); kept at the kubelet default.
+  fileCheckPeriodMs: 20_000,
+  // Manifest written -> container serving 0.18 / 0.19 / 0.62 s (min / median / max) for a server
+  // that binds at once: notice + start. The start is the floor (0.14 s), the notice the spread.
+  noticeMs: { min: 40, max: 480 },
+  staticPodStartMs: 140,
+  // `kubectl apply` of a pod with nodeName -> serving 0.39 s (the watch round trip is apiRttMs).
+  apiPodStartMs: 350,
+  staleStatus: false,
+  // "With no back-off the kubelet restarts a killed container in about 1 s."
+  firstRestartMs: 1_000,
+  // Repeated kills after a reboot: back-off 10, 20, 40, 80 s, the first crash included.
+  backoffSurvivesReboot: true,
+  // After a reboot with no api-server, the api pod served 21.9 s after the api-server was started
+  // (one trial): about 2 s for the api-server to answer, 0.4 s for the pod's start, 19.5 s waiting
+  // for the kubelet to list its pods again.
+  apiRelistAfterOutageMs: 19_500,
+  // Manifest removed -> port free 0.01 / 0.02 / 1.04 s for a process that exits on SIGTERM.
+  killMs: 20,
+};
+
+/** The kubelet of the background issue, as the simulator modelled it before the calibration. */
+export const KUBELET_V1_5: KubeletModel = {
+  name: 'v1.5',
+  startupMs: 0,
+  manifestWatch: 'poll',
+  fileCheckPeriodMs: 20_000,
+  noticeMs: { min: 0, max: 0 },
+  staticPodStartMs: 1_000,
+  apiPodStartMs: 1_000,
+  staleStatus: true,
+  firstRestartMs: null,
+  backoffSurvivesReboot: false,
+  apiRelistAfterOutageMs: 0,
+  killMs: 0,
+};
+
+export const KUBELET_MODEL_BY_NAME: Record<KubeletModelName, KubeletModel> = { 'v1.36': KUBELET_V1_36, 'v1.5': KUBELET_V1_5 };
+
+/** The longest the kubelet takes to notice a change in its static-pod folder (for liveness bounds). */
+export function noticeBoundMs(m: KubeletModel): number {
+  return m.manifestWatch === 'poll' ? m.fileCheckPeriodMs : m.noticeMs.max;
+}
+
+/** A notice delay drawn from `u` in [0, 1): skewed to the minimum (u^4: the median is min + 6% of the range). */
+export function noticeDelayMs(m: KubeletModel, u: number): number {
+  return Math.round(m.noticeMs.min + (m.noticeMs.max - m.noticeMs.min) * u ** 4);
+}
