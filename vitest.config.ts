@@ -42,6 +42,9 @@ export default defineConfig({
           testTimeout: 900_000,
           hookTimeout: 600_000,
           fileParallelism: false,
+          // After the other projects, never beside them: a kubelet, containerd and a self-hosted
+          // control plane load both cores, and the integration suite's timings would suffer.
+          sequence: { groupOrder: 1 },
         },
       },
     ],
