@@ -1,11 +1,14 @@
-// npm run e2e:reboot -- --reboots N [--without-agent] [--json]
+// npm run e2e:reboot -- --reboots N [--without-agent] [--json] [--case reboot|delete-pod|bad-rollout]
 //
 // On a real node (scripts/node: kubelet v1.36.3 + containerd), bootstrap a self-hosted control
 // plane with lastseen installed from deploy/, then power-cycle the node N times and measure each
 // recovery from the kubelet's start. --without-agent runs the same without lastseen: the baseline,
-// which is expected never to come back (the background deadlock). Needs root; see README.
+// which is expected never to come back (the background deadlock). --case delete-pod deletes the
+// self-hosted api-server's pod instead (N times); --case bad-rollout rolls out an api-server spec
+// that never becomes ready, measures for --limit seconds, then rolls it back and measures the
+// recovery. Needs root; see docs/real-node.md.
 import { Command } from 'commander';
-import { log, type RebootResult, rebootOnce, Testbed } from './testbed.js';
+import { badRollout, deleteApiserverPod, type Disruption, log, type RebootResult, rebootOnce, Testbed, undoRollout } from './testbed.js';
 
 const program = new Command('e2e:reboot')
   .option('--reboots <n>', 'power cycles in a row', '3')
@@ -14,9 +17,14 @@ const program = new Command('e2e:reboot')
   .option('--off <seconds>', 'how long the node stays off', '2')
   .option('--limit <seconds>', 'how long to wait for a recovery (default 240, or 90 for the baseline)')
   .option('--settle <seconds>', 'keep measuring this long after the parent serves again', '15')
+  .option('--case <name>', 'reboot, delete-pod or bad-rollout', 'reboot')
   .option('--keep', 'leave the node up at the end');
 program.parse();
-const o = program.opts<{ reboots: string; withoutAgent?: boolean; json?: boolean; off: string; limit?: string; settle: string; keep?: boolean }>();
+const o = program.opts<{ reboots: string; withoutAgent?: boolean; json?: boolean; off: string; limit?: string; settle: string; keep?: boolean; case: string }>();
+if (!['reboot', 'delete-pod', 'bad-rollout'].includes(o.case)) {
+  console.error(`--case ${o.case}: expected reboot, delete-pod or bad-rollout`);
+  process.exit(2);
+}
 
 const withAgent = !o.withoutAgent;
 const tb = new Testbed();
@@ -29,11 +37,26 @@ try {
   log(`node up after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   await tb.bootstrap(withAgent);
   const limitS = Number(o.limit ?? (withAgent ? 240 : 90));
-  for (let i = 1; i <= Number(o.reboots); i++) {
-    const r = await rebootOnce(tb, { offS: Number(o.off), limitS, settleS: Number(o.settle), withAgent });
-    results.push(r);
-    log(`reboot ${i}: ${JSON.stringify(r)}`);
-    if (!r.recovered && withAgent) log('not recovered: the next reboot starts from this state');
+  if (o.case === 'bad-rollout') {
+    const bad = await rebootOnce(tb, { offS: 0, limitS: Number(o.limit ?? 90), settleS: 0, withAgent, disrupt: badRollout });
+    log(`bad rollout, ${o.limit ?? 90} s: ${JSON.stringify(bad)}`);
+    results.push(bad);
+    const undo: Disruption = async (t) => {
+      const t0 = Date.now();
+      await undoRollout(t);
+      return t0;
+    };
+    const back = await rebootOnce(tb, { offS: 0, limitS, settleS: Number(o.settle), withAgent, disrupt: undo });
+    log(`rolled back: ${JSON.stringify(back)}`);
+    results.push(back);
+  } else {
+    for (let i = 1; i <= Number(o.reboots); i++) {
+      const disrupt = o.case === 'delete-pod' ? deleteApiserverPod : undefined;
+      const r = await rebootOnce(tb, { offS: Number(o.off), limitS, settleS: Number(o.settle), withAgent, ...(disrupt ? { disrupt } : {}) });
+      results.push(r);
+      log(`${o.case} ${i}: ${JSON.stringify(r)}`);
+      if (!r.recovered && withAgent) log('not recovered: the next one starts from this state');
+    }
   }
 } catch (e) {
   failed = e as Error;
@@ -45,6 +68,7 @@ try {
 const summary = {
   reboots: results.map((r) => ({ apiServedAfterS: r.apiServedAfterS, parentServedAfterS: r.parentServedAfterS, unavailableS: r.unavailableS, recovered: r.recovered })),
   baseline: !withAgent,
+  ...(o.case === 'reboot' ? {} : { case: o.case }),
 };
 if (o.json) {
   process.stdout.write(`${JSON.stringify(summary)}\n`);

@@ -144,12 +144,45 @@ export interface RebootResult {
   controllerManagerBack: boolean;
 }
 
+/** What a case does to the node; resolves to the moment measurement starts from (ms since the epoch). */
+export type Disruption = (tb: Testbed) => Promise<number>;
+
+/** A power cycle: everything killed, `offS` seconds off, then containerd and the kubelet start; measured from the kubelet's start. */
+export const powerCycle =
+  (offS: number): Disruption =>
+  async (tb) => {
+    await tb.node('kill');
+    await sleep(offS * 1000);
+    await tb.node('start');
+    return tb.kubeletStartedAt();
+  };
+
+/** The self-hosted api-server's pod deleted through the API (the last api-server of the cluster); measured from the delete. */
+export const deleteApiserverPod: Disruption = async (tb) => {
+  const pods = (await tb.pods('app.kubernetes.io/name=kube-apiserver')).filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror']);
+  const t0 = Date.now();
+  await tb.kubectl(['delete', 'pod', '-n', 'kube-system', '--wait=false', ...pods.map((p) => p.metadata.name)]);
+  return t0;
+};
+
+/** A rollout of an api-server spec that never becomes ready (etcd it cannot reach); measured from the patch. */
+export const badRollout: Disruption = async (tb) => {
+  const t0 = Date.now();
+  await tb.kubectl(['-n', 'kube-system', 'patch', 'daemonset', 'kube-apiserver', '--type=json', '-p', JSON.stringify([{ op: 'add', path: '/spec/template/spec/containers/0/command/-', value: '--etcd-servers=http://127.0.0.1:9' }])]);
+  return t0;
+};
+
+/** Undo badRollout (the DaemonSet's previous spec), through whichever api-server serves. */
+export async function undoRollout(tb: Testbed): Promise<void> {
+  await tb.kubectl(['-n', 'kube-system', 'rollout', 'undo', 'daemonset/kube-apiserver']);
+}
+
 /**
- * One power cycle, measured from the kubelet's start: when /readyz first answers (whoever serves),
- * when the self-hosted api-server pod itself serves with its checkpoint retired, and how long
+ * One disruption, measured from the moment it returns: when /readyz first answers (whoever serves
+ * it), when the self-hosted api-server pod itself serves with its checkpoint retired, and how long
  * /readyz failed in all (polled every 100 ms) until then and for `settleS` after.
  */
-export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: number; settleS: number; withAgent: boolean }): Promise<RebootResult> {
+export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: number; settleS: number; withAgent: boolean; disrupt?: Disruption }): Promise<RebootResult> {
   const samples: { t: number; ok: boolean }[] = [];
   let polling = true;
   const poller = (async () => {
@@ -161,10 +194,7 @@ export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: numb
     }
   })();
   const tKill = Date.now();
-  await tb.node('kill');
-  await sleep(opts.offS * 1000);
-  await tb.node('start');
-  const t0 = tb.kubeletStartedAt();
+  const t0 = await (opts.disrupt ?? powerCycle(opts.offS))(tb);
   const since = (t: number) => (t - t0) / 1000;
   let apiServedAt: number | null = null;
   let parentServedAt: number | null = null;
