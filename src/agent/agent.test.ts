@@ -97,12 +97,12 @@ describe('Agent loop', () => {
     let fail = true;
     const orig = (agent as unknown as { o: { actuators: Actuators } }).o.actuators;
     const activate = orig.activate;
-    orig.activate = async (p) => {
+    orig.activate = async (p, reason) => {
       if (fail) {
         calls.push('activate-failed');
         throw new Error('ENOSPC: no space left on device');
       }
-      return activate(p);
+      return activate(p, reason);
     };
     agent.api(true);
     agent.podsObserved(pod());

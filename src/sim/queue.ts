@@ -7,6 +7,12 @@ interface Entry {
   at: number;
   seq: number;
   run: () => void;
+  cancelled: boolean;
+}
+
+/** A scheduled event that can be called off (a cleared timer): it is then dropped unrun. */
+export interface Scheduled {
+  cancel(): void;
 }
 
 export class EventQueue {
@@ -18,12 +24,18 @@ export class EventQueue {
   executed = 0;
 
   /** Run `fn` at `at` (clamped to now: the past cannot be scheduled). */
-  at(at: number, fn: () => void): void {
-    this.push({ at: Math.max(at, this.now), seq: this.seq++, run: fn });
+  at(at: number, fn: () => void): Scheduled {
+    const e: Entry = { at: Math.max(at, this.now), seq: this.seq++, run: fn, cancelled: false };
+    this.push(e);
+    return {
+      cancel: () => {
+        e.cancelled = true;
+      },
+    };
   }
 
-  after(delayMs: number, fn: () => void): void {
-    this.at(this.now + Math.max(0, delayMs), fn);
+  after(delayMs: number, fn: () => void): Scheduled {
+    return this.at(this.now + Math.max(0, delayMs), fn);
   }
 
   get size(): number {
@@ -31,15 +43,22 @@ export class EventQueue {
   }
 
   /**
-   * Run events up to and including `until`. `afterEach` runs after every event; returning false
-   * stops the run (an invariant failed).
+   * Run events up to and including `until`. After every event, `settle` (when given) lets the
+   * promise callbacks that event released run to completion before virtual time moves on: the
+   * production agent carries out its actions with promises, and what an action's result feeds back
+   * happens at the instant the action ends. `settle` returns null when nothing is pending, so a run
+   * without promises pays nothing. Then `afterEach` runs; returning false stops the run (an
+   * invariant failed).
    */
-  runUntil(until: number, afterEach: () => boolean): boolean {
+  async runUntil(until: number, afterEach: () => boolean, settle: () => Promise<void> | null = () => null): Promise<boolean> {
     while (this.heap.length > 0 && this.heap[0]!.at <= until) {
       const e = this.pop();
+      if (e.cancelled) continue;
       this.now = e.at;
       e.run();
       this.executed++;
+      const pending = settle();
+      if (pending) await pending;
       if (!afterEach()) return false;
     }
     this.now = Math.max(this.now, until);

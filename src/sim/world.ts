@@ -1,5 +1,5 @@
 // The simulated world: nodes, their kubelets and agents, the api-server, the timeline. It owns no
-// policy of its own: mechanics live in kubelet.ts, apiserver.ts, heartbeat.ts, agent.ts and
+// policy of its own: mechanics live in kubelet.ts, apiserver.ts, heartbeat.ts, lastseen.ts and
 // strategies.ts; faults in faults.ts; checks in invariants.ts and outcome.ts.
 import type { ParentStateName, ParentState } from '../core/types.js';
 import { ApiServer, type StoredBeat } from './apiserver.js';
@@ -62,6 +62,8 @@ export class World {
   firstFaultAt: number | null = null;
   private readonly root: Rng;
   private reach = new Map<string, boolean>();
+  /** Some promise was created or settled since the last settle() (see EventQueue.runUntil). */
+  private promisesPending = false;
   private readonly defs: Map<string, ParentDef>;
 
   constructor(
@@ -179,6 +181,26 @@ export class World {
     this.log(node.name, 'core', from === to ? `${s.id} ${to}: ${reason}` : `${s.id} ${from} -> ${to}: ${reason}`, key);
     this.record(`core/${node.name}/${key}`, to);
     this.invariants.transition(node, key, from, to, node.clock.mono(this.q.now));
+  }
+
+  /** An agent created or settled a promise: its callbacks must run before time moves on. */
+  promised(): void {
+    this.promisesPending = true;
+  }
+
+  /**
+   * Resolves once every promise callback released so far has run (a macrotask turn runs the whole
+   * microtask queue first), or null when none is pending.
+   */
+  settle(): Promise<void> | null {
+    if (!this.promisesPending) return null;
+    const drain = async () => {
+      while (this.promisesPending) {
+        this.promisesPending = false;
+        await new Promise<void>((r) => setImmediate(r));
+      }
+    };
+    return drain();
   }
 
   /** After every event: propagate reachability changes, then check. False stops the run. */
