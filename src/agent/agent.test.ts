@@ -149,7 +149,10 @@ describe('Agent loop', () => {
           return hold ? new Promise<void>((r) => (release = r)) : Promise.resolve();
         },
       };
-      return { kept, writes, handovers, holdNextWrites: () => void (hold = true), release: () => release() };
+      const holdNextWrites = () => {
+        hold = true;
+      };
+      return { kept, writes, handovers, holdNextWrites, release: () => release() };
     };
 
     it('is cleared by any transition: a record left by a restart that found the checkpoint active cannot outlive it', async () => {
