@@ -193,6 +193,15 @@ export class Agent {
     return this.apiReachable;
   }
 
+  /**
+   * Actions started and not yet fed back. It only grows synchronously, inside the calls above and
+   * timer callbacks; it shrinks as results come back. (The simulator lets the promise callbacks of
+   * new actions run before its virtual time moves on.)
+   */
+  actionsInFlight(): number {
+    return this.inflight.size;
+  }
+
   /** Stop scheduling; wait for actions in flight. */
   async stop(): Promise<void> {
     this.stopped = true;

@@ -71,7 +71,7 @@ export class SimLastseen implements AgentProcess {
     node.disk.agentBootId = node.bootId;
     const clock = { now: () => node.clock.mono(w.q.now) };
     const timers: Timers = {
-      set: (fn, ms) => w.q.at(Math.max(w.q.now + 1, Math.ceil(node.clock.trueAt(clock.now() + ms))), () => alive() && fn()),
+      set: (fn, ms) => w.q.at(Math.max(w.q.now + 1, Math.ceil(node.clock.trueAt(clock.now() + ms))), () => this.enter(fn)),
       clear: (h) => (h as Scheduled | null)?.cancel(),
     };
     this.agent = new Agent({
@@ -102,7 +102,8 @@ export class SimLastseen implements AgentProcess {
       if (!cp) continue;
       const h = node.disk.handovers.get(id);
       const handover = h ? { remainingMs: h.deadlineWall - node.clock.wall(w.q.now), attempts: h.attempts, nextBackoffMs: h.nextBackoffMs } : undefined;
-      this.agent.restore(def.namespace, def.key, { stored: true, active: node.disk.manifests.has(manifestFile(def.namespace, def.key)), specHash: cp.spec.hash }, {}, handover);
+      const checkpoint = { stored: true, active: node.disk.manifests.has(manifestFile(def.namespace, def.key)), specHash: cp.spec.hash };
+      this.enter(() => this.agent.restore(def.namespace, def.key, checkpoint, {}, handover));
       restored++;
     }
     w.log(node.name, 'agent', `agent started; ${restored} checkpoint(s) on disk`);
@@ -125,24 +126,35 @@ export class SimLastseen implements AgentProcess {
   }
 
   onWatchResumed(): void {
-    this.relist();
+    this.enter(() => this.relist());
   }
 
   // ---- observers ----
 
+  /**
+   * Every way into the agent goes through here (a dead process runs nothing). An action it starts
+   * may continue in a promise callback at once (a retire waits for the hand-over record, already
+   * written), so when actions were started the world lets those callbacks run before the next
+   * event. Results of actions already running come back through `work`, which says so itself.
+   */
+  private enter(fn: () => void): void {
+    if (!this.alive()) return;
+    const before = this.agent.actionsInFlight();
+    fn();
+    if (this.agent.actionsInFlight() > before) this.world.promised();
+  }
+
   private every(ms: number, fn: () => void): void {
     const loop = () => {
       if (!this.alive()) return;
-      fn();
+      this.enter(fn);
       this.world.q.after(ms, loop);
     };
     loop();
   }
 
   private later(ms: number, fn: () => void): void {
-    this.world.q.after(ms, () => {
-      if (this.alive()) fn();
-    });
+    this.world.q.after(ms, () => this.enter(fn));
   }
 
   /** The api-server readiness probe. */
