@@ -11,7 +11,7 @@
 // A dead process (reboot, restart) runs nothing more: its timers and pending actions check
 // `alive()` and are dropped, as the kernel drops a killed process's.
 import pino from 'pino';
-import { Agent, type Actuators, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
+import { Agent, type Actuators, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
 import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
@@ -262,11 +262,19 @@ export class SimLastseen implements AgentProcess {
         }),
       collect: (p) => {
         w.invariants.collecting(node, p.key);
-        return this.work(T.actuatorMs, () => {
-          node.disk.manifests.delete(file(p));
-          node.disk.checkpoints.delete(p.id);
-          w.log(node.name, 'agent', `collected checkpoint ${p.id}`, p.key);
+        // As the production actuator does: a live read first, and nothing removed unless it
+        // confirms that no pod for the key is scheduled here.
+        const read = this.work(T.apiRttMs + 2 * node.net.latencyMs, () => {
+          if (!w.api.reachableFrom(node)) throw new CollectRefusedError('the live read failed: api-server unreachable');
+          if (w.api.podFor(node.name, p.key)) throw new CollectRefusedError('the live read found a pod for this parent scheduled here');
         });
+        return read.then(() =>
+          this.work(T.actuatorMs, () => {
+            node.disk.manifests.delete(file(p));
+            node.disk.checkpoints.delete(p.id);
+            w.log(node.name, 'agent', `collected checkpoint ${p.id}`, p.key);
+          }),
+        );
       },
       readLive: (p, channels) =>
         this.work(T.apiRttMs + 2 * node.net.latencyMs, (): LiveRead => {
