@@ -3,7 +3,7 @@
 // and the collect actuator's live read.
 import { describe, expect, it } from 'vitest';
 import { parentId } from '../core/names.js';
-import { SimLastseen } from './lastseen.js';
+import type { SimLastseen } from './lastseen.js';
 import { parseScenario } from './schema.js';
 import { World } from './world.js';
 

@@ -5,14 +5,17 @@
 // - actuators: the node's disk (checkpoint store, manifest folder, hand-over record), the model
 //   api-server for captures and live reads, the timeline for Events; each takes a small latency
 //   and settles its promise when it is done;
-// - observers: the api-server readiness probe, the pod and Lease watches (a round trip late, deaf
-//   while the watch is stalled), the local heartbeat folder poll; what they see goes to the
-//   agent's public methods as production's observers send it (src/agent/run.ts).
+// - observers: the production api-server probe (src/agent/observe/api-probe.ts) over a model
+//   /readyz; model pod and Lease watches (a round trip late, deaf while the watch is stalled) and
+//   local heartbeat folder poll; what they see goes to the agent's public methods as
+//   production's observers send it (src/agent/run.ts).
 // A dead process (reboot, restart) runs nothing more: its timers and pending actions check
 // `alive()` and are dropped, as the kernel drops a killed process's.
+import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Agent, type Actuators, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
+import { probeApiServer } from '../agent/observe/api-probe.js';
 import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
 import { beatFingerprint } from '../core/decide.js';
@@ -26,6 +29,17 @@ import type { AgentProcess } from './strategies.js';
 import type { World } from './world.js';
 
 const API_CHANNELS: Channel[] = ['lease', 'annotation'];
+
+/**
+ * The model's probe settings: every T.agentProbeMs, one failed probe says "unreachable", as the
+ * simulator has always modelled the agent. Production's defaults (API_PROBE_INTERVAL_MS,
+ * API_FAILURE_THRESHOLD: 3 failures 5 s apart) notice an outage about 10 s later; the figures of
+ * the named scenarios move with them (master-reboot's parentServedAt p50 too), so changing the
+ * model is a decision of its own.
+ */
+const PROBE_FAILURE_THRESHOLD = 1;
+/** Below the period, as the probe requires; the model's /readyz answers within a round trip. */
+const PROBE_TIMEOUT_MS = 1_000;
 
 /** The agent's own logs stay out of the timeline: transitions and actions are drawn from the hooks. */
 const SILENT = pino({ level: 'silent' });
@@ -107,7 +121,18 @@ export class SimLastseen implements AgentProcess {
       restored++;
     }
     w.log(node.name, 'agent', `agent started; ${restored} checkpoint(s) on disk`);
-    this.every(T.agentProbeMs, () => this.probe());
+    // The production probe (its verdicts and timers) over a model /readyz: answered a round trip
+    // later, 200 while the node reaches an api-server. Dead with the process: its timers check alive().
+    probeApiServer({
+      kubeConfig: {} as KubeConfig, // unused: the probe is the model's
+      log: SILENT,
+      timers,
+      intervalMs: T.agentProbeMs,
+      timeoutMs: PROBE_TIMEOUT_MS,
+      failureThreshold: PROBE_FAILURE_THRESHOLD,
+      probe: () => this.work(T.apiRttMs + 2 * node.net.latencyMs, () => w.api.reachableFrom(node)),
+      onReachable: (r) => this.enter(() => this.probed(r)),
+    }).start();
     this.every(T.agentFilePollMs, () => this.pollFiles());
   }
 
@@ -158,8 +183,8 @@ export class SimLastseen implements AgentProcess {
   }
 
   /** The api-server readiness probe. */
-  private probe(): void {
-    const r = this.world.api.reachableFrom(this.node);
+  /** The probe's verdict changed (or, at the first failure, was given). */
+  private probed(r: boolean): void {
     if (r === this.reachable) return;
     this.reachable = r;
     this.world.log(this.node.name, 'agent', r ? 'api-server reachable' : 'api-server unreachable');
