@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EventQueue } from './queue.js';
+import { EventQueue, promiseCallbacksRun } from './queue.js';
 import { Rng } from './rng.js';
 
 describe('EventQueue', () => {
@@ -55,6 +55,16 @@ describe('EventQueue', () => {
       return true;
     }, settle);
     expect(seen).toEqual(['then', 'check at 1', 'next event', 'check at 1', 'scheduled by the chain', 'check at 1']);
+  });
+});
+
+describe('promiseCallbacksRun', () => {
+  it('resolves only after a chain of callbacks, each queuing the next, has run to its end', async () => {
+    let depth = 0;
+    const step = (): Promise<void> | undefined => (++depth < 200 ? Promise.resolve().then(step) : undefined);
+    void Promise.resolve().then(step);
+    await promiseCallbacksRun();
+    expect(depth).toBe(200);
   });
 });
 

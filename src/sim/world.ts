@@ -9,7 +9,7 @@ import { Invariants } from './invariants.js';
 import { Kubelet, type KPod } from './kubelet.js';
 import { AGENT_MANIFEST, type PodSpec, type SimNode, T } from './model.js';
 import { Outcome } from './outcome.js';
-import { EventQueue } from './queue.js';
+import { EventQueue, promiseCallbacksRun } from './queue.js';
 import { Rng } from './rng.js';
 import type { ParentDef, Scenario } from './schema.js';
 import { type AgentProcess, startAgentFor, type StrategyName } from './strategies.js';
@@ -188,16 +188,13 @@ export class World {
     this.promisesPending = true;
   }
 
-  /**
-   * Resolves once every promise callback released so far has run (a macrotask turn runs the whole
-   * microtask queue first), or null when none is pending.
-   */
+  /** Resolves once every promise callback released so far has run, or null when none is pending. */
   settle(): Promise<void> | null {
     if (!this.promisesPending) return null;
     const drain = async () => {
       while (this.promisesPending) {
         this.promisesPending = false;
-        await new Promise<void>((r) => setImmediate(r));
+        await promiseCallbacksRun();
       }
     };
     return drain();
