@@ -179,7 +179,7 @@ async function main(): Promise<void> {
       if (!cp) throw new Error('no control plane; see errors');
     }
     // The simulator is CPU only: it runs while kube-apiserver's background traffic is measured.
-    if (only.has('sim')) await section('sim', async () => runSim(cfg, res));
+    if (only.has('sim')) await section('sim', () => runSim(cfg, res));
     if (cp && baseStart) {
       const c: ControlPlane = cp;
       const b: { t: number; m: Map<string, number> } = baseStart;
@@ -421,9 +421,10 @@ async function runScale(cp: ControlPlane, base: Baseline, cfg: Config, res: Resu
   );
 }
 
-function runSim(cfg: Config, res: Results): void {
-  const speed = cfg.speed.map((s) => simSpeed(s.masters, s.hours, s.trials));
-  const scenarios = simScenarios();
+async function runSim(cfg: Config, res: Results): Promise<void> {
+  const speed: SpeedFigures[] = [];
+  for (const s of cfg.speed) speed.push(await simSpeed(s.masters, s.hours, s.trials));
+  const scenarios = await simScenarios();
   res.sim = { speed, scenarios };
   const three = speed.find((s) => s.masters === 3);
   print(

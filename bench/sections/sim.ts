@@ -38,15 +38,15 @@ function speedScenario(masters: number, hours: number) {
   return r.scenario;
 }
 
-export function simSpeed(masters: number, hours: number, trials: number): SpeedFigures {
+export async function simSpeed(masters: number, hours: number, trials: number): Promise<SpeedFigures> {
   const scenario = speedScenario(masters, hours);
-  runScenario(speedScenario(3, 1 / 6), { keepLogs: false }); // warm-up (10 virtual minutes): let the JIT compile first
+  await runScenario(speedScenario(3, 1 / 6), { keepLogs: false }); // warm-up (10 virtual minutes): let the JIT compile first
   const rates: number[] = [];
   let events = 0;
   let violations = 0;
   for (let t = 0; t < trials; t++) {
     const t0 = performance.now();
-    const res = runScenario(scenario, { keepLogs: false });
+    const res = await runScenario(scenario, { keepLogs: false });
     const wall = (performance.now() - t0) / 1000;
     rates.push(res.endedAt / wall);
     events = res.events;
@@ -61,11 +61,11 @@ export type ScenarioRow = SeedsSummary & { violatingSeeds: number[] };
 /** Seeds per scenario and strategy in the bench: 30 x 10 scenarios x 3 strategies runs in about 15 s. */
 export const SIM_SEEDS = 30;
 
-export function simScenarios(seeds = SIM_SEEDS): ScenarioRow[] {
+export async function simScenarios(seeds = SIM_SEEDS): Promise<ScenarioRow[]> {
   const rows: ScenarioRow[] = [];
   for (const name of SCENARIO_NAMES) {
     if (!NAMED[name]) continue;
-    for (const strategy of STRATEGIES) rows.push(runSeeds(namedScenario(name)!, 1, seeds, strategy));
+    for (const strategy of STRATEGIES) rows.push(await runSeeds(namedScenario(name)!, 1, seeds, strategy));
   }
   return rows;
 }

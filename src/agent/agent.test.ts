@@ -4,7 +4,8 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
-import { Agent, type Actuators, type LiveRead } from './agent.js';
+import type { RecoveredHandover } from '../core/decide.js';
+import { Agent, type Actuators, type HandoverRecord, type LiveRead } from './agent.js';
 import { flush, LoopTime } from './loop-time.test-helpers.js';
 
 const policy = (() => {
@@ -15,7 +16,7 @@ const policy = (() => {
   return r.policy;
 })();
 
-function setup(live: () => LiveRead = () => ({ beats: [] })) {
+function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: HandoverRecord) {
   const time = new LoopTime();
   const calls: string[] = [];
   const actuators: Actuators = {
@@ -40,6 +41,7 @@ function setup(live: () => LiveRead = () => ({ beats: [] })) {
     actuators,
     specHash: (pod) => `h-${(pod as { metadata: { uid: string } }).metadata.uid}`,
     policy,
+    ...(handovers ? { handovers } : {}),
   });
   let seq = 0;
   const beat = (phase: Phase, uid = 'u1'): Beat => ({ channel: 'lease', holder: 'apiserver-n1', holderUid: uid, role: 'parent', phase, sequence: ++seq, renewTime: `r${seq}` });
@@ -97,12 +99,12 @@ describe('Agent loop', () => {
     let fail = true;
     const orig = (agent as unknown as { o: { actuators: Actuators } }).o.actuators;
     const activate = orig.activate;
-    orig.activate = async (p) => {
+    orig.activate = async (p, reason) => {
       if (fail) {
         calls.push('activate-failed');
         throw new Error('ENOSPC: no space left on device');
       }
-      return activate(p);
+      return activate(p, reason);
     };
     agent.api(true);
     agent.podsObserved(pod());
@@ -128,5 +130,69 @@ describe('Agent loop', () => {
     await time.advance(100);
     expect(agent.views()[0]!.state.state).toBe('Healthy');
     await agent.stop();
+  });
+
+  describe('hand-over record', () => {
+    const ID = 'kube-system/kube-apiserver';
+    const cp = { stored: true, active: true, specHash: 'h-u1' };
+    const leftover: RecoveredHandover = { remainingMs: 3_000, attempts: 1, nextBackoffMs: 2_000 };
+    const record = () => {
+      const kept = new Map<string, RecoveredHandover>([[ID, leftover]]);
+      const writes: Array<string | null> = [];
+      let release: () => void = () => {};
+      let hold = false;
+      const handovers: HandoverRecord = {
+        set: (id, h) => {
+          if (h) kept.set(id, h);
+          else kept.delete(id);
+          writes.push(h ? `attempt ${h.attempts}` : null);
+          return hold ? new Promise<void>((r) => (release = r)) : Promise.resolve();
+        },
+      };
+      const holdNextWrites = () => {
+        hold = true;
+      };
+      return { kept, writes, handovers, holdNextWrites, release: () => release() };
+    };
+
+    it('is cleared by any transition: a record left by a restart that found the checkpoint active cannot outlive it', async () => {
+      // Resumed at a later restart, a record left behind would start a hand-over whose deadline
+      // has passed and re-activate the checkpoint of a parent that is fine.
+      const r = record();
+      const { time, calls, agent, beat, pod } = setup(undefined, r.handovers);
+      agent.restore('kube-system', 'kube-apiserver', cp, {}, leftover);
+      expect(agent.views()[0]!.state.state).toBe('Active'); // the checkpoint was active: not resumed
+      agent.api(true);
+      agent.podsObserved(pod());
+      agent.beat('kube-system', 'kube-apiserver', beat('Ready')); // baseline
+      await time.advance(500);
+      agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+      await time.advance(500);
+      expect(agent.views()[0]!.state.state).toBe('Healthy');
+      expect(calls).toContain('retire');
+      expect(r.kept.has(ID)).toBe(false);
+      await agent.stop();
+    });
+
+    it('is durable before the retire that starts a hand-over', async () => {
+      const r = record();
+      r.kept.clear();
+      const { time, calls, agent, beat, pod } = setup(undefined, r.handovers);
+      agent.restore('kube-system', 'kube-apiserver', cp);
+      agent.api(true);
+      agent.podsObserved(pod());
+      agent.beat('kube-system', 'kube-apiserver', beat('Starting')); // baseline
+      await time.advance(500);
+      r.holdNextWrites();
+      agent.beat('kube-system', 'kube-apiserver', beat('Starting'));
+      await time.advance(100);
+      expect(agent.views()[0]!.state.state).toBe('HandingOver');
+      expect(r.writes.at(-1)).toBe('attempt 1');
+      expect(calls).not.toContain('retire'); // the record is not on disk yet
+      r.release();
+      await time.advance(100);
+      expect(calls).toContain('retire');
+      await agent.stop();
+    });
   });
 });

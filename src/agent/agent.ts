@@ -6,7 +6,7 @@
 // timers. A failing actuator never stops the loop; a throwing observer callback cannot reach it.
 // Assumes: one acting agent per node (see lock.ts); observers deliver only this node's objects.
 import type { Logger } from 'pino';
-import { beatFingerprint, decide, initialState, type RecoveredHandover } from '../core/decide.js';
+import { beatFingerprint, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
 import { parentId } from '../core/names.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
@@ -57,13 +57,23 @@ export class CollectRefusedError extends Error {
 
 /** The ports the agent drives. Each returns when done; a rejection is reported to the core as actionFailed. */
 export interface Actuators {
-  capture(p: ParentView, pod: PodInfo): Promise<{ specHash: string }>;
-  activate(p: ParentView): Promise<void>;
-  retire(p: ParentView): Promise<void>;
-  collect(p: ParentView): Promise<void>;
+  /** `reason`: the core's, for logs (the simulator checks its invariants with it). */
+  capture(p: ParentView, pod: PodInfo, reason: string): Promise<{ specHash: string }>;
+  activate(p: ParentView, reason: string): Promise<void>;
+  retire(p: ParentView, reason: string): Promise<void>;
+  collect(p: ParentView, reason: string): Promise<void>;
   /** Read the parent's api channels live (no cache). */
   readLive(p: ParentView, channels: Channel[]): Promise<LiveRead>;
   event(p: ParentView, e: Extract<Action, { type: 'event' }>): Promise<void>;
+}
+
+/**
+ * Where hand-overs in progress are kept across a restart (src/agent/handovers.ts on disk; the
+ * simulator's node disk). `set` records (or clears, with null) one parent's hand-over and resolves
+ * once it is durable; an unchanged record must cost nothing, since it is called on every transition.
+ */
+export interface HandoverRecord {
+  set(id: string, h: RecoveredHandover | null): Promise<unknown>;
 }
 
 export interface AgentHooks {
@@ -85,6 +95,8 @@ export interface AgentOptions {
   specHash(pod: unknown): string;
   hooks?: AgentHooks;
   policy?: Policy;
+  /** Hand-overs in progress survive a restart through this record (none: they do not). */
+  handovers?: HandoverRecord;
   /**
    * The node rebooted since the agent last ran (src/agent/boot.ts). Until an api-server answers,
    * parents tracked from now on start without startupGrace if their absence is the failure.
@@ -109,6 +121,8 @@ export class Agent {
   private timerAt: number | null = null;
   private stopped = false;
   private readonly inflight = new Set<Promise<unknown>>();
+  /** The last hand-over record written; a retire waits for it (see carryOut). */
+  private handoverWritten: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly o: AgentOptions) {
     this.policy = o.policy ?? defaultPolicy();
@@ -177,6 +191,15 @@ export class Agent {
 
   isApiReachable(): boolean {
     return this.apiReachable;
+  }
+
+  /**
+   * Actions started and not yet fed back. It only grows synchronously, inside the calls above and
+   * timer callbacks; it shrinks as results come back. (The simulator lets the promise callbacks of
+   * new actions run before its virtual time moves on.)
+   */
+  actionsInFlight(): number {
+    return this.inflight.size;
   }
 
   /** Stop scheduling; wait for actions in flight. */
@@ -258,25 +281,36 @@ export class Agent {
     switch (a.type) {
       case 'transition':
         log.info({ parent: e.id, from: a.from, to: a.to, reason: a.reason }, 'transition');
+        // On every transition, not only into and out of HandingOver: a record left behind by a
+        // restart that found the checkpoint still active (recovered as Active) would otherwise
+        // outlive the hand-over and, at a later restart, resume a hand-over long finished, whose
+        // passed deadline re-activates the checkpoint of a healthy parent. The record dedupes
+        // unchanged writes, so this costs nothing outside hand-overs.
+        if (this.o.handovers) this.handoverWritten = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now())).catch(() => undefined);
         this.o.hooks?.onTransition?.(e, a);
         return;
       case 'event':
         run('event', A.event(e, a).then(() => null));
         return;
       case 'capture':
-        run('capture', A.capture(e, a.pod).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input));
+        run('capture', A.capture(e, a.pod, a.reason).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input));
         return;
       case 'activate':
         log.info({ parent: e.id, reason: a.reason }, 'activating checkpoint');
-        run('activate', A.activate(e).then(() => ({ type: 'activated' }) as Input));
+        run('activate', A.activate(e, a.reason).then(() => ({ type: 'activated' }) as Input));
         return;
       case 'retire':
         log.info({ parent: e.id, reason: a.reason }, 'retiring checkpoint');
-        run('retire', A.retire(e).then(() => ({ type: 'retired' }) as Input));
+        // A hand-over's deadline is durable before its checkpoint is retired: a crash in between
+        // must not leave the parent uncovered until startTimeout.
+        run(
+          'retire',
+          this.handoverWritten.then(() => A.retire(e, a.reason)).then(() => ({ type: 'retired' }) as Input),
+        );
         return;
       case 'collect':
         log.info({ parent: e.id, reason: a.reason }, 'collecting checkpoint');
-        run('collect', A.collect(e).then(() => ({ type: 'collected' }) as Input));
+        run('collect', A.collect(e, a.reason).then(() => ({ type: 'collected' }) as Input));
         return;
       case 'confirm':
         run(

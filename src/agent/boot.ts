@@ -26,6 +26,15 @@ const readId = async (path: string): Promise<string | null> => {
 };
 
 /**
+ * The rule, apart from where the ids live (the simulator keeps them on its model disk): a reboot
+ * only when an id was recorded and this boot's differs. A first start ever, or no id for this
+ * boot, is not a reboot.
+ */
+export function isReboot<Id>(bootId: Id | null | undefined, previous: Id | null | undefined): boolean {
+  return bootId !== null && bootId !== undefined && previous !== null && previous !== undefined && bootId !== previous;
+}
+
+/**
  * Read this boot's id, compare it with the recorded one, record this one. Never throws: without a
  * kernel id (not Linux, a locked-down /proc) or with a corrupt record the answer is "not rebooted",
  * which only means the usual startupGrace applies.
@@ -33,7 +42,7 @@ const readId = async (path: string): Promise<string | null> => {
 export async function checkBoot(stateDir: string, log: Logger, kernelPath = KERNEL_BOOT_ID): Promise<BootCheck> {
   const bootId = await readId(kernelPath);
   const previous = await readId(join(stateDir, BOOT_ID_FILE));
-  const rebooted = bootId !== null && previous !== null && bootId !== previous;
+  const rebooted = isReboot(bootId, previous);
   if (bootId === null) log.warn({ path: kernelPath }, 'no kernel boot id: reboots cannot be told from agent restarts; the usual startupGrace applies');
   else if (bootId !== previous) {
     try {

@@ -49,12 +49,11 @@ export class HandoverFile {
     return e ? { remainingMs: e.deadlineWall - this.wallNow(), attempts: e.attempts, nextBackoffMs: e.nextBackoffMs } : undefined;
   }
 
-  /** Resolves once every recorded change is on disk (a retire waits for it: see run.ts). */
-  settled(): Promise<unknown> {
-    return this.writing;
-  }
-
-  /** Record (or clear, with null) the hand-over of one parent; resolves when on disk. */
+  /**
+   * Record (or clear, with null) the hand-over of one parent; resolves when on disk (with every
+   * change recorded before it). The agent calls it on every transition and waits for it before a
+   * retire (src/agent/agent.ts); an unchanged record writes nothing.
+   */
   set(id: string, h: RecoveredHandover | null): Promise<unknown> {
     const before = JSON.stringify(this.entries.get(id) ?? null);
     if (h) this.entries.set(id, { deadlineWall: this.wallNow() + h.remainingMs, attempts: h.attempts, nextBackoffMs: h.nextBackoffMs });

@@ -7,7 +7,6 @@ import { join } from 'node:path';
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ManifestDir } from '../checkpoint/manifests.js';
-import { handoverToPersist } from '../core/decide.js';
 import { Store } from '../checkpoint/store.js';
 import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
 import { beatFromPod } from '../kube/annotation.js';
@@ -17,7 +16,7 @@ import { beatFromLease } from '../kube/lease.js';
 import type { Condition } from '../kube/nodecheckpoint-types.js';
 import { formatDuration } from '../policy/duration.js';
 import { makeActuators, specHashOf } from './actuators.js';
-import { Agent, type Clock, monotonicClock, type ParentView, realTimers, type Timers } from './agent.js';
+import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './agent.js';
 import { serveHealth } from './health.js';
 import { LOCK_RENEW_MS, NodeLock } from './lock.js';
 import { AgentMetrics } from './metrics.js';
@@ -167,17 +166,12 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     logger: log,
     heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
   });
-  // A hand-over's deadline is on disk before its checkpoint is retired: a crash in between must not
-  // leave the parent uncovered until startTimeout.
-  const retire = actuators.retire;
-  actuators.retire = async (p) => {
-    await handovers.settled();
-    return retire(p);
-  };
   const boot = await checkBoot(stateDir, log, o.bootIdFile);
   if (boot.rebooted) log.info({ bootId: boot.bootId, previous: boot.previous }, 'the node rebooted since the agent last ran');
   agent = new Agent({
     rebooted: boot.rebooted,
+    // Kept on disk so a restart keeps a hand-over's deadline; the agent waits for it before a retire.
+    handovers,
     node: o.node,
     clock,
     timers,
@@ -189,14 +183,13 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       return specHashOf({ node: o.node, store }, `${md.namespace}/${p?.key ?? md.name}`, p?.key ?? md.name ?? '', pod);
     },
     hooks: {
-      onTransition: (p: ParentView, a) => {
+      onTransition: (_p, a) => {
         if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.split(':')[0] ?? a.reason });
         if (a.to === 'HandingOver') metrics.handovers.inc({ result: 'started' });
         if (a.from === 'HandingOver' && a.to === 'Healthy') metrics.handovers.inc({ result: 'succeeded' });
         if (a.from === 'HandingOver' && a.to === 'Active') metrics.handovers.inc({ result: 'failed' });
         if (a.from === 'Active' && a.to === 'Healthy') metrics.retirements.inc();
         if (a.to === 'Orphaned') metrics.collections.inc();
-        if (a.to === 'HandingOver' || a.from === 'HandingOver') void handovers.set(p.id, handoverToPersist(p.state, clock.now()));
         status.poke();
       },
       onDecision: () => metrics.observe(views(), clock.now()),
@@ -396,7 +389,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       for (const v of a.views()) {
         const info = v.state.pod;
         if (v.state.state !== 'Healthy' || !info || !v.pod || v.state.checkpoint.specHash !== info.specHash) continue;
-        actuators.capture(v, info).catch((e: Error) => log.warn({ parent: v.id, err: e.message }, 'refreshing the checkpoint copy failed; the previous copy stays'));
+        actuators.capture(v, info, 'refreshing the copied secrets and tokens').catch((e: Error) => log.warn({ parent: v.id, err: e.message }, 'refreshing the checkpoint copy failed; the previous copy stays'));
       }
       refreshCopies();
     }, COPY_REFRESH_MS);

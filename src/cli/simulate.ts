@@ -93,14 +93,14 @@ function jsonOf(r: RunResult): Record<string, unknown> {
   };
 }
 
-function runRandom(range: string, strategy: StrategyName, json: boolean, kubelet: KubeletModelName | undefined): void {
+async function runRandom(range: string, strategy: StrategyName, json: boolean, kubelet: KubeletModelName | undefined): Promise<void> {
   const seeds = parseSeedRange(range);
   if (!seeds) throw new CliError(`--seeds must look like 1..1000, got "${range}"`, 'ESEEDS', 2);
   const failing: Array<{ seed: number; violations: RunResult['invariantViolations'] }> = [];
   let runs = 0;
   const t0 = Date.now();
   for (let seed = seeds.from; seed <= seeds.to; seed++) {
-    const r = runScenario(onKubelet(randomScenario(seed), kubelet), { seed, strategy, keepLogs: false });
+    const r = await runScenario(onKubelet(randomScenario(seed), kubelet), { seed, strategy, keepLogs: false });
     runs++;
     if (r.invariantViolations.length > 0) failing.push({ seed, violations: r.invariantViolations });
   }
@@ -117,10 +117,10 @@ function runRandom(range: string, strategy: StrategyName, json: boolean, kubelet
   if (failing.length > 0 && strategy === 'lastseen') process.exitCode = 1;
 }
 
-function runScenarioSeeds(scenario: Scenario, range: string, strategy: StrategyName, json: boolean): void {
+async function runScenarioSeeds(scenario: Scenario, range: string, strategy: StrategyName, json: boolean): Promise<void> {
   const seeds = parseSeedRange(range);
   if (!seeds) throw new CliError(`--seeds must look like 1..200, got "${range}"`, 'ESEEDS', 2);
-  const { violatingSeeds, ...summary } = runSeeds(scenario, seeds.from, seeds.to, strategy);
+  const { violatingSeeds, ...summary } = await runSeeds(scenario, seeds.from, seeds.to, strategy);
   if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
     process.stdout.write(`${formatSeedsSummary(summary)}\n`);
@@ -156,7 +156,7 @@ export function register(program: Command): void {
       }
       const seed = seedOf(opts.seed);
       const scenario = onKubelet(name === 'random-one' ? randomScenario(seed ?? 1) : await load(name, opts.file), kubelet);
-      const r = runScenario(scenario, { seed, strategy });
+      const r = await runScenario(scenario, { seed, strategy });
       if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r), null, 2)}\n`);
       else process.stdout.write(`${formatTimeline(r)}\n`);
       if (opts.svg) {

@@ -16,14 +16,14 @@ function run(servedAt: number | null, parentServedAt: number | null, unservedSec
 }
 
 describe('percentileOrNever', () => {
-  it('ranks never above every number, whatever the input order', () => {
+  it('ranks never above every number, whatever the input order', async () => {
     expect(percentileOrNever([null, 3, 1, 2], 50)).toBe(2);
     expect(percentileOrNever([null, 3, 1, 2], 90)).toBeNull();
     expect(percentileOrNever([5], 90)).toBe(5);
     expect(percentileOrNever([], 50)).toBeNull();
   });
 
-  it('p90 is null only when more than 10% never got there', () => {
+  it('p90 is null only when more than 10% never got there', async () => {
     const ten = [null, 9, 8, 7, 6, 5, 4, 3, 2, 1];
     expect(percentileOrNever(ten, 90)).toBe(9); // 1 of 10 never: the 9th value still is a number
     expect(percentileOrNever([null, ...ten.slice(1, 9), null], 90)).toBeNull(); // 2 of 10 never
@@ -31,12 +31,12 @@ describe('percentileOrNever', () => {
 });
 
 describe('spreadOf and summarizeRuns', () => {
-  it('min, p50, p90, max with never counted worst', () => {
+  it('min, p50, p90, max with never counted worst', async () => {
     expect(spreadOf([4, null, 1, 2])).toEqual({ min: 1, p50: 2, p90: null, max: null });
     expect(spreadOf([null, null])).toEqual({ min: null, p50: null, p90: null, max: null });
   });
 
-  it('counts seeds with violations, not violations, and summarises each figure', () => {
+  it('counts seeds with violations, not violations, and summarises each figure', async () => {
     const s = summarizeRuns([run(10, 100, 5, 2), run(null, null, 900), run(20, 300, 8, 1), run(30, 200, 7)]);
     expect(s.seeds).toBe(4);
     expect(s.violations).toBe(2);
@@ -47,7 +47,7 @@ describe('spreadOf and summarizeRuns', () => {
 });
 
 describe('seedsExitCode', () => {
-  it('fails lastseen on any violation, never the baselines', () => {
+  it('fails lastseen on any violation, never the baselines', async () => {
     expect(seedsExitCode({ strategy: 'lastseen', violations: 1 })).toBe(1);
     expect(seedsExitCode({ strategy: 'lastseen', violations: 0 })).toBe(0);
     expect(seedsExitCode({ strategy: 'kubelet-pods', violations: 5 })).toBe(0);
@@ -55,13 +55,14 @@ describe('seedsExitCode', () => {
 });
 
 describe('runSeeds', () => {
-  it('runs once per seed and agrees with the single runs', () => {
+  it('runs once per seed and agrees with the single runs', async () => {
     const sc = namedScenario('delete-last-apiserver')!;
-    const s = runSeeds(sc, 1, 5, 'kubelet-pods');
+    const s = await runSeeds(sc, 1, 5, 'kubelet-pods');
     expect(s.seeds).toBe(5);
     expect(s.strategy).toBe('kubelet-pods');
     expect(s.violations).toBe(s.violatingSeeds.length);
-    const single = [1, 2, 3, 4, 5].map((seed) => runScenario(sc, { seed, strategy: 'kubelet-pods', keepLogs: false }));
+    const single: RunResult[] = [];
+    for (const seed of [1, 2, 3, 4, 5]) single.push(await runScenario(sc, { seed, strategy: 'kubelet-pods', keepLogs: false }));
     expect(s.outcome).toEqual(summarizeRuns(single).outcome);
     expect(s.outcome.unservedSeconds.max).toBe(Math.max(...single.map((r) => r.outcome.unservedSeconds)));
   });

@@ -60,11 +60,11 @@ export function summarizeRuns(runs: ReadonlyArray<Pick<RunResult, 'scenario' | '
 }
 
 /** Run `scenario` once per seed in from..to (timeline off) and summarise; also the seeds that broke an invariant. */
-export function runSeeds(scenario: Scenario, from: number, to: number, strategy: StrategyName): SeedsSummary & { violatingSeeds: number[] } {
+export async function runSeeds(scenario: Scenario, from: number, to: number, strategy: StrategyName): Promise<SeedsSummary & { violatingSeeds: number[] }> {
   const runs: RunResult[] = [];
   const violatingSeeds: number[] = [];
   for (let seed = from; seed <= to; seed++) {
-    const r = runScenario(scenario, { seed, strategy, keepLogs: false });
+    const r = await runScenario(scenario, { seed, strategy, keepLogs: false });
     if (r.invariantViolations.length > 0) violatingSeeds.push(seed);
     runs.push(r);
   }

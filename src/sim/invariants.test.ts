@@ -7,10 +7,10 @@ import { namedScenario, runScenario, withKubeletModel } from './index.js';
 import { World } from './world.js';
 
 describe('unserved-total: the unserved time over a whole run is bounded, however long the run', () => {
-  it('bad-rollout: an hour-long run leaves lastseen no more unserved than a 15-minute one (no hand-over to a known-bad spec)', () => {
+  it('bad-rollout: an hour-long run leaves lastseen no more unserved than a 15-minute one (no hand-over to a known-bad spec)', async () => {
     const s = namedScenario('bad-rollout')!;
-    const short = runScenario(s, { keepLogs: false });
-    const long = runScenario(s, { keepLogs: false, durationMs: 3_600_000 });
+    const short = await runScenario(s, { keepLogs: false });
+    const long = await runScenario(s, { keepLogs: false, durationMs: 3_600_000 });
     expect(long.invariantViolations).toEqual([]);
     expect(long.outcome.unservedSeconds).toBe(short.outcome.unservedSeconds);
     // The budget is finite and well under what repeated hand-overs to the crashing spec cost
@@ -20,12 +20,12 @@ describe('unserved-total: the unserved time over a whole run is bounded, however
     expect(budget).toBeLessThan(0.5 * (3_600_000 - 180_000));
   });
 
-  it('fires for the old checkpointer, which copies the bad spec over the good checkpoint and never serves again', () => {
-    const r = runScenario(namedScenario('bad-rollout')!, { strategy: 'kubelet-pods', keepLogs: false, durationMs: 3_600_000 });
+  it('fires for the old checkpointer, which copies the bad spec over the good checkpoint and never serves again', async () => {
+    const r = await runScenario(namedScenario('bad-rollout')!, { strategy: 'kubelet-pods', keepLogs: false, durationMs: 3_600_000 });
     expect(r.invariantViolations.map((v) => v.invariant)).toContain('unserved-total');
   });
 
-  it('overlapping faults share one recovery window', () => {
+  it('overlapping faults share one recovery window', async () => {
     const s = namedScenario('full-cluster-reboot')!;
     const def = s.parents[0]!;
     const faults = s.spec.faults.map((f) => ({ ...f, end: faultEnd(f) }));
@@ -35,16 +35,16 @@ describe('unserved-total: the unserved time over a whole run is bounded, however
 });
 
 describe('activation-while-parent-alive', () => {
-  it('holds for lastseen in every named scenario, on both kubelet models', () => {
+  it('holds for lastseen in every named scenario, on both kubelet models', async () => {
     for (const name of ['master-reboot', 'bad-rollout', 'full-cluster-reboot', 'agent-restart-mid-handover', 'stalled-watch', 'clock-skew']) {
       for (const k of ['v1.5', 'v1.36'] as const) {
-        const r = runScenario(withKubeletModel(namedScenario(name)!, k), { keepLogs: false });
+        const r = await runScenario(withKubeletModel(namedScenario(name)!, k), { keepLogs: false });
         expect(r.invariantViolations.filter((v) => v.invariant === 'activation-while-parent-alive'), `${name} on ${k}`).toEqual([]);
       }
     }
   });
 
-  it('fires when a checkpoint manifest appears while the parent has served for a while', () => {
+  it('fires when a checkpoint manifest appears while the parent has served for a while', async () => {
     const s = namedScenario('clock-skew')!;
     const w = new World(s, 1, 'runtime-poll', false);
     w.bootstrap();

@@ -7,10 +7,10 @@ import type { LogEntry } from './world.js';
 
 const at = (logs: LogEntry[], re: RegExp, after = 0) => logs.find((l) => l.t >= after && re.test(l.text))?.t ?? null;
 
-function noticeDelays(model: 'v1.5' | 'v1.36', seeds: number): number[] {
+async function noticeDelays(model: 'v1.5' | 'v1.36', seeds: number): Promise<number[]> {
   const out: number[] = [];
   for (let seed = 1; seed <= seeds; seed++) {
-    const r = runScenario(withKubeletModel(namedScenario('master-reboot-overlap')!, model), { seed });
+    const r = await runScenario(withKubeletModel(namedScenario('master-reboot-overlap')!, model), { seed });
     const wrote = at(r.logs, /wrote manifest lastseen-kube-system-kube-apiserver/);
     const added = at(r.logs, /pod kube-apiserver-checkpoint-m1 \(static/, wrote ?? 0);
     out.push(added! - wrote!);
@@ -19,8 +19,8 @@ function noticeDelays(model: 'v1.5' | 'v1.36', seeds: number): number[] {
 }
 
 describe('kubelet v1.36 (calibrated) and v1.5 (the background issue)', () => {
-  it('v1.36 notices a manifest by inotify within a fraction of a second; v1.5 on its 20 s file check', () => {
-    const fast = noticeDelays('v1.36', 20);
+  it('v1.36 notices a manifest by inotify within a fraction of a second; v1.5 on its 20 s file check', async () => {
+    const fast = await noticeDelays('v1.36', 20);
     for (const d of fast) {
       expect(d).toBeGreaterThanOrEqual(KUBELET_V1_36.noticeMs.min);
       expect(d).toBeLessThanOrEqual(KUBELET_V1_36.noticeMs.max);
@@ -28,17 +28,17 @@ describe('kubelet v1.36 (calibrated) and v1.5 (the background issue)', () => {
     // Notice plus container start: median 0.19 s measured (0.18 / 0.19 / 0.62 s).
     const sorted = [...fast].sort((a, b) => a - b);
     expect(sorted[10]! + KUBELET_V1_36.staticPodStartMs).toBeLessThan(300);
-    const slow = noticeDelays('v1.5', 5);
+    const slow = await noticeDelays('v1.5', 5);
     for (const d of slow) expect(d).toBeLessThanOrEqual(20_000);
     expect(Math.max(...slow)).toBeGreaterThan(1_000);
   });
 
-  it('v1.36: after a reboot the api pod comes back about 20 s after an api-server answers; v1.5 at once', () => {
+  it('v1.36: after a reboot the api pod comes back about 20 s after an api-server answers; v1.5 at once', async () => {
     for (const [model, lo, hi] of [
       ['v1.36', 19_500, 20_500],
       ['v1.5', 0, 1_000],
     ] as const) {
-      const r = runScenario(withKubeletModel(namedScenario('master-reboot-overlap')!, model));
+      const r = await runScenario(withKubeletModel(namedScenario('master-reboot-overlap')!, model));
       const reachable = at(r.logs, /api-server reachable from this node/, 220_000)!;
       const added = at(r.logs, /pod kube-apiserver-1 \(api/, 220_000)!;
       expect(added - reachable, model).toBeGreaterThanOrEqual(lo);
@@ -46,20 +46,20 @@ describe('kubelet v1.36 (calibrated) and v1.5 (the background issue)', () => {
     }
   });
 
-  it('v1.36: the crash-loop back-off counts the container of the previous boot; a new pod restarts its first exit at once', () => {
-    const r = runScenario(withKubeletModel(namedScenario('master-reboot')!, 'v1.36'));
+  it('v1.36: the crash-loop back-off counts the container of the previous boot; a new pod restarts its first exit at once', async () => {
+    const r = await runScenario(withKubeletModel(namedScenario('master-reboot')!, 'v1.36'));
     const exit = r.logs.find((l) => l.t > 220_000 && /kube-apiserver-1 exited/.test(l.text));
     expect(exit?.text).toMatch(/back-off 10s/);
     // The bad rollout's new pod has no container on record: ~1 s, then 10, 20, 40, 80 s.
-    const bad = runScenario(namedScenario('bad-rollout')!);
+    const bad = await runScenario(namedScenario('bad-rollout')!);
     const exits = bad.logs.filter((l) => /kube-apiserver-2 exited/.test(l.text)).map((l) => /\(([^)]*)\)$/.exec(l.text)![1]);
     expect(exits.slice(0, 5)).toEqual(['first exit on record: no back-off', 'back-off 10s', 'back-off 20s', 'back-off 40s', 'back-off 80s']);
     // v1.5 backs off from the first exit.
-    const old = runScenario(withKubeletModel(namedScenario('bad-rollout')!, 'v1.5'));
+    const old = await runScenario(withKubeletModel(namedScenario('bad-rollout')!, 'v1.5'));
     expect(old.logs.find((l) => /kube-apiserver-2 exited/.test(l.text))?.text).toMatch(/back-off 10s/);
   });
 
-  it('a removed pod holds its ports for its stop time, cut at terminationGracePeriod (plus the SIGTERM delay)', () => {
+  it('a removed pod holds its ports for its stop time, cut at terminationGracePeriod (plus the SIGTERM delay)', async () => {
     for (const [stopTime, held] of [
       ['45s', 30_020],
       ['5s', 5_020],
@@ -71,14 +71,14 @@ describe('kubelet v1.36 (calibrated) and v1.5 (the background issue)', () => {
         faults: [{ type: 'delete-pod', at: '3m', key: 'kube-apiserver', node: 'm1' }],
       });
       if (!r.ok) throw new Error(JSON.stringify(r.errors));
-      const run = runScenario(r.scenario);
+      const run = await runScenario(r.scenario);
       const removed = at(run.logs, /pod kube-apiserver-1 removed/, 180_000)!;
       const released = at(run.logs, /kube-apiserver-1 terminated; ports released/, 180_000)!;
       expect(released - removed, stopTime).toBe(held);
     }
   });
 
-  it('scenario files choose the model; fileCheckPeriod belongs to v1.5 only', () => {
+  it('scenario files choose the model; fileCheckPeriod belongs to v1.5 only', async () => {
     const base = { name: 'x', nodes: [{ name: 'm1', master: true }], parents: [{ key: 'kube-apiserver', kind: 'apiserver' }] };
     const def = parseScenario(base);
     expect(def.ok && def.scenario.kubelet.name).toBe('v1.36');

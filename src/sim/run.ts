@@ -37,14 +37,14 @@ export interface RunResult {
 /** The default seed of a scenario without one. */
 export const DEFAULT_SEED = 1;
 
-export function runScenario(scenario: Scenario, opts: RunOptions = {}): RunResult {
+export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Promise<RunResult> {
   const seed = opts.seed ?? scenario.spec.seed ?? DEFAULT_SEED;
   const strategy = opts.strategy ?? 'lastseen';
   const w = new World(scenario, seed, strategy, opts.keepLogs ?? true);
   w.bootstrap();
   scheduleFaults(w);
   const end = opts.durationMs ?? scenario.spec.duration;
-  w.q.runUntil(end, () => w.afterEvent());
+  await w.q.runUntil(end, () => w.afterEvent(), () => w.settle());
   const outcome = w.outcome.figures(w.q.now);
   const expectationFailures = strategy === 'lastseen' ? judge(scenario, outcome, w) : [];
   const violations = w.invariants.violations;

@@ -11,7 +11,7 @@ export interface SpeedFigure {
   violations: number;
 }
 
-export function measureSpeed(now: () => number, hours = 24): SpeedFigure {
+export async function measureSpeed(now: () => number, hours = 24): Promise<SpeedFigure> {
   const faults: NonNullable<ScenarioInput['faults']> = [];
   const kinds = ['reboot', 'partition', 'stall-watch', 'agent-restart'] as const;
   for (let i = 0, at = 20 * 60_000; at < hours * 3_600_000 - 20 * 60_000; i++, at += 20 * 60_000) {
@@ -33,7 +33,7 @@ export function measureSpeed(now: () => number, hours = 24): SpeedFigure {
   });
   if (!r.ok) throw new Error(JSON.stringify(r.errors));
   const t0 = now();
-  const res = runScenario(r.scenario, { keepLogs: false });
+  const res = await runScenario(r.scenario, { keepLogs: false });
   const wall = (now() - t0) / 1000;
   return {
     virtualSeconds: res.endedAt,

@@ -1,6 +1,6 @@
 // Checkpointing strategies, pluggable. Each runs as the agent process on a node (started by the
 // kubelet from the agent's always-present static manifest, stopped by reboots and restarts).
-// - lastseen: the real core behind the agent wiring (./agent.ts).
+// - lastseen: the production agent loop (src/agent/agent.ts) on the simulator's ports (./lastseen.ts).
 // - kubelet-pods: the checkpointer of docs/reboot-story.md. Every few seconds it
 //   asks the local kubelet's `/pods`, which repeats only what the kubelet last managed to report
 //   to an api-server; it activates the checkpoint when the parent isn't listed as running and
@@ -10,7 +10,7 @@
 //   a 5s poll, activates after 1 min of not running, deactivates as soon as the parent runs.
 import { manifestFile, parentId } from '../core/names.js';
 import type { StoredBeat } from './apiserver.js';
-import { LastseenAgent } from './agent.js';
+import { SimLastseen } from './lastseen.js';
 import type { SimNode } from './model.js';
 import type { World } from './world.js';
 
@@ -90,7 +90,7 @@ const runtimePoll = pollingAgent(
 );
 
 export const startAgentFor: Record<StrategyName, StartAgent> = {
-  lastseen: (world, node, alive) => new LastseenAgent(world, node, alive),
+  lastseen: (world, node, alive) => new SimLastseen(world, node, alive),
   'kubelet-pods': kubeletPods,
   'runtime-poll': runtimePoll,
 };

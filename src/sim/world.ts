@@ -1,5 +1,5 @@
 // The simulated world: nodes, their kubelets and agents, the api-server, the timeline. It owns no
-// policy of its own: mechanics live in kubelet.ts, apiserver.ts, heartbeat.ts, agent.ts and
+// policy of its own: mechanics live in kubelet.ts, apiserver.ts, heartbeat.ts, lastseen.ts and
 // strategies.ts; faults in faults.ts; checks in invariants.ts and outcome.ts.
 import type { ParentStateName, ParentState } from '../core/types.js';
 import { ApiServer, type StoredBeat } from './apiserver.js';
@@ -9,7 +9,7 @@ import { Invariants } from './invariants.js';
 import { Kubelet, type KPod } from './kubelet.js';
 import { AGENT_MANIFEST, ManifestFolder, type PodSpec, type SimNode, T } from './model.js';
 import { Outcome } from './outcome.js';
-import { EventQueue } from './queue.js';
+import { EventQueue, promiseCallbacksRun } from './queue.js';
 import { Rng } from './rng.js';
 import type { ParentDef, Scenario } from './schema.js';
 import { type AgentProcess, startAgentFor, type StrategyName } from './strategies.js';
@@ -63,6 +63,8 @@ export class World {
   firstFaultAt: number | null = null;
   private readonly root: Rng;
   private reach = new Map<string, boolean>();
+  /** Some promise was created or settled since the last settle() (see EventQueue.runUntil). */
+  private promisesPending = false;
   private readonly defs: Map<string, ParentDef>;
 
   constructor(
@@ -185,6 +187,23 @@ export class World {
     this.log(node.name, 'core', from === to ? `${s.id} ${to}: ${reason}` : `${s.id} ${from} -> ${to}: ${reason}`, key);
     this.record(`core/${node.name}/${key}`, to);
     this.invariants.transition(node, key, from, to, node.clock.mono(this.q.now));
+  }
+
+  /** An agent created or settled a promise: its callbacks must run before time moves on. */
+  promised(): void {
+    this.promisesPending = true;
+  }
+
+  /** Resolves once every promise callback released so far has run, or null when none is pending. */
+  settle(): Promise<void> | null {
+    if (!this.promisesPending) return null;
+    const drain = async () => {
+      while (this.promisesPending) {
+        this.promisesPending = false;
+        await promiseCallbacksRun();
+      }
+    };
+    return drain();
   }
 
   /** After every event: propagate reachability changes, then check. False stops the run. */

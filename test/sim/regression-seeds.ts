@@ -70,7 +70,7 @@ let probed: boolean | null = null;
  * Whether the simulator still has the overlapping-reboot bug: one master rebooted at 60 s for 60 s
  * and again at 100 s for 60 s must stay down until 160 s and come up once.
  */
-export function simHasOverlappingRebootBug(): boolean {
+export async function simHasOverlappingRebootBug(): Promise<boolean> {
   if (probed !== null) return probed;
   const r = parseScenario({
     name: 'overlapping-reboots-probe',
@@ -83,14 +83,14 @@ export function simHasOverlappingRebootBug(): boolean {
     ],
   });
   if (!r.ok) throw new Error(`probe scenario invalid: ${JSON.stringify(r.errors)}`);
-  const ups = runScenario(r.scenario, { seed: 1 }).logs.filter((l) => l.kind === 'fault' && l.text === 'node is up again');
+  const ups = (await runScenario(r.scenario, { seed: 1 })).logs.filter((l) => l.kind === 'fault' && l.text === 'node is up again');
   probed = ups.length !== 1 || ups[0]!.t !== 160_000;
   return probed;
 }
 
 /** Whether `v` on a run of `scenario` is what `bug` does (and, for the model bug, the bug is still there). */
-export function explainedBy(bug: KnownBug, scenario: Scenario, v: Violation): boolean {
-  if (bug === 'overlapping-reboot') return v.invariant === 'not-served' && simHasOverlappingRebootBug() && nodesRebootedWhileDown(scenario).has(v.node);
+export async function explainedBy(bug: KnownBug, scenario: Scenario, v: Violation): Promise<boolean> {
+  if (bug === 'overlapping-reboot') return v.invariant === 'not-served' && (await simHasOverlappingRebootBug()) && nodesRebootedWhileDown(scenario).has(v.node);
   return v.invariant === 'activation-while-fresh' && v.message.startsWith('activated (HandoverFailed:') && / 0\.0s after a visible Ready beat/.test(v.message);
 }
 
@@ -98,7 +98,7 @@ export const describeViolation = (seed: number, v: Violation): string =>
   `seed ${seed} (replay: lastseen simulate random-one --seed ${seed}): ${v.invariant} at ${v.t}s on ${v.node}/${v.key}: ${v.message}`;
 
 /** Runs one seed; returns its violations. Both known bugs are fixed, so none is excused any more. */
-export function unexplained(seed: number): string[] {
-  const r = runScenario(randomScenario(seed), { seed, keepLogs: false });
+export async function unexplained(seed: number): Promise<string[]> {
+  const r = await runScenario(randomScenario(seed), { seed, keepLogs: false });
   return r.invariantViolations.map((v) => describeViolation(seed, v));
 }

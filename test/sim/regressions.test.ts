@@ -7,20 +7,21 @@ import { describeViolation, nodesRebootedWhileDown, REGRESSION_SEEDS, simHasOver
 
 describe('random-sweep regressions', () => {
   for (const r of REGRESSION_SEEDS) {
-    it(`seed ${r.seed} (${r.bug}): ${r.found}`, () => {
+    it(`seed ${r.seed} (${r.bug}): ${r.found}`, async () => {
       if (r.bug === 'overlapping-reboot') expect(nodesRebootedWhileDown(randomScenario(r.seed)).size).toBeGreaterThan(0); // still the schedule it was found with
-      expect(unexplained(r.seed)).toEqual([]);
-      expect(runScenario(randomScenario(r.seed), { seed: r.seed, keepLogs: false }).invariantViolations).toEqual([]);
+      expect(await unexplained(r.seed)).toEqual([]);
+      expect((await runScenario(randomScenario(r.seed), { seed: r.seed, keepLogs: false })).invariantViolations).toEqual([]);
     });
   }
 
-  it('FIXED overlapping-reboot (src/sim/faults.ts): a node rebooted while still down stays down until its last power-on', () => {
-    expect(simHasOverlappingRebootBug()).toBe(false);
+  it('FIXED overlapping-reboot (src/sim/faults.ts): a node rebooted while still down stays down until its last power-on', async () => {
+    expect(await simHasOverlappingRebootBug()).toBe(false);
   });
 
-  it('FIXED handover-deadline (src/sim/invariants.ts): a HandoverFailed re-activation is not judged by a Ready beat no agent could have seen yet', () => {
+  it('FIXED handover-deadline (src/sim/invariants.ts): a HandoverFailed re-activation is not judged by a Ready beat no agent could have seen yet', async () => {
     const seeds = REGRESSION_SEEDS.filter((r) => r.bug === 'handover-deadline').map((r) => r.seed);
-    const violations = seeds.flatMap((seed) => runScenario(randomScenario(seed), { seed, keepLogs: false }).invariantViolations.map((v) => describeViolation(seed, v)));
+    const violations: string[] = [];
+    for (const seed of seeds) violations.push(...(await runScenario(randomScenario(seed), { seed, keepLogs: false })).invariantViolations.map((v) => describeViolation(seed, v)));
     expect(violations).toEqual([]);
   });
 });

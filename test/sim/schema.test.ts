@@ -5,11 +5,11 @@ import { parseScenario, parseScenarioText, runScenario } from '../../src/sim/ind
 const base = { name: 'x', nodes: [{ name: 'm1', master: true }], parents: [{ key: 'kube-apiserver', kind: 'apiserver' }] };
 
 describe('scenario files', () => {
-  it('the example file parses and passes', () => {
+  it('the example file parses and passes', async () => {
     const r = parseScenarioText(readFileSync('examples/scenarios/master-reboot.yaml', 'utf8'));
     expect(r.ok).toBe(true);
     if (!r.ok) return;
-    expect(runScenario(r.scenario).verdict).toBe('pass');
+    expect((await runScenario(r.scenario)).verdict).toBe('pass');
   });
 
   it.each([
@@ -26,7 +26,7 @@ describe('scenario files', () => {
     if (!r.ok) expect(r.errors.map((e) => e.path)).toContain(path);
   });
 
-  it('reports YAML syntax errors with a line', () => {
+  it('reports YAML syntax errors with a line', async () => {
     const r = parseScenarioText('name: [oops\n');
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.errors[0]!.path).toMatch(/^line \d+/);

@@ -1,0 +1,320 @@
+// The lastseen strategy: the production agent loop (`Agent`, src/agent/agent.ts) on one simulated
+// node. Nothing of the loop is here, only its ports in the simulated world:
+// - clock and timers: the node's monotonic clock and the simulator's event queue (a timer fires
+//   at the true time its monotonic delay ends on this node, never sooner than 1 ms, like Node's);
+// - actuators: the node's disk (checkpoint store, manifest folder, hand-over record), the model
+//   api-server for captures and live reads, the timeline for Events; each takes a small latency
+//   and settles its promise when it is done;
+// - observers: the production api-server probe (src/agent/observe/api-probe.ts) over a model
+//   /readyz; model pod and Lease watches (a round trip late, deaf while the watch is stalled) and
+//   local heartbeat folder poll; what they see goes to the agent's public methods as
+//   production's observers send it (src/agent/run.ts).
+// A dead process (reboot, restart) runs nothing more: its timers and pending actions check
+// `alive()` and are dropped, as the kernel drops a killed process's.
+import type { KubeConfig } from '@kubernetes/client-node';
+import pino from 'pino';
+import { Agent, type Actuators, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
+import { isReboot } from '../agent/boot.js';
+import { probeApiServer } from '../agent/observe/api-probe.js';
+import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
+import type { Beat, Channel } from '../core/types.js';
+import { beatFingerprint } from '../core/decide.js';
+import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
+import type { PartialParentPolicyRaw } from '../policy/schema.js';
+import type { ApiPod, StoredBeat } from './apiserver.js';
+import { T, type SimNode } from './model.js';
+import type { Scheduled } from './queue.js';
+import type { ParentDef } from './schema.js';
+import type { AgentProcess } from './strategies.js';
+import type { World } from './world.js';
+
+const API_CHANNELS: Channel[] = ['lease', 'annotation'];
+
+/**
+ * The model's probe settings: every T.agentProbeMs, one failed probe says "unreachable", as the
+ * simulator has always modelled the agent. Production's defaults (API_PROBE_INTERVAL_MS,
+ * API_FAILURE_THRESHOLD: 3 failures 5 s apart) notice an outage about 10 s later; the figures of
+ * the named scenarios move with them (master-reboot's parentServedAt p50 too), so changing the
+ * model is a decision of its own.
+ */
+const PROBE_FAILURE_THRESHOLD = 1;
+/** Below the period, as the probe requires; the model's /readyz answers within a round trip. */
+const PROBE_TIMEOUT_MS = 1_000;
+
+/** The agent's own logs stay out of the timeline: transitions and actions are drawn from the hooks. */
+const SILENT = pino({ level: 'silent' });
+
+/** A pod as the agent's observers hand it over (the shape of a V1Pod the agent reads). */
+interface PodObject {
+  metadata: { uid: string; name: string; namespace: string };
+  sim: ApiPod;
+}
+
+/** The scenario's per-parent policies as one policy document: defaults plus one override per parent. */
+export function scenarioPolicy(defs: ParentDef[]): Policy {
+  const patch = (p: ParentPolicy): PartialParentPolicyRaw => ({
+    interval: p.intervalMs,
+    window: p.windowMs,
+    startupGrace: p.startupGraceMs,
+    startTimeout: p.startTimeoutMs,
+    handoverTimeout: p.handoverTimeoutMs,
+    handoverBackoff: { initial: p.handoverBackoff.initialMs, max: p.handoverBackoff.maxMs },
+    gcGrace: p.gcGraceMs,
+    whenApiUnreachable: p.whenApiUnreachable,
+    handover: p.handover,
+    channels: [...p.channels],
+  });
+  return {
+    defaults: applyPatch(BUILTIN_DEFAULTS, {}),
+    overrides: defs.map((d) => ({ name: `scenario/${d.key}`, selector: { namespaces: [d.namespace], parentKeys: [d.key] }, patch: patch(d.policy) })),
+  };
+}
+
+export class SimLastseen implements AgentProcess {
+  readonly agent: Agent;
+  private reachable = false;
+  private fileSeen = new Map<string, string>();
+
+  constructor(
+    private readonly world: World,
+    private readonly node: SimNode,
+    private readonly alive: () => boolean,
+  ) {
+    const w = world;
+    const rebooted = isReboot(node.bootId, node.disk.agentBootId);
+    node.disk.agentBootId = node.bootId;
+    const clock = { now: () => node.clock.mono(w.q.now) };
+    const timers: Timers = {
+      set: (fn, ms) => w.q.at(Math.max(w.q.now + 1, Math.ceil(node.clock.trueAt(clock.now() + ms))), () => this.enter(fn)),
+      clear: (h) => (h as Scheduled | null)?.cancel(),
+    };
+    this.agent = new Agent({
+      node: node.name,
+      clock,
+      timers,
+      logger: SILENT,
+      actuators: this.actuators(),
+      specHash: (pod) => (pod as PodObject).sim.spec.hash,
+      policy: scenarioPolicy(w.parentsOn(node.name)),
+      rebooted,
+      handovers: {
+        set: (id, h) => {
+          if (h) node.disk.handovers.set(id, { deadlineWall: node.clock.wall(w.q.now) + h.remainingMs, attempts: h.attempts, nextBackoffMs: h.nextBackoffMs });
+          else node.disk.handovers.delete(id);
+          return this.settled(undefined);
+        },
+      },
+      hooks: { onTransition: (p, a) => w.onTransition(node, p.key, a.from, a.to, a.reason, p.state) },
+    });
+    // Recovery at start, as runAgent does: every stored checkpoint, whether it is active, and the
+    // hand-over in progress when the last agent stopped.
+    let restored = 0;
+    for (const def of w.parentsOn(node.name)) {
+      w.invariants.agentStarted(node, def.key);
+      const id = parentId(def.namespace, def.key);
+      const cp = node.disk.checkpoints.get(id);
+      if (!cp) continue;
+      const h = node.disk.handovers.get(id);
+      const handover = h ? { remainingMs: h.deadlineWall - node.clock.wall(w.q.now), attempts: h.attempts, nextBackoffMs: h.nextBackoffMs } : undefined;
+      const checkpoint = { stored: true, active: node.disk.manifests.has(manifestFile(def.namespace, def.key)), specHash: cp.spec.hash };
+      this.enter(() => this.agent.restore(def.namespace, def.key, checkpoint, {}, handover));
+      restored++;
+    }
+    w.log(node.name, 'agent', `agent started; ${restored} checkpoint(s) on disk`);
+    // The production probe (its verdicts and timers) over a model /readyz: answered a round trip
+    // later, 200 while the node reaches an api-server. Dead with the process: its timers check alive().
+    probeApiServer({
+      kubeConfig: {} as KubeConfig, // unused: the probe is the model's
+      log: SILENT,
+      timers,
+      intervalMs: T.agentProbeMs,
+      timeoutMs: PROBE_TIMEOUT_MS,
+      failureThreshold: PROBE_FAILURE_THRESHOLD,
+      probe: () => this.work(T.apiRttMs + 2 * node.net.latencyMs, () => w.api.reachableFrom(node)),
+      onReachable: (r) => this.enter(() => this.probed(r)),
+    }).start();
+    this.every(T.agentFilePollMs, () => this.pollFiles());
+  }
+
+  // ---- the world's notices (AgentProcess) ----
+
+  onPodsChanged(): void {
+    if (!this.reachable) return;
+    this.later(T.apiRttMs / 2 + this.node.net.latencyMs, () => this.publishPods());
+  }
+
+  onApiBeat(sb: StoredBeat): void {
+    if (!this.reachable || this.node.net.watchStalled) return;
+    this.later(T.apiRttMs / 2 + this.node.net.latencyMs, () => {
+      if (this.reachable && !this.node.net.watchStalled) this.agent.beat(sb.namespace, sb.key, sb.beat);
+    });
+  }
+
+  onWatchResumed(): void {
+    this.enter(() => this.relist());
+  }
+
+  // ---- observers ----
+
+  /**
+   * Every way into the agent goes through here (a dead process runs nothing). An action it starts
+   * may continue in a promise callback at once (a retire waits for the hand-over record, already
+   * written), so when actions were started the world lets those callbacks run before the next
+   * event. Results of actions already running come back through `work`, which says so itself.
+   */
+  private enter(fn: () => void): void {
+    if (!this.alive()) return;
+    const before = this.agent.actionsInFlight();
+    fn();
+    if (this.agent.actionsInFlight() > before) this.world.promised();
+  }
+
+  private every(ms: number, fn: () => void): void {
+    const loop = () => {
+      if (!this.alive()) return;
+      this.enter(fn);
+      this.world.q.after(ms, loop);
+    };
+    loop();
+  }
+
+  private later(ms: number, fn: () => void): void {
+    this.world.q.after(ms, () => this.enter(fn));
+  }
+
+  /** The api-server readiness probe. */
+  /** The probe's verdict changed (or, at the first failure, was given). */
+  private probed(r: boolean): void {
+    if (r === this.reachable) return;
+    this.reachable = r;
+    this.world.log(this.node.name, 'agent', r ? 'api-server reachable' : 'api-server unreachable');
+    this.agent.api(r);
+    if (r) this.relist();
+  }
+
+  /** After (re)connecting or a watch restart: the watches list pods and Leases again. */
+  private relist(): void {
+    if (!this.reachable) return;
+    this.onPodsChanged();
+    for (const def of this.world.parentsOn(this.node.name)) {
+      for (const role of ['parent', 'checkpoint'] as const) {
+        for (const ch of API_CHANNELS) {
+          const beat = this.world.api.readBeat(ch, def.namespace, leaseName(def.key, this.node.name, role));
+          if (beat) this.agent.beat(def.namespace, def.key, beat);
+        }
+      }
+    }
+  }
+
+  /** The pod watch's picture of this node, as production's publishPods hands it over. */
+  private publishPods(): void {
+    if (!this.reachable) return;
+    const parents = new Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }>();
+    for (const def of this.world.parentsOn(this.node.name)) {
+      const pod = this.world.api.podFor(this.node.name, def.key);
+      if (!pod) continue;
+      const obj: PodObject = { metadata: { uid: pod.uid, name: pod.name, namespace: def.namespace }, sim: pod };
+      parents.set(parentId(def.namespace, def.key), { namespace: def.namespace, key: def.key, pod: obj, labels: {} });
+    }
+    this.agent.podsObserved(parents);
+  }
+
+  /** The local heartbeat folder: a file whose beat changed since the last poll is handed over. */
+  private pollFiles(): void {
+    for (const def of this.world.parentsOn(this.node.name)) {
+      for (const role of ['parent', 'checkpoint'] as const) {
+        const file = localBeatFile(def.namespace, def.key, role);
+        const beat: Beat | undefined = this.node.files.get(file);
+        if (!beat) continue;
+        const fp = beatFingerprint(beat);
+        if (this.fileSeen.get(file) === fp) continue;
+        this.fileSeen.set(file, fp);
+        this.agent.beat(def.namespace, def.key, beat);
+      }
+    }
+  }
+
+  // ---- actuators ----
+
+  /** A promise the world knows is pending, so the event queue lets its callbacks run (World.settle). */
+  private settled<V>(v: V): Promise<V> {
+    this.world.promised();
+    return Promise.resolve(v);
+  }
+
+  /** Carry out `body` after `ms` of simulated work; its result (or throw) settles the promise. */
+  private work<V>(ms: number, body: () => V): Promise<V> {
+    this.world.promised();
+    return new Promise<V>((resolve, reject) => {
+      this.later(ms, () => {
+        this.world.promised();
+        try {
+          resolve(body());
+        } catch (e) {
+          reject(e instanceof Error ? e : new Error(String(e)));
+        }
+      });
+    });
+  }
+
+  private actuators(): Actuators {
+    const node = this.node;
+    const w = this.world;
+    const file = (p: ParentView) => manifestFile(p.namespace, p.key);
+    return {
+      capture: (p, info, reason) =>
+        this.work(T.actuatorMs + T.apiRttMs + node.net.latencyMs, () => {
+          const pod = w.api.pods.get(info.uid);
+          if (!w.api.reachableFrom(node) || !pod) throw new Error(pod ? 'api-server unreachable' : 'pod gone');
+          node.disk.checkpoints.set(p.id, { spec: pod.spec });
+          w.invariants.checkpointStored(node, p.key, pod.spec);
+          w.log(node.name, 'agent', `captured ${p.id} generation ${pod.spec.generation} (${reason})`, p.key);
+          return { specHash: pod.spec.hash };
+        }),
+      activate: (p, reason) => {
+        w.invariants.activating(node, p.key, reason);
+        return this.work(T.actuatorMs, () => {
+          const cp = node.disk.checkpoints.get(p.id);
+          if (!cp) throw new Error('no stored checkpoint');
+          node.disk.manifests.set(file(p), { role: 'checkpoint', spec: cp.spec });
+          w.log(node.name, 'agent', `wrote manifest ${file(p)} (generation ${cp.spec.generation})`, p.key);
+        });
+      },
+      retire: (p) =>
+        this.work(T.actuatorMs, () => {
+          node.disk.manifests.delete(file(p));
+          w.log(node.name, 'agent', `removed manifest ${file(p)}`, p.key);
+        }),
+      collect: (p) => {
+        w.invariants.collecting(node, p.key);
+        // As the production actuator does: a live read first, and nothing removed unless it
+        // confirms that no pod for the key is scheduled here.
+        const read = this.work(T.apiRttMs + 2 * node.net.latencyMs, () => {
+          if (!w.api.reachableFrom(node)) throw new CollectRefusedError('the live read failed: api-server unreachable');
+          if (w.api.podFor(node.name, p.key)) throw new CollectRefusedError('the live read found a pod for this parent scheduled here');
+        });
+        return read.then(() =>
+          this.work(T.actuatorMs, () => {
+            node.disk.manifests.delete(file(p));
+            node.disk.checkpoints.delete(p.id);
+            w.log(node.name, 'agent', `collected checkpoint ${p.id}`, p.key);
+          }),
+        );
+      },
+      readLive: (p, channels) =>
+        this.work(T.apiRttMs + 2 * node.net.latencyMs, (): LiveRead => {
+          if (!w.api.reachableFrom(node)) return { unavailable: 'api-server unreachable' };
+          const beats: Beat[] = [];
+          for (const ch of channels) {
+            const beat = w.api.readBeat(ch, p.namespace, leaseName(p.key, node.name));
+            if (beat) beats.push(beat);
+          }
+          return { beats };
+        }),
+      event: (p, e) => {
+        w.log(node.name, 'event', `${e.eventType} ${e.reason}: ${e.message}`, p.key);
+        return this.settled(undefined);
+      },
+    };
+  }
+}
