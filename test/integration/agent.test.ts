@@ -200,20 +200,27 @@ describe('lastseen agent without an api-server', () => {
     await s.agent.stop();
   });
 
-  it('activate: with no local channel the api-server parent is covered when the api-server goes away', async () => {
-    const s = await setup('activate', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease], whenApiUnreachable: activate }');
-    const hb = s.heartbeat('lease');
+  // Issue 11, item 6: `activate` without the local channel is refused by the policy validator (the
+  // agent would cover a healthy parent on the api-server's silence alone), so the api-server parent
+  // is covered on local evidence: its local beats stop.
+  it('activate: the api-server parent is covered when the api-server goes away and its local beats stop', async () => {
+    const s = await setup('activate', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease, local], whenApiUnreachable: activate }');
+    const hb = s.heartbeat('lease,local');
     await captured(s);
-    const t0 = Date.now();
     await stopApiserver();
     try {
+      await waitFor(() => s.agent.logs.find((l) => l.msg === 'api-server reachability changed' && l.reachable === false), { what: 'the agent to notice' });
+      // The local beats still change: the parent is alive, whatever the api-server's silence says.
+      await new Promise((r) => setTimeout(r, 2000));
+      expect(await exists(s.manifest)).toBe(false);
+      await hb.stop('SIGKILL');
+      const t0 = Date.now();
       await appears(s.manifest, 30_000);
       // Not before the window has passed since the last beat the agent could see.
       expect(Date.now() - t0).toBeGreaterThanOrEqual(1000 - 250);
     } finally {
       await startApiserver();
     }
-    await hb.stop();
     await s.agent.stop();
   });
 });
