@@ -20,6 +20,12 @@ export class AgentMetrics {
   readonly beatAge = new Gauge({ name: 'lastseen_beat_age_seconds', help: "Seconds since a parent's beat last changed, on the agent's clock", labelNames: ['parent'], registers: [this.registry] });
   readonly checkpointActive = new Gauge({ name: 'lastseen_checkpoint_active', help: '1 while the parent checkpoint manifest is in the kubelet directory', labelNames: ['parent'], registers: [this.registry] });
   readonly policyValid = new Gauge({ name: 'lastseen_policy_valid', help: '1 when the last policy read was valid (0: refused; the last good one is in force)', registers: [this.registry] });
+  /**
+   * 1 while no policy file or ConfigMap is found (deleted, or never created). Nothing is refused, so
+   * lastseen_policy_valid stays 1; the last good policy (persisted in the state folder) stays in
+   * force, or the built-in defaults when there never was one.
+   */
+  readonly policyMissing = new Gauge({ name: 'lastseen_policy_missing', help: '1 while no policy file or ConfigMap is found (the last good policy, or the built-in defaults if none, stays in force)', registers: [this.registry] });
   readonly apiReachable = new Gauge({ name: 'lastseen_api_reachable', help: '1 when the api-server answers /readyz', registers: [this.registry] });
   readonly badInputs = new Counter({ name: 'lastseen_bad_inputs_total', help: 'Leases, annotations or files ignored as malformed or foreign, by source', labelNames: ['source'], registers: [this.registry] });
   readonly watchHealthy = new Gauge({ name: 'lastseen_watch_healthy', help: '1 while a watch is connected and synced', labelNames: ['resource'], registers: [this.registry] });
@@ -27,6 +33,7 @@ export class AgentMetrics {
   constructor(defaultMetrics = true) {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry });
     this.policyValid.set(1);
+    this.policyMissing.set(0);
     this.apiReachable.set(0);
     // Exported at 0 from the first scrape: increase() needs a sample before the first event, or the
     // first failed hand-over (or bad input) after a start would never count towards an alert.
