@@ -18,6 +18,16 @@ export class AgentMetrics {
   readonly collections = new Counter({ name: 'lastseen_collections_total', help: 'Checkpoints garbage-collected', registers: [this.registry] });
   readonly actionFailures = new Counter({ name: 'lastseen_action_failures_total', help: 'Actuator failures, by action', labelNames: ['action'], registers: [this.registry] });
   readonly beatAge = new Gauge({ name: 'lastseen_beat_age_seconds', help: "Seconds since a parent's beat last changed, on the agent's clock", labelNames: ['parent'], registers: [this.registry] });
+  /**
+   * 1 while a parent's declared interval is more than half the policy's window, so the agent judges
+   * it by twice that interval instead (the core's WindowBelowInterval; see src/core/decide.ts).
+   */
+  readonly windowBelowInterval = new Gauge({
+    name: 'lastseen_window_below_interval',
+    help: "1 while the policy's window is shorter than twice the interval the parent declares (the agent judges it by twice the interval)",
+    labelNames: ['parent'],
+    registers: [this.registry],
+  });
   readonly checkpointActive = new Gauge({ name: 'lastseen_checkpoint_active', help: '1 while the parent checkpoint manifest is in the kubelet directory', labelNames: ['parent'], registers: [this.registry] });
   readonly policyValid = new Gauge({ name: 'lastseen_policy_valid', help: '1 when the last policy read was valid (0: refused; the last good one is in force)', registers: [this.registry] });
   /**
@@ -48,11 +58,13 @@ export class AgentMetrics {
       const last = v.state.lastChangeAt;
       if (last !== null) this.beatAge.set({ parent: v.id }, (now - last) / 1000);
       this.checkpointActive.set({ parent: v.id }, v.state.checkpoint.active ? 1 : 0);
+      this.windowBelowInterval.set({ parent: v.id }, v.state.windowNotedMs !== null ? 1 : 0);
     }
   }
 
   forget(id: string): void {
     this.beatAge.remove({ parent: id });
     this.checkpointActive.remove({ parent: id });
+    this.windowBelowInterval.remove({ parent: id });
   }
 }
