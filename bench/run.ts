@@ -461,12 +461,12 @@ async function runSim(cfg: Config, res: Results): Promise<void> {
 
 /**
  * 8. The real-node test bed's reboots (measured by `npm run e2e:reboot -- --out
- * bench/results/real-node.json`, which needs root and takes minutes, so it is read from that file
+ * bench/real-node.json`, which needs root and takes minutes, so it is read from that file
  * rather than run here) beside the simulator's prediction for the same reboot (`testbed-reboot`,
  * seeds 1..30, calibrated kubelet), both counted from the node's power-on.
  */
 async function realNodeBeside(): Promise<void> {
-  const file = join(ROOT, 'bench', 'results', 'real-node.json');
+  const file = join(ROOT, 'bench', 'real-node.json');
   let real: { measuredAt: string; commit: string; offS: number; reboots: Array<{ apiServedAfterS: number | null; parentServedAfterS: number | null; unavailableS: number; recovered: boolean }> } | null = null;
   try {
     real = JSON.parse(await readFile(file, 'utf8'));
@@ -500,8 +500,8 @@ async function realNodeBeside(): Promise<void> {
       ],
       [
         real
-          ? `real: ${file} (measured ${real.measuredAt} at ${real.commit}, ${real.offS} s off); refresh with \`sudo npm run e2e:reboot -- --reboots 10 --out bench/results/real-node.json\`.`
-          : `real: no figures in ${file}: run \`sudo npm run e2e:reboot -- --reboots 10 --out bench/results/real-node.json\` (root; a real kubelet, see docs/real-node.md).`,
+          ? `real: ${file} (measured ${real.measuredAt} at ${real.commit}, ${real.offS} s off); refresh with \`sudo npm run e2e:reboot -- --reboots 10 --out bench/real-node.json\`.`
+          : `real: no figures in ${file}: run \`sudo npm run e2e:reboot -- --reboots 10 --out bench/real-node.json\` (root; a real kubelet, see docs/real-node.md).`,
         'real counts from the kubelet start; the simulator from the node being up (its kubelet then starts ~3 s later in the model).',
       ],
     ),

@@ -20,7 +20,7 @@ const program = new Command('e2e:reboot')
   .option('--limit <seconds>', 'how long to wait for a recovery (default 240, or 90 for the baseline)')
   .option('--settle <seconds>', 'keep measuring this long after the parent serves again', '15')
   .option('--case <name>', 'reboot, delete-pod or bad-rollout', 'reboot')
-  .option('--out <file>', 'also write every figure, with the date and commit, to this JSON file (bench/results/real-node.json is what npm run bench reads)')
+  .option('--out <file>', 'also write every figure, with the date and commit, to this JSON file (bench/real-node.json is what npm run bench reads)')
   .option('--keep', 'leave the node up at the end');
 program.parse();
 const o = program.opts<{ reboots: string; withoutAgent?: boolean; json?: boolean; off: string; limit?: string; settle: string; keep?: boolean; case: string; out?: string }>();
