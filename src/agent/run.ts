@@ -18,7 +18,7 @@ import { formatDuration } from '../policy/duration.js';
 import { makeActuators, specHashOf } from './actuators.js';
 import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './agent.js';
 import { serveHealth } from './health.js';
-import { LOCK_RENEW_MS, NodeLock } from './lock.js';
+import { LOCK_RENEW_MS, LOCK_RETRY_MS, NodeLock } from './lock.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
@@ -97,9 +97,9 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
 
   // One acting agent per node: wait as a standby until the lock is ours.
   const lock = new NodeLock({ path: join(stateDir, 'agent.lock'), holder: `${o.podName}-${process.pid}` });
-  while (!(await lock.tryAcquire())) {
-    log.info({ lock: join(stateDir, 'agent.lock') }, 'another agent holds the node lock; standing by');
-    await new Promise((r) => timers.set(() => r(undefined), LOCK_RENEW_MS));
+  for (let standby = false; !(await lock.tryAcquire()); standby = true) {
+    if (!standby) log.info({ lock: join(stateDir, 'agent.lock'), holder: (await lock.readHolder())?.holder }, 'another agent holds the node lock; standing by');
+    await new Promise((r) => timers.set(() => r(undefined), LOCK_RETRY_MS));
   }
   lockHeld = true;
   let loseLock: () => void = () => {};
