@@ -110,7 +110,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     lockTimer = timers.set(async () => {
       try {
         if (!(await lock.tryAcquire())) {
-          log.error('lost the node lock to another agent; stopping');
+          log.error({ holder: (await lock.readHolder())?.holder }, 'lost the node lock to another agent; stopping');
           lockHeld = false;
           loseLock();
           return;
