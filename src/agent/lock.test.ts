@@ -120,6 +120,22 @@ describe('NodeLock', () => {
     await a.release();
   });
 
+  it('a lock released at shutdown stays released, even with a check in flight', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    const a = new NodeLock({ path, holder: 'a' });
+    expect(await a.tryAcquire()).toBe(true);
+    const inflight = a.tryAcquire();
+    await a.release();
+    await inflight;
+    expect(await a.tryAcquire()).toBe(false);
+    expect(await a.holds()).toBe(false);
+    const b = new NodeLock({ path, holder: 'b' });
+    expect(await b.tryAcquire()).toBe(true);
+    expect((await b.readHolder())?.holder).toBe('b');
+    await b.release();
+  });
+
   it('one lock per state folder, whatever the spelling of its path', async () => {
     const d1 = await dir();
     const d2 = await dir();

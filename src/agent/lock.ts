@@ -51,6 +51,8 @@ export class NodeLock {
   readonly holder: string;
   readonly socketName: string;
   private server: Server | null = null;
+  /** Set by `release()`: a lock given up at shutdown is never taken again by this instance. */
+  private released = false;
 
   constructor(private readonly o: NodeLockOptions) {
     this.holder = o.holder ?? `pid${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -104,12 +106,17 @@ export class NodeLock {
    * another process believes it holds the lock too, so this one steps down.
    */
   async tryAcquire(): Promise<boolean> {
+    if (this.released) return false;
     if (this.server) {
       if (await this.holds()) return true;
       await this.closeServer();
       return false;
     }
     if (!(await this.bind())) return false;
+    if (this.released) {
+      await this.closeServer(); // released while binding
+      return false;
+    }
     try {
       await this.writeHolder({ holder: this.holder, pid: process.pid, since: new Date().toISOString() });
     } catch (e) {
@@ -123,6 +130,7 @@ export class NodeLock {
   async holds(): Promise<boolean> {
     if (!this.server?.listening) return false;
     const named = await this.readHolder();
+    if (!this.server) return false; // released or lost meanwhile
     if (named === null) {
       // Deleted by hand, or torn: put our name back (the socket, not the file, is the lock).
       await this.writeHolder({ holder: this.holder, pid: process.pid, since: new Date().toISOString() }).catch(() => {});
@@ -133,6 +141,7 @@ export class NodeLock {
 
   /** Give the lock up at shutdown; a successor binds within one `LOCK_RETRY_MS`. */
   async release(): Promise<void> {
+    this.released = true;
     if (!this.server) return;
     if ((await this.readHolder())?.holder === this.holder) await this.writeHolder({ holder: '', pid: 0, since: '' }).catch(() => {});
     await this.closeServer();

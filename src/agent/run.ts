@@ -106,10 +106,11 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   const lost = new Promise<void>((r) => {
     loseLock = r;
   });
+  let lockStopped = false; // a check still in flight at shutdown must not report a loss
   const renew = () => {
     lockTimer = timers.set(async () => {
       try {
-        if (!(await lock.tryAcquire())) {
+        if (!(await lock.tryAcquire()) && !lockStopped) {
           log.error({ holder: (await lock.readHolder())?.holder }, 'lost the node lock to another agent; stopping');
           lockHeld = false;
           loseLock();
@@ -118,12 +119,13 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       } catch (e) {
         log.warn({ err: (e as Error).message }, 'could not renew the node lock');
       }
-      renew();
+      if (!lockStopped) renew();
     }, LOCK_RENEW_MS);
   };
   let lockTimer: unknown = null;
   renew();
   stops.push(async () => {
+    lockStopped = true;
     timers.clear(lockTimer);
     await lock.release();
   });
