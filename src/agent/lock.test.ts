@@ -98,8 +98,9 @@ describe('NodeLock', () => {
     const path = join(d, 'agent.lock');
     const a = new NodeLock({ path, holder: 'a' });
     expect(await a.tryAcquire()).toBe(true);
-    // What a second holder in another network namespace would do: write its own name.
-    await writeFile(path, JSON.stringify({ holder: 'elsewhere', pid: 1, since: '' }));
+    // What a second holder in another network namespace would do: write its own name, which may
+    // be the same pod name and pid (each copy has its own PID namespace): only the token differs.
+    await writeFile(path, JSON.stringify({ holder: 'a', token: 'another-instance', pid: process.pid, since: '' }));
     expect(await a.holds()).toBe(false);
     expect(await a.tryAcquire()).toBe(false); // steps down ...
     const b = new NodeLock({ path, holder: 'b' });

@@ -29,6 +29,8 @@ export const LOCK_RETRY_MS = 200;
 
 interface HolderFile {
   holder: string;
+  /** Random per instance: two copies may share a pod name and, in their own PID namespaces, a pid. */
+  token: string;
   pid: number;
   /** When this holder took the lock, on its wall clock: for people only, never compared. */
   since: string;
@@ -50,6 +52,7 @@ export function lockSocketName(stateDir: string): string {
 export class NodeLock {
   readonly holder: string;
   readonly socketName: string;
+  private readonly token = randomUUID();
   private server: Server | null = null;
   /** Set by `release()`: a lock given up at shutdown is never taken again by this instance. */
   private released = false;
@@ -69,11 +72,15 @@ export class NodeLock {
     }
   }
 
-  private async writeHolder(body: HolderFile | { holder: ''; pid: 0; since: '' }): Promise<void> {
+  private async writeHolder(body: HolderFile | { holder: ''; token: ''; pid: 0; since: '' }): Promise<void> {
     await mkdir(dirname(this.o.path), { recursive: true, mode: 0o700 });
-    const tmp = join(dirname(this.o.path), `.${this.holder}.lock.tmp`);
+    const tmp = join(dirname(this.o.path), `.${this.token}.lock.tmp`);
     await writeFile(tmp, JSON.stringify(body), { mode: 0o600 });
     await rename(tmp, this.o.path);
+  }
+
+  private mine(): HolderFile {
+    return { holder: this.holder, token: this.token, pid: process.pid, since: new Date().toISOString() };
   }
 
   /** Bind the name: true if it is ours now, false if another live process has it. */
@@ -118,7 +125,7 @@ export class NodeLock {
       return false;
     }
     try {
-      await this.writeHolder({ holder: this.holder, pid: process.pid, since: new Date().toISOString() });
+      await this.writeHolder(this.mine());
     } catch (e) {
       await this.closeServer(); // a holder nobody can see would fail the double-holder check
       throw e;
@@ -133,17 +140,17 @@ export class NodeLock {
     if (!this.server) return false; // released or lost meanwhile
     if (named === null) {
       // Deleted by hand, or torn: put our name back (the socket, not the file, is the lock).
-      await this.writeHolder({ holder: this.holder, pid: process.pid, since: new Date().toISOString() }).catch(() => {});
+      await this.writeHolder(this.mine()).catch(() => {});
       return true;
     }
-    return named.holder === this.holder;
+    return named.token === this.token;
   }
 
   /** Give the lock up at shutdown; a successor binds within one `LOCK_RETRY_MS`. */
   async release(): Promise<void> {
     this.released = true;
     if (!this.server) return;
-    if ((await this.readHolder())?.holder === this.holder) await this.writeHolder({ holder: '', pid: 0, since: '' }).catch(() => {});
+    if ((await this.readHolder())?.token === this.token) await this.writeHolder({ holder: '', token: '', pid: 0, since: '' }).catch(() => {});
     await this.closeServer();
   }
 
