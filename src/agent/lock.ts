@@ -9,8 +9,12 @@
 // Assumes: both copies share one network namespace (the agent runs with hostNetwork; abstract
 // names are per network namespace) and see the state folder under the same path (both mount the
 // hostPath at /var/lib/lastseen). If someone breaks the first assumption, both binds succeed; the
-// holder file below catches it: each holder checks that the file still names it, and one that
-// finds another holder's name steps down loudly rather than act beside it.
+// holder file below catches it: each holder checks every `LOCK_RENEW_MS` that the file still names
+// it (by a per-instance token), and one that finds another instance there steps down loudly
+// rather than act beside it.
+//
+// Unlike the wall-clock lease this replaces, a holder that is alive but stuck keeps the lock; its
+// liveness probe (served by the same event loop) is what gets such a process restarted.
 //
 // The holder file (`path`, e.g. /var/lib/lastseen/agent.lock) is for people and for that check:
 // who holds the lock, with which pid, since when. Its time is never compared with anything.
