@@ -87,13 +87,24 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   let ready = false;
   let lockHeld = false;
 
-  const health = await serveHealth(o.healthPort ?? DEFAULT_HEALTH_PORT, o.healthHost ?? '0.0.0.0', {
-    live: () => ({ ok: true, reason: '' }),
-    ready: () => (lockHeld ? (ready ? { ok: true, reason: '' } : { ok: false, reason: 'observers not synced yet' }) : { ok: false, reason: 'standby: another agent holds the node lock' }),
-    registry: metrics.registry,
+  const listenHealth = async () => {
+    const h = await serveHealth(o.healthPort ?? DEFAULT_HEALTH_PORT, o.healthHost ?? '0.0.0.0', {
+      live: () => ({ ok: true, reason: '' }),
+      ready: () => (lockHeld ? (ready ? { ok: true, reason: '' } : { ok: false, reason: 'observers not synced yet' }) : { ok: false, reason: 'standby: another agent holds the node lock' }),
+      registry: metrics.registry,
+    });
+    stops.push(() => h.close());
+    log.info({ port: h.port }, 'health endpoints listening');
+    return h;
+  };
+  // Both copies of the agent run with hostNetwork and the same flags: the health port is the
+  // node's, and the acting agent's. A standby that finds it taken serves it once the lock is its
+  // own (the kernel frees both when the holder dies); until then the holder answers the probes.
+  const early = await listenHealth().catch((e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EADDRINUSE') throw e;
+    log.info({ port: o.healthPort ?? DEFAULT_HEALTH_PORT }, 'health port in use, by the agent holding the node lock if any; served once the lock is ours');
+    return null;
   });
-  stops.push(() => health.close());
-  log.info({ port: health.port }, 'health endpoints listening');
 
   // One acting agent per node: wait as a standby until the lock is ours.
   const lock = new NodeLock({ path: join(stateDir, 'agent.lock'), holder: `${o.podName}-${process.pid}` });
@@ -102,6 +113,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     await new Promise((r) => timers.set(() => r(undefined), LOCK_RETRY_MS));
   }
   lockHeld = true;
+  const health = early ?? (await listenHealth());
   let loseLock: () => void = () => {};
   const lost = new Promise<void>((r) => {
     loseLock = r;

@@ -123,17 +123,23 @@ describe('lastseen agent, end to end', () => {
     const before = await readFile(s.manifest, 'utf8');
     const recovers = (p: typeof s.agent) => waitFor(() => p.logs.find((l) => l.msg === 'tracking parent' && l.state === 'Active'), { intervalMs: 25, what: 'the agent to re-cover the active parent' });
 
-    // A second agent (the static-pod copy next to the DaemonSet pod) stands by behind the lock ...
-    const standby = s.startAgent();
+    // A second agent (the static-pod copy next to the DaemonSet pod: hostNetwork, same flags, so
+    // the same health port) stands by behind the lock ...
+    const port = await healthPort(s.agent);
+    const standby = s.startAgent(['--health-port', String(port)]);
     await waitFor(() => standby.logs.find((l) => l.msg === 'another agent holds the node lock; standing by'), { what: 'the second agent to stand by' });
     await new Promise((r) => setTimeout(r, 1000));
     expect(standby.logs.some((l) => l.msg === 'agent started')).toBe(false);
+    expect(standby.child.exitCode).toBeNull();
     // ... and takes over when the holder is SIGKILLed: no lease to wait out.
     let t0 = Date.now();
     await s.agent.stop('SIGKILL');
     s.agent = standby;
     await recovers(s.agent);
     const takeoverMs = Date.now() - t0;
+    // ... and then serves the node's health port.
+    expect(await healthPort(s.agent)).toBe(port);
+    await waitFor(async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 ? true : undefined), { what: 'readyz from the new holder' });
 
     // A crashed agent restarted from scratch (the kubelet's restart) re-covers at once too.
     t0 = Date.now();
