@@ -7,13 +7,14 @@
 // a median/percentile over trials on a shared 2-core machine; the load average at start and end
 // is recorded with them. Not part of `npm test`.
 import { execFileSync } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { type Baseline, type ControlPlane, controlPlaneUp, delta } from './lib/cp.js';
 import { ROOT } from './lib/cp.js';
 import { buildBundle, killAll, removeTemps, setClockTicks } from './lib/procs.js';
-import { fmt, load, progress, ratio, sleep, table } from './lib/util.js';
+import { namedScenario, runSeeds } from '../src/sim/index.js';
+import { fmt, load, progress, ratio, sleep, summarize, table } from './lib/util.js';
 import { type ActivationFigures, activation, INTERVAL_MS, LOCAL_POLL_MS, WINDOW_MS } from './sections/activation.js';
 import { type CostFigures, heartbeatCost, type IdleAgentFigures, idleAgent } from './sections/apicost.js';
 import { FOOTPRINT_INTERVAL_MS, type FootprintFigures, footprint, type StartFigures, startComparison } from './sections/footprint.js';
@@ -453,6 +454,56 @@ async function runSim(cfg: Config, res: Results): Promise<void> {
       ['scenario', 'figure', 'lastseen', 'kubelet-pods', 'runtime-poll', 'seeds with violations ls/kp/rp'],
       rows,
       [`ls = lastseen, kp = kubelet-pods (the checkpointer of the background issue), rp = runtime-poll. ${seeds} seeds per cell; one seed replays with \`lastseen simulate NAME --seed N --strategy S\`, the whole cell with \`--seeds 1..${seeds}\`.`],
+    ),
+  );
+  await realNodeBeside();
+}
+
+/**
+ * 8. The real-node test bed's reboots (measured by `npm run e2e:reboot -- --out
+ * bench/results/real-node.json`, which needs root and takes minutes, so it is read from that file
+ * rather than run here) beside the simulator's prediction for the same reboot (`testbed-reboot`,
+ * seeds 1..30, calibrated kubelet), both counted from the node's power-on.
+ */
+async function realNodeBeside(): Promise<void> {
+  const file = join(ROOT, 'bench', 'results', 'real-node.json');
+  let real: { measuredAt: string; commit: string; offS: number; reboots: Array<{ apiServedAfterS: number | null; parentServedAfterS: number | null; unavailableS: number; recovered: boolean }> } | null = null;
+  try {
+    real = JSON.parse(await readFile(file, 'utf8'));
+  } catch {
+    real = null;
+  }
+  const sim = await runSeeds(namedScenario('testbed-reboot')!, 1, 30, 'lastseen');
+  const downS = 3; // the scenario's `down`
+  const fromOn = (x: number | null) => (x === null ? null : Math.round((x - downS) * 10) / 10);
+  const spread = (xs: Array<number | null>) => {
+    if (xs.length === 0) return '-';
+    if (xs.some((x) => x === null)) return `never in ${xs.filter((x) => x === null).length} of ${xs.length}`;
+    const s = summarize(xs as number[]);
+    return `${fmt(s.min, 1)} / ${fmt(s.p50, 1)} / ${fmt(s.max, 1)}`;
+  };
+  const o = sim.outcome;
+  const simCell = (f: 'servedAt' | 'parentServedAt' | 'unservedSeconds', shift: boolean) => {
+    const t = (x: number | null) => (shift ? fromOn(x) : x);
+    return `${t(o[f].min) ?? 'never'} / ${t(o[f].p50) ?? 'never'} / ${t(o[f].max) ?? 'never'}`;
+  };
+  const r = real?.reboots ?? [];
+  print(
+    table(
+      '8. A reboot on the real node beside the simulator (seconds from power-on: min / median / max)',
+      ['figure', `real node (${r.length} reboots)`, `simulator (testbed-reboot, ${sim.seeds} seeds)`],
+      [
+        ['api-server answers', spread(r.map((x) => x.apiServedAfterS)), simCell('servedAt', true)],
+        ['parent serves, checkpoint retired', spread(r.map((x) => x.parentServedAfterS)), simCell('parentServedAt', true)],
+        ['unavailable after power-on', spread(r.map((x) => x.unavailableS)), simCell('unservedSeconds', true)],
+        ['recovered', `${r.filter((x) => x.recovered).length} of ${r.length}`, `${sim.seeds - sim.violations} of ${sim.seeds} without violations`],
+      ],
+      [
+        real
+          ? `real: ${file} (measured ${real.measuredAt} at ${real.commit}, ${real.offS} s off); refresh with \`sudo npm run e2e:reboot -- --reboots 10 --out bench/results/real-node.json\`.`
+          : `real: no figures in ${file}: run \`sudo npm run e2e:reboot -- --reboots 10 --out bench/results/real-node.json\` (root; a real kubelet, see docs/real-node.md).`,
+        'real counts from the kubelet start; the simulator from the node being up (its kubelet then starts ~3 s later in the model).',
+      ],
     ),
   );
 }

@@ -7,6 +7,8 @@ import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
 import { Agent, type Actuators, type HandoverRecord, type LiveRead } from './agent.js';
 import { flush, LoopTime } from './loop-time.test-helpers.js';
+import { AgentMetrics } from './metrics.js';
+import { buildStatus } from './status.js';
 
 const policy = (() => {
   const r = parsePolicyText(
@@ -69,6 +71,39 @@ describe('Agent loop', () => {
     expect(calls.slice(-2)).toEqual(['event:CheckpointRetired', 'retire']);
     expect(agent.views()[0]!.state.state).toBe('Healthy');
     expect(agent.views()[0]!.state.checkpoint.active).toBe(false);
+    await agent.stop();
+  });
+
+  // Issue 11, item 1: a heartbeat on 5s against an agent window of 3s flapped (activated and retired
+  // every interval, Normal Events only). Declared, it is judged by 10s: Warning Event, metric, reason.
+  it('a parent beating slower than the window it declares is judged by twice its interval: no flapping, a Warning, the metric and the reason', async () => {
+    const { time, calls, agent, beat, pod } = setup();
+    const metrics = new AgentMetrics(false);
+    agent.api(true);
+    agent.podsObserved(pod());
+    for (let i = 0; i < 8; i++) {
+      agent.beat('kube-system', 'kube-apiserver', { ...beat('Ready'), intervalMs: 5000 });
+      await time.advance(5000);
+    }
+    expect(calls.filter((c) => c === 'activate')).toEqual([]);
+    expect(calls.filter((c) => c === 'event:WindowBelowInterval')).toHaveLength(1);
+    const view = agent.views()[0]!;
+    expect(view.state.state).toBe('Healthy');
+    expect(buildStatus('n1', agent.views(), time.now, Date.now(), []).parents?.[0]?.reason).toMatch(/^WindowBelowInterval: the parent declares a 5s interval; judged by 10s/);
+    metrics.observe(agent.views(), time.now);
+    expect(await metrics.registry.metrics()).toContain('lastseen_window_below_interval{parent="kube-system/kube-apiserver"} 1\n');
+    await agent.stop();
+  });
+
+  it('the same parent without a declared interval flaps against the 3s window (what the issue saw)', async () => {
+    const { time, calls, agent, beat, pod } = setup();
+    agent.api(true);
+    agent.podsObserved(pod());
+    for (let i = 0; i < 8; i++) {
+      agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+      await time.advance(5000);
+    }
+    expect(calls.filter((c) => c === 'activate').length).toBeGreaterThanOrEqual(3);
     await agent.stop();
   });
 

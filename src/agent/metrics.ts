@@ -18,8 +18,24 @@ export class AgentMetrics {
   readonly collections = new Counter({ name: 'lastseen_collections_total', help: 'Checkpoints garbage-collected', registers: [this.registry] });
   readonly actionFailures = new Counter({ name: 'lastseen_action_failures_total', help: 'Actuator failures, by action', labelNames: ['action'], registers: [this.registry] });
   readonly beatAge = new Gauge({ name: 'lastseen_beat_age_seconds', help: "Seconds since a parent's beat last changed, on the agent's clock", labelNames: ['parent'], registers: [this.registry] });
+  /**
+   * 1 while a parent's declared interval is more than half the policy's window, so the agent judges
+   * it by twice that interval instead (the core's WindowBelowInterval; see src/core/decide.ts).
+   */
+  readonly windowBelowInterval = new Gauge({
+    name: 'lastseen_window_below_interval',
+    help: "1 while the policy's window is shorter than twice the interval the parent declares (the agent judges it by twice the interval)",
+    labelNames: ['parent'],
+    registers: [this.registry],
+  });
   readonly checkpointActive = new Gauge({ name: 'lastseen_checkpoint_active', help: '1 while the parent checkpoint manifest is in the kubelet directory', labelNames: ['parent'], registers: [this.registry] });
   readonly policyValid = new Gauge({ name: 'lastseen_policy_valid', help: '1 when the last policy read was valid (0: refused; the last good one is in force)', registers: [this.registry] });
+  /**
+   * 1 while no policy file or ConfigMap is found (deleted, or never created). Nothing is refused, so
+   * lastseen_policy_valid stays 1; the last good policy (persisted in the state folder) stays in
+   * force, or the built-in defaults when there never was one.
+   */
+  readonly policyMissing = new Gauge({ name: 'lastseen_policy_missing', help: '1 while no policy file or ConfigMap is found (the last good policy, or the built-in defaults if none, stays in force)', registers: [this.registry] });
   readonly apiReachable = new Gauge({ name: 'lastseen_api_reachable', help: '1 when the api-server answers /readyz', registers: [this.registry] });
   readonly badInputs = new Counter({ name: 'lastseen_bad_inputs_total', help: 'Leases, annotations or files ignored as malformed or foreign, by source', labelNames: ['source'], registers: [this.registry] });
   readonly watchHealthy = new Gauge({ name: 'lastseen_watch_healthy', help: '1 while a watch is connected and synced', labelNames: ['resource'], registers: [this.registry] });
@@ -27,6 +43,7 @@ export class AgentMetrics {
   constructor(defaultMetrics = true) {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry });
     this.policyValid.set(1);
+    this.policyMissing.set(0);
     this.apiReachable.set(0);
     // Exported at 0 from the first scrape: increase() needs a sample before the first event, or the
     // first failed hand-over (or bad input) after a start would never count towards an alert.
@@ -41,11 +58,13 @@ export class AgentMetrics {
       const last = v.state.lastChangeAt;
       if (last !== null) this.beatAge.set({ parent: v.id }, (now - last) / 1000);
       this.checkpointActive.set({ parent: v.id }, v.state.checkpoint.active ? 1 : 0);
+      this.windowBelowInterval.set({ parent: v.id }, v.state.windowNotedMs !== null ? 1 : 0);
     }
   }
 
   forget(id: string): void {
     this.beatAge.remove({ parent: id });
     this.checkpointActive.remove({ parent: id });
+    this.windowBelowInterval.remove({ parent: id });
   }
 }

@@ -28,6 +28,7 @@ import { isAgentCopy, SelfCheckpoint } from './self.js';
 import { StatusWriter } from './status.js';
 import { HandoverFile } from './handovers.js';
 import { checkBoot } from './boot.js';
+import { LastGoodPolicyFile } from './last-good-policy.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
 export const DEFAULT_MANIFEST_DIR = '/etc/kubernetes/manifests';
@@ -161,7 +162,9 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   const conditions = (): Condition[] => {
     const now = new Date().toISOString();
     return [
-      { type: 'PolicyValid', status: policySource?.isValid() === false ? 'False' : 'True', reason: policySource?.isValid() === false ? 'Refused' : 'Valid', message: 'the policy in force', lastTransitionTime: now },
+      policySource?.isMissing()
+        ? { type: 'PolicyValid', status: 'False', reason: 'Missing', message: 'no policy file or ConfigMap: the last good policy (else the built-in defaults) is in force', lastTransitionTime: now }
+        : { type: 'PolicyValid', status: policySource?.isValid() === false ? 'False' : 'True', reason: policySource?.isValid() === false ? 'Refused' : 'Valid', message: 'the policy in force', lastTransitionTime: now },
       { type: 'ApiReachable', status: agent?.isApiReachable() ? 'True' : 'False', reason: agent?.isApiReachable() ? 'Reachable' : 'Unreachable', message: 'the agent reaches the api-server', lastTransitionTime: now },
     ];
   };
@@ -215,13 +218,33 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   });
   const a = agent;
 
-  // Policy: a mounted file, or the ConfigMap.
+  // Policy: a mounted file, or the ConfigMap. The last good one is kept in the state folder, so a
+  // missing policy (or a restart without an api-server) keeps it instead of the built-in defaults.
+  const lastGoodFile = new LastGoodPolicyFile(stateDir);
+  const persisted = await lastGoodFile.load();
+  if (persisted && !persisted.ok) log.warn({ file: lastGoodFile.path, reason: persisted.reason }, 'persisted last good policy not usable; ignoring it');
+  else if (persisted) log.info({ file: lastGoodFile.path }, 'read the persisted last good policy');
+  const lastGood = persisted?.ok ? { policy: persisted.policy, origin: `persisted ${lastGoodFile.path}` } : null;
   let firstPolicy: () => void = () => {};
-  const onPolicy = (policy: Parameters<Agent['setPolicy']>[0], origin: string) => {
+  const onPolicy = (policy: Parameters<Agent['setPolicy']>[0], origin: string, text?: string) => {
     firstPolicy();
     metrics.policyValid.set(1);
     log.info({ origin }, 'policy applied');
     a.setPolicy(policy);
+    if (text === undefined) return;
+    metrics.policyMissing.set(0);
+    status.poke();
+    lastGoodFile.save(text).catch((e: Error) => log.warn({ file: lastGoodFile.path, err: e.message }, 'could not persist the last good policy; a restart while the policy is missing would use an older one'));
+  };
+  const onMissing = (origin: string, using: 'last-good' | 'defaults') => {
+    firstPolicy();
+    metrics.policyMissing.set(1);
+    const message =
+      using === 'last-good'
+        ? `no policy at ${origin}: keeping the last good policy (persisted in ${lastGoodFile.path}), not the built-in defaults; restore the policy to change it`
+        : `no policy at ${origin} and no last good one: using the built-in defaults; create the policy to change them`;
+    void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'PolicyMissing', message });
+    status.poke();
   };
   const onInvalid = (errors: Array<{ path: string; message: string }>, origin: string) => {
     firstPolicy();
@@ -235,8 +258,8 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     status.poke();
   };
   policySource = o.policyFile
-    ? filePolicySource({ path: o.policyFile, log, timers, onPolicy, onInvalid })
-    : configMapPolicySource({ kubeConfig: kc, namespace: o.namespace, log, clock, timers, onPolicy, onInvalid, ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}) });
+    ? filePolicySource({ path: o.policyFile, log, timers, onPolicy, onInvalid, onMissing, lastGood })
+    : configMapPolicySource({ kubeConfig: kc, namespace: o.namespace, log, clock, timers, onPolicy, onInvalid, onMissing, lastGood, ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}) });
   policySource.start();
   // Parents are judged with the policy they will live under: wait (briefly) for its first read, so
   // a parent is not given the built-in grace because the ConfigMap answered a moment late.

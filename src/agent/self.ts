@@ -37,6 +37,39 @@ export function isAgentCopy(labels: Record<string, string> | undefined): boolean
   return labels?.['app.kubernetes.io/name'] === 'lastseen' && labels?.['app.kubernetes.io/component'] === 'agent';
 }
 
+const HEALTH_PORT_FLAG = /^--health-port=(\d+)$/;
+/** The agent's health port when its pod names none (run.ts DEFAULT_HEALTH_PORT; not imported, run.ts imports this file). */
+const DEFAULT_PORT = 9870;
+
+/**
+ * The pod the agent's own copy is captured from: the same, but serving its health endpoints on the
+ * next port. Both agents use the host's network and run side by side (the DaemonSet pod as a
+ * standby while the copy acts, after a reboot; the copy as a standby otherwise): on one port the
+ * second to start could not bind and would crash-loop (found on a real kubelet).
+ */
+export function copyOfAgentPod(pod: V1Pod): V1Pod {
+  const copy = JSON.parse(JSON.stringify(pod)) as V1Pod;
+  for (const c of copy.spec?.containers ?? []) {
+    if (c.args?.[0] !== 'agent' && c.command?.[1] !== 'agent') continue;
+    const args = c.args ?? [];
+    const at = args.findIndex((a) => HEALTH_PORT_FLAG.test(a));
+    const port = at >= 0 ? Number(HEALTH_PORT_FLAG.exec(args[at] as string)?.[1]) : DEFAULT_PORT;
+    if (port === 0) continue; // any free port: nothing to move
+    const next = `--health-port=${port + 1}`;
+    if (at >= 0) args[at] = next;
+    else args.push(next);
+    c.args = args;
+    const named = new Set((c.ports ?? []).filter((p) => p.containerPort === port).map((p) => p.name));
+    for (const probe of [c.livenessProbe, c.readinessProbe, c.startupProbe]) {
+      const get = probe?.httpGet;
+      if (get && (get.port === port || named.has(get.port as unknown as string))) get.port = port + 1;
+    }
+    c.ports = (c.ports ?? []).filter((p) => p.containerPort !== port);
+    if (c.ports.length === 0) delete c.ports;
+  }
+  return copy;
+}
+
 export class SelfCheckpoint {
   private lastHash: string | null = null;
   private busy = false;
@@ -60,7 +93,7 @@ export class SelfCheckpoint {
       this.ids.add(id);
       const key = id.slice(id.indexOf('/') + 1);
       const now = new Date((this.d.wallNow ?? Date.now)()).toISOString();
-      const r = await capture(pod, { parentKey: key, node: this.d.node, checkpointDir: this.d.store.checkpointDir(id), capturedAt: now, lastReadyAt: now }, kubeResolver(this.d.kube(), this.d.node));
+      const r = await capture(copyOfAgentPod(pod), { parentKey: key, node: this.d.node, checkpointDir: this.d.store.checkpointDir(id), capturedAt: now, lastReadyAt: now }, kubeResolver(this.d.kube(), this.d.node));
       if (r.capture.specHash === this.lastHash) return;
       await this.d.store.save(id, r.capture, r.data);
       await this.d.manifests.activate(id, r.capture.manifest);

@@ -61,6 +61,21 @@ describe('sanitize: spec', () => {
     expect(spec[field]).toBeUndefined();
   });
 
+  it('with the host network, declares no ports (they would keep the parent pod out) and probes by number', () => {
+    const pod = parentPod();
+    const main = pod.spec!.containers[0]!;
+    main.ports = [{ name: 'https', containerPort: 6443, protocol: 'TCP' }];
+    main.readinessProbe = { httpGet: { path: '/readyz', port: 'https' as unknown as number, scheme: 'HTTPS' } };
+    main.livenessProbe = { tcpSocket: { port: 6443 } };
+    const c = sanitize(pod, OPTS).manifest.spec!.containers[0]!;
+    expect(c.ports).toBeUndefined();
+    expect(c.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 6443, scheme: 'HTTPS' });
+    expect(c.livenessProbe?.tcpSocket).toEqual({ port: 6443 });
+    // Without the host network, ports are the pod's own and stay.
+    pod.spec!.hostNetwork = false;
+    expect(sanitize(pod, OPTS).manifest.spec!.containers[0]!.ports).toEqual([{ name: 'https', containerPort: 6443, protocol: 'TCP' }]);
+  });
+
   it('keeps what a static pod can use', () => {
     expect(spec.priorityClassName).toBe('system-node-critical');
     expect(spec.hostNetwork).toBe(true);

@@ -14,6 +14,8 @@
 // - secret, configMap and projected volumes become hostPath folders (`type: Directory`) under the
 //   checkpoint folder: `secrets/<volume>`, `configmaps/<volume>`, `projected/<volume>`.
 // - the heartbeat sidecar runs with `LASTSEEN_ROLE=checkpoint`.
+// - with the host's network, containers declare no `ports` (they would be host ports that keep the
+//   parent's own pod out while the copy runs); probes that named one use its number.
 // - `specHash` is sha256 over canonical JSON (sorted keys) of the whole sanitized manifest, so
 //   key order never matters and any change the kubelet would see changes it.
 // Things a static pod cannot resolve and that cannot be copied safely (env from secrets, PVCs,
@@ -179,7 +181,29 @@ function isHeartbeat(c: V1Container): boolean {
   return c.name === HEARTBEAT_CONTAINER || c.args?.[0] === 'heartbeat' || c.command?.[1] === 'heartbeat';
 }
 
-function sanitizeContainer(c: V1Container, warnings: string[], parentKey: string): V1Container {
+/**
+ * With the host's network, a container's `ports` only declare host ports, and the kubelet and the
+ * scheduler refuse any other pod declaring the same ones: a copy declaring them keeps its parent's
+ * pod from being admitted while the copy runs, so the copy declares none (found on a real kubelet:
+ * `Predicate NodePorts failed`). Probes that named a port get its number.
+ */
+function withoutHostPorts(c: V1Container): V1Container {
+  if (!c.ports?.length) return c;
+  const byName = new Map(c.ports.filter((p) => p.name).map((p) => [p.name as string, p.containerPort]));
+  const probe = <T extends V1Container['readinessProbe']>(pr: T): T => {
+    if (!pr) return pr;
+    const out = { ...pr };
+    const num = (port: unknown) => (typeof port === 'string' && byName.has(port) ? byName.get(port) : port);
+    if (out.httpGet) out.httpGet = { ...out.httpGet, port: num(out.httpGet.port) as number };
+    if (out.tcpSocket) out.tcpSocket = { ...out.tcpSocket, port: num(out.tcpSocket.port) as number };
+    return out;
+  };
+  const { ports: _dropped, ...rest } = c;
+  return { ...rest, livenessProbe: probe(c.livenessProbe), readinessProbe: probe(c.readinessProbe), startupProbe: probe(c.startupProbe) };
+}
+
+function sanitizeContainer(c: V1Container, warnings: string[], parentKey: string, hostNetwork: boolean): V1Container {
+  if (hostNetwork) c = withoutHostPorts(c);
   for (const env of c.env ?? []) {
     if (env.valueFrom?.secretKeyRef || env.valueFrom?.configMapKeyRef) {
       warnings.push(`container ${c.name}: env ${env.name} reads a Secret or ConfigMap, which a static pod cannot resolve`);
@@ -214,8 +238,9 @@ export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
     if (result.folder) folders.push(`${result.folder}/`);
     return result.volume;
   });
-  spec.containers = spec.containers.map((c) => sanitizeContainer(c, warnings, opts.parentKey));
-  spec.initContainers = spec.initContainers?.map((c) => sanitizeContainer(c, warnings, opts.parentKey));
+  const hostNetwork = spec.hostNetwork === true;
+  spec.containers = spec.containers.map((c) => sanitizeContainer(c, warnings, opts.parentKey, hostNetwork));
+  spec.initContainers = spec.initContainers?.map((c) => sanitizeContainer(c, warnings, opts.parentKey, hostNetwork));
   if (spec.imagePullSecrets?.length) warnings.push('imagePullSecrets dropped: the images must already be on the node');
   if (spec.resourceClaims?.length) warnings.push('resourceClaims need the api-server; the checkpoint may not start');
   for (const field of [

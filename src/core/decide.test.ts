@@ -1,7 +1,7 @@
 // Table tests for the core: every state (reached by driving decide() from a fresh start) against
 // every kind of input, then the time-driven rules one by one.
 import { describe, expect, it } from 'vitest';
-import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, handoverWindowMs, initialState } from './decide.js';
+import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, handoverWindowMs, initialState, judgingWindowMs } from './decide.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import type { Action, Input, ParentState } from './types.js';
 
@@ -541,6 +541,97 @@ describe('decide: rules over time', () => {
   it('decisions are serializable', () => {
     const d = decide(f.Silent!.state, { type: 'confirmed', outcome: 'unchanged' }, 6600);
     expect(JSON.parse(JSON.stringify(d))).toEqual(d);
+  });
+});
+
+describe('decide: a parent is judged by the interval it declares (issue 11, item 1)', () => {
+  // The issue's run: a heartbeat on a 5s interval, an agent window of 4s (POLICY), live reads that
+  // find nothing new. Drives decide() through its own wake-ups for a minute and counts activations.
+  function run(declaredMs: number | undefined, everyMs = 5000, untilMs = 60_000, stopAtMs = Infinity) {
+    let st = start();
+    const all: Action[] = [];
+    const feed = (input: Input, t: number) => {
+      const d = decide(st, input, t);
+      st = d.state;
+      all.push(...d.actions);
+      for (const a of d.actions) {
+        if (a.type === 'confirm') feed({ type: 'confirmed', outcome: 'unchanged' }, t);
+        if (a.type === 'activate') feed({ type: 'activated' }, t);
+        if (a.type === 'retire') feed({ type: 'retired' }, t);
+      }
+      return d;
+    };
+    let nextBeat = 1000;
+    let wake: number | null = 0;
+    let t = 0;
+    while (t < untilMs) {
+      const beatDue = nextBeat < stopAtMs ? nextBeat : Infinity;
+      t = Math.min(beatDue, wake ?? Infinity, untilMs);
+      const d = t === beatDue ? feed({ type: 'beat', beat: beat('Ready', declaredMs === undefined ? {} : { intervalMs: declaredMs }) }, t) : feed({ type: 'tick' }, t);
+      if (t === beatDue) nextBeat += everyMs;
+      wake = d.wakeAt;
+    }
+    return { state: st, actions: all, activations: all.filter((a) => a.type === 'activate').length };
+  }
+
+  it('an undeclared 5s heartbeat against a 4s window flaps: covered and handed back every interval (what the issue saw)', () => {
+    expect(run(undefined).activations).toBeGreaterThanOrEqual(5);
+  });
+
+  it('a declared 5s interval against a 4s window: judged by 10s, never covered, one Warning, and the reason says so', () => {
+    const r = run(5000);
+    expect(r.activations).toBe(0);
+    expect(r.state.state).toBe('Healthy');
+    const warnings = r.actions.filter((a) => a.type === 'event' && a.reason === 'WindowBelowInterval');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ eventType: 'Warning', message: expect.stringContaining('judging it by 10s') });
+    expect(r.state.reason).toMatch(/^WindowBelowInterval: the parent declares a 5s interval; judged by 10s, not the policy's 4s window/);
+    expect(judgingWindowMs(r.state)).toBe(10_000);
+  });
+
+  it('a declared interval still lets a dead parent be covered, after twice that interval', () => {
+    const r = run(5000, 5000, 40_000, 12_000); // beats at 1s, 6s, 11s, then nothing
+    expect(r.activations).toBe(1);
+    const silent = r.actions.find((a) => a.type === 'transition' && a.to === 'Silent');
+    expect(silent).toBeDefined();
+    // Last change at 11s: silent at 11s + 10s, not at 11s + 4s.
+    expect(r.state.since).toBe(21_001);
+  });
+
+  it('wakeAt and freshness follow the widened window', () => {
+    // At 6000 the startup grace is over (the policy window alone would call it silent at 10001).
+    const h = decide(fixtures().Healthy!.state, { type: 'beat', beat: beat('Ready', { intervalMs: 3000 }) }, 6000);
+    expect(h.wakeAt).toBe(6000 + 6000 + 1);
+    expect(decide(h.state, { type: 'tick' }, 12_000).state.state).toBe('Healthy');
+    expect(decide(h.state, { type: 'tick' }, 12_001).state.state).toBe('Silent');
+  });
+
+  it('an interval within the policy changes nothing: no Event, the policy window', () => {
+    const r = run(1000, 1000, 20_000);
+    expect(r.actions.filter((a) => a.type === 'event')).toEqual([]);
+    expect(judgingWindowMs(r.state)).toBe(POLICY.windowMs);
+    expect(r.state.reason).toBe('Ready: the parent reports Ready');
+  });
+
+  it('when the policy catches up, a Normal Event and the reason return to normal', () => {
+    const r = run(5000, 5000, 20_000);
+    const d = decide(r.state, { type: 'policy', policy: { ...POLICY, intervalMs: 5000, windowMs: 20_000, startupGraceMs: 20_000, handoverTimeoutMs: 30_000 } }, 20_000);
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'event', eventType: 'Normal', reason: 'WindowCoversInterval' }));
+    expect(d.state.reason).toBe('Ready: the parent reports Ready');
+    expect(d.state.windowNotedMs).toBeNull();
+  });
+
+  it('a grace still running lasts at least one widened window from the first sighting', () => {
+    const s = start(); // grace until 6000
+    const d = decide(s, { type: 'beat', beat: beat('Ready', { intervalMs: 10_000 }) }, 1000);
+    expect(d.state.graceUntil).toBe(21_000);
+    expect(decide(d.state, { type: 'tick' }, 20_999).state.state).toBe('Pending');
+    expect(decide(d.state, { type: 'tick' }, 21_000).state.state).toBe('Silent');
+  });
+
+  it('a checkpoint copy declaring an interval does not change how the parent is judged', () => {
+    const d = decide(fixtures().Healthy!.state, { type: 'beat', beat: beat('Ready', { role: 'checkpoint', intervalMs: 60_000 }) }, 2500);
+    expect(judgingWindowMs(d.state)).toBe(POLICY.windowMs);
   });
 });
 

@@ -13,6 +13,11 @@
 //   and exponential backoff. It is collected only with the api-server's word after `gcGrace`.
 // - `whenApiUnreachable: hold` never activates while the api-server is unreachable; `activate`
 //   treats the api-server's absence as the failure and covers without confirmation.
+// - A parent is judged by the interval it declares: never by a window shorter than twice the
+//   interval of its latest beat (`judgingWindowMs`). Writer and reader may read different copies of
+//   the policy; a heartbeat slower than the agent's window would otherwise be covered and handed
+//   back every interval (issue 11). The widening is announced with a WindowBelowInterval Warning
+//   and shown as the reason of a Healthy or Starting parent.
 //
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
@@ -100,6 +105,8 @@ export function initialState(a: InitialStateArgs): ParentState {
     startingSince: null,
     rounds: [],
     seen: {},
+    declaredIntervalMs: null,
+    windowNotedMs: null,
     checkpointPhase: null,
     checkpoint: { ...checkpoint },
     apiReachable: a.apiReachable ?? false,
@@ -134,13 +141,61 @@ export function beatFingerprint(b: Beat): string {
   return `${b.holder}|${b.holderUid}|${b.role}|${b.phase}|${b.sequence}|${b.renewTime}`;
 }
 
+/**
+ * Every window a declared interval needs: two intervals, so that one late beat does not read as a
+ * dead parent (the policy validator's own rule, `window >= 2 x interval`, applied to what the
+ * writer actually does).
+ */
+export const WINDOW_INTERVALS = 2;
+
+/** The window this parent is judged by: the policy's, or twice the interval it declares if that is longer. */
+export function judgingWindowMs(s: ParentState): number {
+  return s.declaredIntervalMs === null ? s.policy.windowMs : Math.max(s.policy.windowMs, WINDOW_INTERVALS * s.declaredIntervalMs);
+}
+
 export function decide(prev: ParentState, input: Input, now: number): Decision {
   const s = copy(prev);
   const actions: Action[] = [];
   observe(s, input, now);
+  noteWindow(s, actions);
   for (let i = 0; i < MAX_STEPS; i++) if (!step(s, now, actions)) break;
+  windowReason(s, actions);
   reconcile(s, now, actions);
   return { state: s, actions, wakeAt: wakeAt(s, now) };
+}
+
+const secs = (ms: number) => `${Math.round(ms / 100) / 10}s`;
+
+/** Announce (once per change) that the policy's window is shorter than the parent's interval allows. */
+function noteWindow(s: ParentState, actions: Action[]): void {
+  const judging = judgingWindowMs(s);
+  const widened = judging > s.policy.windowMs ? judging : null;
+  if (widened === s.windowNotedMs) return;
+  if (widened !== null) {
+    event(
+      actions,
+      'Warning',
+      'WindowBelowInterval',
+      `${s.id}: the parent beats every ${secs(s.declaredIntervalMs!)}, but the policy's window is ${secs(s.policy.windowMs)}; judging it by ${secs(widened)} (${WINDOW_INTERVALS} x its interval) instead. Give writer and agent the same policy (interval and window)`,
+    );
+  } else {
+    event(actions, 'Normal', 'WindowCoversInterval', `${s.id}: the policy's window (${secs(s.policy.windowMs)}) covers ${WINDOW_INTERVALS} x the parent's interval again`);
+  }
+  s.windowNotedMs = widened;
+}
+
+const WINDOW_REASON = 'WindowBelowInterval';
+
+/** A Healthy or Starting parent judged by a widened window says so in its reason (status REASON). */
+function windowReason(s: ParentState, actions: Action[]): void {
+  if (s.state !== 'Healthy' && s.state !== 'Starting') return;
+  const noted = s.reason.startsWith(`${WINDOW_REASON}:`);
+  if (s.windowNotedMs !== null) {
+    const reason = `${WINDOW_REASON}: the parent declares a ${secs(s.declaredIntervalMs!)} interval; judged by ${secs(s.windowNotedMs)}, not the policy's ${secs(s.policy.windowMs)} window`;
+    if (s.reason !== reason) holdNote(s, reason, actions);
+  } else if (noted) {
+    holdNote(s, s.state === 'Healthy' ? 'Ready: the parent reports Ready' : 'Starting: the parent reports Starting', actions);
+  }
 }
 
 // ---- observing: inputs change what the core knows, never what it does ----
@@ -224,6 +279,13 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   const before = s.seen[b.channel];
   if (before === fp) return;
   s.seen[b.channel] = fp;
+  // Even a baseline declares how the parent beats: the first judgement already needs it.
+  const judgingBefore = judgingWindowMs(s);
+  s.declaredIntervalMs = b.intervalMs ?? null;
+  // A grace still running lasts at least one (widened) window from now: a parent must get a
+  // window to be seen after a restart, as the policy rule startupGrace >= window says.
+  const judging = judgingWindowMs(s);
+  if (judging > judgingBefore && s.graceUntil > now) s.graceUntil = Math.max(s.graceUntil, now + judging);
   const round = `${b.holderUid}|${b.sequence}|${b.renewTime}`;
   const known = s.rounds.includes(round);
   if (!known) s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);
@@ -270,7 +332,7 @@ export function handoverJitter(id: string, attempt: number): number {
 // ---- deciding: one state-machine step; returns whether the state changed ----
 
 function fresh(s: ParentState, now: number): boolean {
-  return s.lastChangeAt !== null && now - s.lastChangeAt <= s.policy.windowMs;
+  return s.lastChangeAt !== null && now - s.lastChangeAt <= judgingWindowMs(s);
 }
 
 /** Beats changed after the current state was entered (e.g. the parent came back while Active). */
@@ -501,7 +563,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   const add = (t: number | null | undefined) => {
     if (t !== null && t !== undefined && t > now) times.push(t);
   };
-  if (s.lastChangeAt !== null) add(s.lastChangeAt + p.windowMs + 1);
+  if (s.lastChangeAt !== null) add(s.lastChangeAt + judgingWindowMs(s) + 1);
   add(s.graceUntil);
   if (s.startingSince !== null) add(s.startingSince + p.startTimeoutMs + 1);
   if (s.unscheduledSince !== null) add(s.unscheduledSince + p.gcGraceMs);

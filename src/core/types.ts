@@ -26,6 +26,11 @@ export interface Beat {
   sequence: number;
   /** The writer's own wall clock (RFC 3339 MicroTime). Compared for equality only. */
   renewTime: string;
+  /**
+   * The interval the writer beats at, as it declares it (absent: a writer that does not say). The
+   * agent never judges a parent by a window shorter than twice this (see decide.ts).
+   */
+  intervalMs?: number;
 }
 
 /** What the api-server says about pods for this parent key on this node. */
@@ -78,6 +83,13 @@ export interface ParentState {
   rounds: string[];
   /** Last beat fingerprint per channel, to detect change. */
   seen: Partial<Record<Channel, string>>;
+  /** The interval the parent's latest beat declared (null: none seen, or a writer that does not declare one). */
+  declaredIntervalMs: number | null;
+  /**
+   * The widened window last announced with a WindowBelowInterval Event (null: the policy's window
+   * is at least twice the declared interval, nothing to announce).
+   */
+  windowNotedMs: number | null;
   /** Phase last reported by the checkpoint copy's own heartbeat (visibility only). */
   checkpointPhase: Phase | null;
   checkpoint: CheckpointInfo;

@@ -31,8 +31,11 @@ export function microTime(wallMs: number, extraMicros = 0): string {
   return `${iso.slice(0, 23)}${micros}Z`;
 }
 
-/** The next beat: one more than the last sequence, the phase the probe chose, now on the writer's clock. */
-export function nextBeat(counter: BeatCounter, id: HeartbeatIdentity, channel: Channel, phase: Phase, wallMs: number): Beat {
+/**
+ * The next beat: one more than the last sequence, the phase the probe chose, now on the writer's
+ * clock, and the interval the writer beats at now (declared, so the agent can judge it by it).
+ */
+export function nextBeat(counter: BeatCounter, id: HeartbeatIdentity, channel: Channel, phase: Phase, wallMs: number, intervalMs: number): Beat {
   return {
     channel,
     holder: id.podName,
@@ -41,6 +44,7 @@ export function nextBeat(counter: BeatCounter, id: HeartbeatIdentity, channel: C
     phase,
     sequence: counter.sequence,
     renewTime: microTime(wallMs),
+    intervalMs,
   };
 }
 

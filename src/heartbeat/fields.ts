@@ -8,6 +8,7 @@
 // node rebooted without a real-time clock may write 1970 until NTP answers, while its parent is
 // very much alive). Only values that cannot be a clock reading at all are refused.
 import type { Beat, Phase, Role } from '../core/types.js';
+import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
 
 export type BeatResult = { ok: true; beat: Beat } | { ok: false; reason: string };
 
@@ -81,6 +82,22 @@ export function parseRenewTime(v: unknown, what = 'renewTime'): Field<string> {
     return bad(`${what} ${s} is not a real instant`);
   }
   return { ok: true, value: s };
+}
+
+/**
+ * A declared interval in milliseconds, as a number (files) or a decimal string (annotations):
+ * absent is allowed (a writer that does not declare one), anything else must be an integer within
+ * the policy's limits for an interval. Kept within them so a writer cannot ask to be judged by a
+ * window of years.
+ */
+export function parseIntervalMs(v: unknown, what = 'intervalMs'): Field<number | undefined> {
+  if (v === undefined) return { ok: true, value: undefined };
+  let n: number;
+  if (typeof v === 'number') n = v;
+  else if (typeof v === 'string' && /^[0-9]{1,12}$/.test(v)) n = Number(v);
+  else return bad(`${what} is ${show(v)}, not a whole number of milliseconds`);
+  if (!Number.isInteger(n) || n < MIN_INTERVAL_MS || n > MAX_DURATION_MS) return bad(`${what} ${show(v)} is outside ${MIN_INTERVAL_MS}..${MAX_DURATION_MS} ms`);
+  return { ok: true, value: n };
 }
 
 export function parseHolder(v: unknown, what = 'holder'): Field<string> {

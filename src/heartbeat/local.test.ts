@@ -24,7 +24,19 @@ describe('beatFromFile', () => {
     expect(beatFromFile(good, { ...expected, role: 'parent' }).ok).toBe(true);
   });
 
+  it('carries the declared interval, and reads a file without one (an older writer) as undeclared (issue 11, item 1)', () => {
+    const declared = { ...beat, intervalMs: 5000 };
+    const text = localBeatText(target, declared);
+    expect(JSON.parse(text).intervalMs).toBe(5000);
+    expect(beatFromFile(text, expected)).toEqual({ ok: true, beat: declared });
+    expect(beatFromFile(good, expected)).toEqual({ ok: true, beat });
+  });
+
   it.each<[string, string, RegExp]>([
+    ['interval as string', edit((o) => (o.intervalMs = '5000')), /intervalMs is "5000", not a number/],
+    ['interval below the minimum', edit((o) => (o.intervalMs = 5)), /intervalMs number 5 is outside/],
+    ['interval of years', edit((o) => (o.intervalMs = 1e12)), /is outside/],
+    ['interval fractional', edit((o) => (o.intervalMs = 1000.5)), /is outside/],
     ['empty', '', /not JSON/],
     ['truncated', good.slice(0, good.length / 2), /not JSON \(truncated/],
     ['null', 'null', /not a JSON object/],

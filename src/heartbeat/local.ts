@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { localBeatFile } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter } from './channel.js';
-import { type BeatResult, isRecord, parseHolder, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show } from './fields.js';
+import { type BeatResult, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show } from './fields.js';
 
 export const DEFAULT_HEARTBEAT_DIR = '/run/lastseen/heartbeats';
 /** Format version written into every file; a reader refuses versions it does not know. */
@@ -39,6 +39,7 @@ export function localBeatText(t: LocalTarget, beat: Beat): string {
     phase: beat.phase,
     sequence: beat.sequence,
     renewTime: beat.renewTime,
+    ...(beat.intervalMs !== undefined ? { intervalMs: beat.intervalMs } : {}),
   })}\n`;
 }
 
@@ -80,9 +81,21 @@ export function beatFromFile(text: string, expected: ExpectedLocal): BeatResult 
   if (!sequence.ok) return sequence;
   const renew = parseRenewTime(doc.renewTime);
   if (!renew.ok) return renew;
+  if (doc.intervalMs !== undefined && typeof doc.intervalMs !== 'number') return { ok: false, reason: `intervalMs is ${show(doc.intervalMs)}, not a number` };
+  const interval = parseIntervalMs(doc.intervalMs);
+  if (!interval.ok) return interval;
   return {
     ok: true,
-    beat: { channel: 'local', holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value },
+    beat: {
+      channel: 'local',
+      holder: holder.value,
+      holderUid: uid.value,
+      role: role.value,
+      phase: phase.value,
+      sequence: sequence.value,
+      renewTime: renew.value,
+      ...(interval.value !== undefined ? { intervalMs: interval.value } : {}),
+    },
   };
 }
 

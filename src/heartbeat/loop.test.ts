@@ -60,6 +60,19 @@ describe('runHeartbeatLoop', () => {
     expect(lease.beats).toHaveLength(6);
   });
 
+  it('every beat declares the interval of its round, which follows a changed interval (issue 11, item 1)', async () => {
+    const clock = new FakeClock();
+    const lease = new Recorder('lease', clock);
+    const { logger } = memoryLogger();
+    let interval = 1000;
+    const hb = runHeartbeatLoop({ identity, intervalMs: () => interval, writers: [lease], probe: async () => ({ ok: true }), clock, logger });
+    await clock.advance(1500);
+    interval = 3000;
+    await clock.advance(3000);
+    await hb.stop();
+    expect(lease.beats.map((b) => b.intervalMs)).toEqual([1000, 1000, 3000, 3000]);
+  });
+
   it('a failing channel does not stop the others, and is logged with structured fields', async () => {
     const clock = new FakeClock();
     const lease = new Recorder('lease', clock, 'fail');

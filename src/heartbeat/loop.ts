@@ -72,7 +72,7 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     counter = advance(counter);
     const wallMs = clock.wallNow();
     // async: a writer that throws synchronously still only fails its own channel.
-    const results = await Promise.allSettled(writers.map(async (w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs), deadline)));
+    const results = await Promise.allSettled(writers.map(async (w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs), deadline)));
     results.forEach((r, i) => {
       const channel: Channel = writers[i]!.channel;
       const s = stats[channel]!;

@@ -33,6 +33,15 @@ describe('beatFromPod', () => {
     expect(beatFromPod(pod(), 'n1')).toEqual({ ok: true, beat });
   });
 
+  it('declares the interval as an annotation, read back (issue 11, item 1)', () => {
+    const declared = { ...beat, intervalMs: 2500 };
+    const p = pod((x) => Object.assign(x.metadata.annotations, annotationPatch(declared).metadata.annotations));
+    expect(annotationPatch(declared).metadata.annotations['lastseen.dev/interval-ms']).toBe('2500');
+    expect(beatFromPod(p, 'n1')).toEqual({ ok: true, beat: declared });
+    const bad = pod((x) => (x.metadata.annotations['lastseen.dev/interval-ms'] = '99999999999999'));
+    expect(beatFromPod(bad, 'n1')).toMatchObject({ ok: false });
+  });
+
   it.each<[string, unknown, RegExp]>([
     ['undefined', undefined, /not a Pod/],
     ['an array', [], /not a Pod/],

@@ -5,9 +5,9 @@
 // cannot 409; what remains is the pod being gone (404: nothing to create, the round fails) and the
 // api-server not answering (backoff within the round, fresh connection pool after repeats).
 import type { Beat } from '../core/types.js';
-import { ANNOTATION_HOLDER_UID, ANNOTATION_LAST_SEEN, ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE } from '../core/names.js';
+import { ANNOTATION_HOLDER_UID, ANNOTATION_INTERVAL_MS, ANNOTATION_LAST_SEEN, ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE } from '../core/names.js';
 import type { BeatWriter, Clock } from '../heartbeat/channel.js';
-import { type BeatResult, isRecord, parseHolder, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
+import { type BeatResult, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
 import type { KubeClient } from './client.js';
 import { classifyKubeError, type KubeError } from './errors.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
@@ -27,6 +27,7 @@ export function annotationPatch(beat: Beat): { metadata: { annotations: Record<s
         [ANNOTATION_SEQUENCE]: String(beat.sequence),
         [ANNOTATION_ROLE]: beat.role,
         [ANNOTATION_HOLDER_UID]: beat.holderUid,
+        ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
       },
     },
   };
@@ -61,9 +62,20 @@ export function beatFromPod(pod: unknown, expectedNode: string): BeatResult {
   if (uid.value && typeof md.uid === 'string' && md.uid !== '' && uid.value !== md.uid) {
     return refuse(`annotation ${ANNOTATION_HOLDER_UID} ${uid.value} names another pod (this one is ${md.uid}): copied annotations, not a beat`);
   }
+  const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
+  if (!interval.ok) return refuse(interval.reason);
   return {
     ok: true,
-    beat: { channel: 'annotation', holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value },
+    beat: {
+      channel: 'annotation',
+      holder: holder.value,
+      holderUid: uid.value,
+      role: role.value,
+      phase: phase.value,
+      sequence: sequence.value,
+      renewTime: renew.value,
+      ...(interval.value !== undefined ? { intervalMs: interval.value } : {}),
+    },
   };
 }
 

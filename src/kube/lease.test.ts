@@ -42,6 +42,16 @@ describe('leaseWithBeat', () => {
     expect(leaseWithBeat(l, target, { ...beat, sequence: 8 }).spec?.leaseTransitions).toBe(1);
   });
 
+  it('declares the interval as an annotation, read back by beatFromLease; none from an older writer (issue 11, item 1)', () => {
+    const l = leaseWithBeat(null, target, { ...beat, intervalMs: 5000 });
+    expect(l.metadata?.annotations?.['lastseen.dev/interval-ms']).toBe('5000');
+    expect(beatFromLease(JSON.parse(JSON.stringify(l)), 'n1')).toEqual({ ok: true, beat: { ...beat, intervalMs: 5000 } });
+    expect(beatFromLease(lease(), 'n1')).toEqual({ ok: true, beat });
+    const bad = JSON.parse(JSON.stringify(l));
+    bad.metadata.annotations['lastseen.dev/interval-ms'] = '5s';
+    expect(beatFromLease(bad, 'n1')).toMatchObject({ ok: false, reason: expect.stringMatching(/interval-ms is "5s", not a whole number of milliseconds/) });
+  });
+
   it('round-trips through beatFromLease', () => {
     expect(beatFromLease(lease(), 'n1')).toEqual({ ok: true, beat });
     const cp = leaseWithBeat(null, { ...target, role: 'checkpoint' }, { ...beat, role: 'checkpoint' });

@@ -19,6 +19,7 @@
 import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import {
   ANNOTATION_HOLDER_UID,
+  ANNOTATION_INTERVAL_MS,
   ANNOTATION_PHASE,
   ANNOTATION_POLICY_PROBLEM,
   ANNOTATION_ROLE,
@@ -32,7 +33,7 @@ import {
 } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter, Clock } from '../heartbeat/channel.js';
-import { type BeatResult, isRecord, parseHolder, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
+import { type BeatResult, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
 import type { KubeClient } from './client.js';
 import { classifyKubeError, type KubeError } from './errors.js';
 import { mergePatchOptions } from './patch.js';
@@ -103,6 +104,7 @@ function beatAnnotations(beat: Beat): Record<string, string> {
     [ANNOTATION_SEQUENCE]: String(beat.sequence),
     [ANNOTATION_ROLE]: beat.role,
     [ANNOTATION_HOLDER_UID]: beat.holderUid,
+    ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
   };
 }
 
@@ -138,9 +140,20 @@ export function beatFromLease(lease: unknown, expectedNode: string): BeatResult 
   if (!holder.ok) return refuse(holder.reason);
   const renew = parseRenewTime(spec.renewTime, 'spec.renewTime');
   if (!renew.ok) return refuse(renew.reason);
+  const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
+  if (!interval.ok) return refuse(interval.reason);
   return {
     ok: true,
-    beat: { channel: 'lease', holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value },
+    beat: {
+      channel: 'lease',
+      holder: holder.value,
+      holderUid: uid.value,
+      role: role.value,
+      phase: phase.value,
+      sequence: sequence.value,
+      renewTime: renew.value,
+      ...(interval.value !== undefined ? { intervalMs: interval.value } : {}),
+    },
   };
 }
 

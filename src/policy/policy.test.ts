@@ -74,6 +74,40 @@ describe('parsePolicy', () => {
     for (const e of r.errors) expect(e.message.length).toBeGreaterThan(5);
   });
 
+  describe('whenApiUnreachable: activate needs the local channel (issue 11, item 6)', () => {
+    it.each([
+      ['in the defaults', 'defaults: { whenApiUnreachable: activate, channels: [lease] }', 'defaults.whenApiUnreachable'],
+      ['with annotation only', 'defaults: { whenApiUnreachable: activate, channels: [annotation, lease] }', 'defaults.whenApiUnreachable'],
+      ['in an override', 'defaults: { channels: [lease] }\noverrides: [{ name: apiserver, selector: {}, policy: { whenApiUnreachable: activate } }]', 'overrides[0].policy.whenApiUnreachable'],
+      ['an override dropping local', 'defaults: { whenApiUnreachable: activate }\noverrides: [{ name: lease-only, selector: {}, policy: { channels: [lease] } }]', 'overrides[0].policy.whenApiUnreachable'],
+    ])('refused %s, naming the field and why', (_name, body, path) => {
+      const errs = errorsOf(body);
+      const e = errs.find((x) => x.path === path);
+      expect(e, JSON.stringify(errs)).toBeDefined();
+      expect(e!.message).toContain('local');
+      expect(e!.message).toMatch(/api-server is unreachable/);
+      expect(e!.message).toMatch(/no evidence on the node/);
+    });
+
+    it('accepted with the local channel, and hold needs none', () => {
+      expect(parsePolicyText(head + 'defaults: { whenApiUnreachable: activate, channels: [lease, local] }').ok).toBe(true);
+      expect(parsePolicyText(head + 'defaults: { whenApiUnreachable: activate, channels: [local] }').ok).toBe(true);
+      expect(parsePolicyText(head + 'defaults: { whenApiUnreachable: hold, channels: [lease] }').ok).toBe(true);
+    });
+
+    it('policyFor skips an override that would combine activate with a lease-only parent', () => {
+      const r = parsePolicyText(
+        head + 'overrides:\n  - { name: apiserver, selector: { parentKeys: [a] }, policy: { whenApiUnreachable: activate } }\n  - { name: lease-only, selector: { parentKeys: [a] }, policy: { channels: [lease] } }\n',
+      );
+      expect(r.ok).toBe(true);
+      if (!r.ok) return;
+      const eff = policyFor(r.policy, { namespace: 'n', key: 'a', labels: {} });
+      expect(eff.skipped).toEqual(['lease-only']);
+      expect(eff.policy.whenApiUnreachable).toBe('activate');
+      expect(eff.policy.channels).toEqual(['lease', 'local']);
+    });
+  });
+
   it('reports every error at once', () => {
     const errs = errorsOf('defaults: { interval: nope, whenApiUnreachable: maybe, channels: [x] }\noverrides: [{ name: o, selector: {}, policy: { window: 1s } }]');
     expect(errs.map((e) => e.path).sort()).toEqual(['defaults.channels[0]', 'defaults.interval', 'defaults.whenApiUnreachable'].sort());

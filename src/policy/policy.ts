@@ -147,6 +147,13 @@ export function crossFieldErrors(p: ParentPolicy, at: string): PolicyError[] {
       `${d(p.gcGraceMs)} must be at least ${d(Math.max(MIN_GC_GRACE_MS, p.startupGraceMs))} (the larger of ${d(MIN_GC_GRACE_MS)} and startupGrace): ` +
         'deleting a checkpoint is the one step that cannot be undone; the agent must be able to notice an api-server outage, and a parent back from one must get its grace, before its copy can go',
     );
+  if (p.whenApiUnreachable === 'activate' && !p.channels.includes('local'))
+    f(
+      'whenApiUnreachable',
+      `"activate" needs the "local" channel (channels are ${p.channels.join(', ')}): when the api-server is unreachable, Lease and annotation beats say nothing, ` +
+        'so the agent would have no evidence on the node that the parent is dead and could start its checkpoint beside a healthy parent that holds its ports; ' +
+        'add local to channels, or use "hold"',
+    );
   if (p.handoverBackoff.maxMs < p.handoverBackoff.initialMs)
     f('handoverBackoff.max', `${d(p.handoverBackoff.maxMs)} must be at least handoverBackoff.initial (${d(p.handoverBackoff.initialMs)})`);
   return errs;

@@ -58,6 +58,7 @@ function apply(w: World, f: FaultSpec): void {
       const down = n.bootId;
       n.ports.clear();
       n.files.clear();
+      w.invariants.nodeRebooted(n);
       w.kubelets.delete(n.name);
       w.agents.delete(n.name);
       w.q.at(f.at + f.down, () => {

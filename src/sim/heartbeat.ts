@@ -29,7 +29,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
     const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);
     const reach = world.api.reachableFrom(node);
     for (const channel of policy.channels) {
-      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now));
+      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), policy.intervalMs);
       if (channel === 'local') {
         node.files.set(localBeatFile(spec.namespace, spec.key, role), beat);
         continue;

@@ -78,6 +78,14 @@ export class Invariants {
     if (channels.includes('local') || apiReach) this.lastVisible.set(`${node.name}/${key}`, { at: this.world.q.now, phase });
   }
 
+  /**
+   * The node lost power: every process of its last boot ended, so a Ready beat from before is no
+   * evidence the parent lives (the agent acts on that too: reboot-aware activation, no startupGrace).
+   */
+  nodeRebooted(node: SimNode): void {
+    for (const k of [...this.lastVisible.keys()]) if (k.startsWith(`${node.name}/`)) this.lastVisible.delete(k);
+  }
+
   /** The core asked to activate: the parent must not have been fresh (Ready) on a channel the agent could see. */
   activating(node: SimNode, key: string, reason: string): void {
     const lv = this.lastVisible.get(`${node.name}/${key}`);

@@ -154,6 +154,19 @@ NAMED['master-reboot-overlap'] = {
   // Issue 10's goal for a master reboot (the node is down 40 s of it): holds on every seed 1..200.
   expect: { served: true, parentServed: true, maxUnserved: '75s', maxParentServedAt: '3m' },
 };
+// The real-node test bed's reboot (docs/real-node.md), for `npm run bench` to set the simulator's
+// prediction beside the measured figures: one node, off about 3 s, the api-server self-hosted with
+// port sharing and overlap, starting in about 3 s (etcd, then /readyz) and draining watches 3 s.
+NAMED['testbed-reboot'] = {
+  name: 'testbed-reboot',
+  description: "The real-node test bed's power cycle (3 s off), on the calibrated kubelet, with the test bed's api-server (shared port, overlap hand-over, ~3 s start).",
+  duration: '10m',
+  kubelet: { model: 'v1.36' },
+  nodes: one,
+  parents: [{ ...sharedApiserver, startTime: '3s', stopTime: '3s' }],
+  faults: [{ type: 'reboot', at: '3m', node: 'm1', down: '3s' }],
+  expect: { served: true, parentServed: true },
+};
 NAMED['bad-rollout-overlap'] = {
   ...NAMED['bad-rollout']!,
   name: 'bad-rollout-overlap',

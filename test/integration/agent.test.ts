@@ -2,7 +2,7 @@
 // name (no kubelet runs it), `lastseen agent` with temporary folders, `lastseen heartbeat` for that
 // parent as a separate process. Short windows: interval 250ms, window 1s.
 import { execFileSync } from 'node:child_process';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -111,6 +111,32 @@ describe('lastseen agent, end to end', () => {
     await writePolicy(s.dirs.policy, '{ interval: 300ms, window: 1s, startupGrace: 2s }');
     await waitFor(async () => ((await metric()) === '1' ? true : undefined), { timeoutMs: 30_000, what: 'policy valid again' });
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    await s.agent.stop();
+  });
+
+  // Issue 11, item 3: a deleted policy used to drop the agent to the built-in defaults (5s interval,
+  // 20s window, no overrides), silently; and a restart forgot the last good policy altogether.
+  it('keeps its last good policy when the file disappears, says so, and still has it after a restart', async () => {
+    const s = await setup('policy-missing');
+    const port = await healthPort(s.agent);
+    const missing = async (p: number) => /^lastseen_policy_missing (\d)/m.exec(await (await fetch(`http://127.0.0.1:${p}/metrics`)).text())?.[1];
+    await waitFor(() => s.agent.logs.find((l) => l.msg === 'agent started'), { what: 'the agent to start' });
+    expect(await missing(port)).toBe('0');
+    await rm(s.dirs.policy);
+    await waitFor(async () => ((await missing(port)) === '1' ? true : undefined), { timeoutMs: 30_000, what: 'the policy reported missing' });
+    expect(s.agent.logs.some((l) => l.msg === 'no policy found; keeping the last good policy')).toBe(true);
+    const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+    await waitFor(
+      async () => ((await core.listNamespacedEvent({ namespace: 'default' })).items.some((e) => e.involvedObject.name === s.node && e.reason === 'PolicyMissing' && e.type === 'Warning') ? true : undefined),
+      { timeoutMs: 30_000, what: 'a PolicyMissing Warning Event' },
+    );
+    await s.agent.stop();
+    s.agent = s.startAgent();
+    const started = await waitFor(() => s.agent.logs.find((l) => l.msg === 'agent started'), { what: 'the agent to restart' });
+    // The persisted policy's interval, not the built-in 5s.
+    expect(started.interval).toBe('250ms');
+    expect(s.agent.logs.some((l) => l.msg === 'read the persisted last good policy')).toBe(true);
+    expect(await missing(await healthPort(s.agent))).toBe('1');
     await s.agent.stop();
   });
 
@@ -248,20 +274,27 @@ describe('lastseen agent without an api-server', () => {
     await s.agent.stop();
   });
 
-  it('activate: with no local channel the api-server parent is covered when the api-server goes away', async () => {
-    const s = await setup('activate', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease], whenApiUnreachable: activate }');
-    const hb = s.heartbeat('lease');
+  // Issue 11, item 6: `activate` without the local channel is refused by the policy validator (the
+  // agent would cover a healthy parent on the api-server's silence alone), so the api-server parent
+  // is covered on local evidence: its local beats stop.
+  it('activate: the api-server parent is covered when the api-server goes away and its local beats stop', async () => {
+    const s = await setup('activate', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease, local], whenApiUnreachable: activate }');
+    const hb = s.heartbeat('lease,local');
     await captured(s);
-    const t0 = Date.now();
     await stopApiserver();
     try {
+      await waitFor(() => s.agent.logs.find((l) => l.msg === 'api-server reachability changed' && l.reachable === false), { what: 'the agent to notice' });
+      // The local beats still change: the parent is alive, whatever the api-server's silence says.
+      await new Promise((r) => setTimeout(r, 2000));
+      expect(await exists(s.manifest)).toBe(false);
+      await hb.stop('SIGKILL');
+      const t0 = Date.now();
       await appears(s.manifest, 30_000);
       // Not before the window has passed since the last beat the agent could see.
       expect(Date.now() - t0).toBeGreaterThanOrEqual(1000 - 250);
     } finally {
       await startApiserver();
     }
-    await hb.stop();
     await s.agent.stop();
   });
 });

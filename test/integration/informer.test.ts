@@ -241,10 +241,12 @@ describe('informer against a real api-server', () => {
 });
 
 describe('policy source over a live ConfigMap', () => {
-  it('applies a valid policy, refuses an invalid one keeping the last good, and falls back to defaults when deleted', async () => {
+  // Issue 11, item 3: deleting the ConfigMap used to fall back to the built-in defaults (and this
+  // test asserted it); now the last good policy stays in force and the deletion is reported.
+  it('applies a valid policy, refuses an invalid one keeping the last good, and keeps the last good when deleted', async () => {
     const core = kc.makeApiClient(CoreV1Api);
     const policyNs = await useNamespace('policy');
-    const got: Array<{ type: 'policy'; policy: Policy; origin: string } | { type: 'invalid'; errors: PolicyError[] }> = [];
+    const got: Array<{ type: 'policy'; policy: Policy; origin: string } | { type: 'invalid'; errors: PolicyError[] } | { type: 'missing'; using: string }> = [];
     const src = configMapPolicySource({
       kubeConfig: kc,
       namespace: policyNs,
@@ -256,11 +258,14 @@ describe('policy source over a live ConfigMap', () => {
       backoff: BACKOFF,
       onPolicy: (policy, origin) => got.push({ type: 'policy', policy, origin }),
       onInvalid: (errors) => got.push({ type: 'invalid', errors }),
+      onMissing: (_origin, using) => got.push({ type: 'missing', using }),
     });
     src.start();
     cleanups.push(() => src.stop());
-    await waitFor(() => got.length === 1, { what: 'initial (missing) policy', timeoutMs: 15_000 });
+    await waitFor(() => got.length === 2, { what: 'initial (missing) policy', timeoutMs: 15_000 });
     expect(got[0]).toMatchObject({ type: 'policy', origin: 'built-in defaults' });
+    expect(got[1]).toMatchObject({ type: 'missing', using: 'defaults' });
+    got.splice(0, 1); // the indices below count from the missing report
 
     const head = 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\n';
     const cm = (text: string) => ({ metadata: { name: 'lastseen-policy', namespace: policyNs }, data: { 'policy.yaml': text } });
@@ -282,8 +287,11 @@ describe('policy source over a live ConfigMap', () => {
     expect(src.isValid()).toBe(true);
 
     await core.deleteNamespacedConfigMap({ namespace: policyNs, name: 'lastseen-policy' });
-    await waitFor(() => got.length === 5, { what: 'defaults after delete' });
-    expect(got[4]).toMatchObject({ type: 'policy', origin: 'built-in defaults' });
+    await waitFor(() => got.length === 5, { what: 'the deletion reported' });
+    expect(got[4]).toMatchObject({ type: 'missing', using: 'last-good' });
+    expect(src.current().defaults.intervalMs).toBe(2_000);
+    expect(src.isMissing()).toBe(true);
+    expect(src.isValid()).toBe(true);
     expect(got.filter((g) => g.type === 'invalid')).toHaveLength(1);
     await src.stop();
   });

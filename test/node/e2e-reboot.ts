@@ -7,6 +7,8 @@
 // self-hosted api-server's pod instead (N times); --case bad-rollout rolls out an api-server spec
 // that never becomes ready, measures for --limit seconds, then rolls it back and measures the
 // recovery. Needs root; see docs/real-node.md.
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { badRollout, deleteApiserverPod, type Disruption, log, type RebootResult, rebootOnce, Testbed, undoRollout } from './testbed.js';
 
@@ -18,9 +20,10 @@ const program = new Command('e2e:reboot')
   .option('--limit <seconds>', 'how long to wait for a recovery (default 240, or 90 for the baseline)')
   .option('--settle <seconds>', 'keep measuring this long after the parent serves again', '15')
   .option('--case <name>', 'reboot, delete-pod or bad-rollout', 'reboot')
+  .option('--out <file>', 'also write every figure, with the date and commit, to this JSON file (bench/results/real-node.json is what npm run bench reads)')
   .option('--keep', 'leave the node up at the end');
 program.parse();
-const o = program.opts<{ reboots: string; withoutAgent?: boolean; json?: boolean; off: string; limit?: string; settle: string; keep?: boolean; case: string }>();
+const o = program.opts<{ reboots: string; withoutAgent?: boolean; json?: boolean; off: string; limit?: string; settle: string; keep?: boolean; case: string; out?: string }>();
 if (!['reboot', 'delete-pod', 'bad-rollout'].includes(o.case)) {
   console.error(`--case ${o.case}: expected reboot, delete-pod or bad-rollout`);
   process.exit(2);
@@ -70,6 +73,10 @@ const summary = {
   baseline: !withAgent,
   ...(o.case === 'reboot' ? {} : { case: o.case }),
 };
+if (o.out) {
+  const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  writeFileSync(o.out, `${JSON.stringify({ measuredAt: new Date().toISOString(), commit, case: o.case, baseline: !withAgent, offS: Number(o.off), reboots: results }, null, 2)}\n`);
+}
 if (o.json) {
   process.stdout.write(`${JSON.stringify(summary)}\n`);
 } else {

@@ -31,7 +31,7 @@ describe('a self-hosted control plane on a real kubelet', () => {
       results.push(r);
     }
     for (const r of results) {
-      expect(r).toMatchObject({ recovered: true, schedulerBack: true, controllerManagerBack: true });
+      expect(r).toMatchObject({ recovered: true, schedulerBack: true, controllerManagerBack: true, agentBack: true });
       // The checkpoint is a static pod: a real kubelet starts it within seconds of its own start.
       expect(r.apiServedAfterS).not.toBeNull();
       expect(r.apiServedAfterS as number).toBeLessThan(60);

@@ -92,6 +92,15 @@ export class Testbed {
     });
   }
 
+  /** The agent's DaemonSet pod (not its static copy) runs again, its container started after `since` (ready or standing by). */
+  async agentPodRunning(since: number): Promise<boolean> {
+    const pods = (await this.pods('app.kubernetes.io/component=agent', 'lastseen-system')).filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror']);
+    return pods.some((p) => {
+      const started = Date.parse(p.status?.containerStatuses?.[0]?.state?.running?.startedAt ?? '');
+      return started >= Math.floor(since / 1000) * 1000;
+    });
+  }
+
   checkpointActive(name: string): boolean {
     return existsSync(join(MANIFESTS, manifestFile('kube-system', name)));
   }
@@ -142,6 +151,8 @@ export interface RebootResult {
   recovered: boolean;
   schedulerBack: boolean;
   controllerManagerBack: boolean;
+  /** The agent's DaemonSet pod runs again beside its static copy (only measured with the agent). */
+  agentBack: boolean;
 }
 
 /** What a case does to the node; resolves to the moment measurement starts from (ms since the epoch). */
@@ -200,6 +211,7 @@ export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: numb
   let parentServedAt: number | null = null;
   let schedulerBack = false;
   let controllerManagerBack = false;
+  let agentBack = !opts.withAgent;
   const deadline = t0 + opts.limitS * 1000;
   while (Date.now() < deadline) {
     if (apiServedAt === null) {
@@ -211,11 +223,12 @@ export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: numb
         if (parentServedAt === null && !tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver', t0)) && (await tb.readyz())) parentServedAt = Date.now();
         if (!schedulerBack) schedulerBack = await tb.daemonPodServing('kube-scheduler', t0);
         if (!controllerManagerBack) controllerManagerBack = await tb.daemonPodServing('kube-controller-manager', t0);
+        if (!agentBack) agentBack = await tb.agentPodRunning(t0);
       } catch {
         // the api-server went away between two polls: try again
       }
     }
-    if (parentServedAt !== null && schedulerBack && controllerManagerBack && Date.now() - parentServedAt >= opts.settleS * 1000) break;
+    if (parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack && Date.now() - parentServedAt >= opts.settleS * 1000) break;
     await sleep(200);
   }
   polling = false;
@@ -226,7 +239,7 @@ export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: numb
     const b = samples[i];
     if (a && b && a.t >= t0 && !a.ok) unavailableMs += b.t - a.t;
   }
-  const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack;
+  const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack;
   return {
     apiServedAfterS: apiServedAt === null ? null : round(since(apiServedAt)),
     parentServedAfterS: parentServedAt === null ? null : round(since(parentServedAt)),
@@ -235,6 +248,7 @@ export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: numb
     recovered,
     schedulerBack,
     controllerManagerBack,
+    agentBack,
   };
 }
 

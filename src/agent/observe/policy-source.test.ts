@@ -1,15 +1,15 @@
 // The policy observer: the shared tracker (valid -> emitted once; invalid -> refused, last good
-// kept; missing -> defaults), the file source over a temp folder, and the ConfigMap source over a
-// scripted informer transport.
+// kept; missing -> last good kept, defaults only without one), the file source over a temp folder,
+// and the ConfigMap source over a scripted informer transport.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { InformerTransport } from '../../kube/informer.js';
-import { defaultPolicy, type Policy, type PolicyError } from '../../policy/policy.js';
+import { defaultPolicy, type Policy, type PolicyError, parsePolicyText } from '../../policy/policy.js';
 import { FakeTime, memoryLogger } from './fake-time.test-helpers.js';
-import { configMapPolicySource, filePolicySource } from './policy-source.js';
+import { configMapPolicySource, filePolicySource, type LastGoodPolicy } from './policy-source.js';
 
 const head = 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\n';
 const GOOD_10S = `${head}defaults: { interval: 10s, window: 40s, startupGrace: 60s }\n`;
@@ -24,22 +24,39 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+type Recorded =
+  | { type: 'policy'; policy: Policy; origin: string }
+  | { type: 'invalid'; errors: PolicyError[]; origin: string }
+  | { type: 'missing'; origin: string; using: 'last-good' | 'defaults' };
+
 function recorder() {
-  const events: Array<{ type: 'policy'; policy: Policy; origin: string } | { type: 'invalid'; errors: PolicyError[]; origin: string }> = [];
+  const events: Recorded[] = [];
+  const texts: string[] = [];
   return {
     events,
-    onPolicy: (policy: Policy, origin: string) => events.push({ type: 'policy', policy, origin }),
+    texts,
+    onPolicy: (policy: Policy, origin: string, text?: string) => {
+      events.push({ type: 'policy', policy, origin });
+      if (text !== undefined) texts.push(text);
+    },
     onInvalid: (errors: PolicyError[], origin: string) => events.push({ type: 'invalid', errors, origin }),
+    onMissing: (origin: string, using: 'last-good' | 'defaults') => events.push({ type: 'missing', origin, using }),
   };
 }
 
-async function fileSource() {
+async function fileSource(lastGood: LastGoodPolicy | null = null) {
   const time = new FakeTime();
   const { log, records } = await memoryLogger();
   const r = recorder();
   const path = join(dir, 'policy.yaml');
-  const src = filePolicySource({ path, log, timers: time, ...r });
-  return { time, src, path, records, events: r.events };
+  const src = filePolicySource({ path, log, timers: time, lastGood, ...r });
+  return { time, src, path, records, events: r.events, texts: r.texts };
+}
+
+function policyOf(text: string): Policy {
+  const r = parsePolicyText(text);
+  if (!r.ok) throw new Error('test policy invalid');
+  return r.policy;
 }
 
 describe('file policy source', () => {
@@ -90,17 +107,64 @@ describe('file policy source', () => {
     expect(src.isValid()).toBe(true);
   });
 
-  it('a missing file gives the built-in defaults (valid), with a logged note; removing the file returns to them', async () => {
-    const { src, path, events, records } = await fileSource();
+  it('a missing file with no last good policy gives the built-in defaults (valid), said once as missing', async () => {
+    const { src, events, records } = await fileSource();
     await src.checkNow();
-    expect(events).toEqual([{ type: 'policy', policy: defaultPolicy(), origin: 'built-in defaults' }]);
-    expect(records.some((r) => r.msg === 'no policy found; using the built-in defaults')).toBe(true);
+    await src.checkNow();
+    expect(events).toEqual([
+      { type: 'policy', policy: defaultPolicy(), origin: 'built-in defaults' },
+      { type: 'missing', origin: `file ${join(dir, 'policy.yaml')}`, using: 'defaults' },
+    ]);
+    expect(records.find((r) => r.msg === 'no policy found and no last good one; using the built-in defaults')).toMatchObject({ level: 40 });
+    expect(src.isValid()).toBe(true);
+    expect(src.isMissing()).toBe(true);
+  });
+
+  // Issue 11, item 3: a deleted policy used to drop the last good one for the built-in defaults.
+  it('removing the file keeps the last good policy, not the defaults, says so once, and a new file clears it', async () => {
+    const { src, path, events, records, texts } = await fileSource();
     await writeFile(path, GOOD_2S);
     await src.checkNow();
     await rm(path);
     await src.checkNow();
-    expect(events.map((e) => e.type === 'policy' && e.policy.defaults.intervalMs)).toEqual([5_000, 2_000, 5_000]);
+    await src.checkNow();
+    expect(src.current().defaults.intervalMs).toBe(2_000);
     expect(src.isValid()).toBe(true);
+    expect(src.isMissing()).toBe(true);
+    expect(events.map((e) => e.type)).toEqual(['policy', 'missing']);
+    expect(events[1]).toMatchObject({ type: 'missing', using: 'last-good' });
+    expect(records.find((r) => r.msg === 'no policy found; keeping the last good policy')).toMatchObject({ level: 40, keeping: `file ${path}` });
+    expect(texts).toEqual([GOOD_2S]);
+    await writeFile(path, GOOD_10S);
+    await src.checkNow();
+    expect(src.isMissing()).toBe(false);
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+    expect(texts).toEqual([GOOD_2S, GOOD_10S]);
+  });
+
+  it('a last good policy given at start (persisted by the agent) is in force before the first read and kept when the file is missing', async () => {
+    const { src, events } = await fileSource({ policy: policyOf(GOOD_10S), origin: 'persisted /var/lib/lastseen/last-good-policy.yaml' });
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+    await src.checkNow();
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+    expect(events).toEqual([
+      { type: 'policy', policy: policyOf(GOOD_10S), origin: 'last good policy (persisted /var/lib/lastseen/last-good-policy.yaml)' },
+      { type: 'missing', origin: `file ${join(dir, 'policy.yaml')}`, using: 'last-good' },
+    ]);
+  });
+
+  it('an invalid file after a missing one is refused; the last good policy stays', async () => {
+    const { src, path, events } = await fileSource();
+    await writeFile(path, GOOD_2S);
+    await src.checkNow();
+    await rm(path);
+    await src.checkNow();
+    await writeFile(path, BAD_WINDOW);
+    await src.checkNow();
+    expect(events.map((e) => e.type)).toEqual(['policy', 'missing', 'invalid']);
+    expect(src.isMissing()).toBe(false);
+    expect(src.isValid()).toBe(false);
+    expect(src.current().defaults.intervalMs).toBe(2_000);
   });
 
   it('an unreadable path (a folder) is refused, not defaulted', async () => {
@@ -183,7 +247,7 @@ describe('ConfigMap policy source', () => {
     return { time, src, events: r.events };
   }
 
-  it('watches only the one ConfigMap by name and applies, refuses and defaults as it changes', async () => {
+  it('watches only the one ConfigMap by name and applies, refuses, and keeps the last good when it is deleted', async () => {
     const api = new ConfigMapApi();
     api.set({ 'policy.yaml': GOOD_10S });
     const { src, events } = await cmSource(api);
@@ -197,16 +261,35 @@ describe('ConfigMap policy source', () => {
     api.set({ 'policy.yaml': GOOD_2S });
     expect(events.at(-1)).toMatchObject({ type: 'policy' });
     expect(src.current().defaults.intervalMs).toBe(2_000);
+    // Issue 11, item 3: deleting the ConfigMap keeps the last good policy (it used to fall back to the defaults).
     api.remove();
-    expect(events.at(-1)).toMatchObject({ type: 'policy', origin: 'built-in defaults' });
-    expect(src.current()).toEqual(defaultPolicy());
+    expect(events.at(-1)).toMatchObject({ type: 'missing', origin: 'configmap lastseen/lastseen-policy', using: 'last-good' });
+    expect(src.current().defaults.intervalMs).toBe(2_000);
     expect(src.isValid()).toBe(true);
+    expect(src.isMissing()).toBe(true);
     await src.stop();
   });
 
   it('no ConfigMap at the first sync gives the defaults', async () => {
     const { src, events } = await cmSource(new ConfigMapApi());
-    expect(events).toEqual([{ type: 'policy', policy: defaultPolicy(), origin: 'built-in defaults' }]);
+    expect(events).toEqual([
+      { type: 'policy', policy: defaultPolicy(), origin: 'built-in defaults' },
+      { type: 'missing', origin: 'configmap lastseen/lastseen-policy', using: 'defaults' },
+    ]);
+    await src.stop();
+  });
+
+  it('no ConfigMap at the first sync, with a persisted last good policy: that one, not the defaults', async () => {
+    const api = new ConfigMapApi();
+    const time = new FakeTime();
+    const { log } = await memoryLogger();
+    const r = recorder();
+    const src = configMapPolicySource({ kubeConfig: new KubeConfig(), namespace: 'lastseen', log, clock: time, timers: time, transport: api, lastGood: { policy: policyOf(GOOD_10S), origin: 'persisted' }, ...r });
+    expect(src.current().defaults.intervalMs).toBe(10_000);
+    src.start();
+    await time.advance(0);
+    expect(r.events.map((e) => e.type)).toEqual(['policy', 'missing']);
+    expect(src.current().defaults.intervalMs).toBe(10_000);
     await src.stop();
   });
 });

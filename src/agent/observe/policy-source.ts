@@ -8,17 +8,22 @@
 // - An invalid one is refused: `onInvalid(errors)` once per distinct bad text, `isValid()` false,
 //   and the last good policy stays `current()`. The next good (or missing) observation always
 //   emits `onPolicy`, even if it equals the last good one, so the agent can set valid back to 1.
-// - No file, no ConfigMap: the built-in defaultPolicy(), with a logged note; this is valid.
+// - No file, no ConfigMap (deleted, or never there): the LAST GOOD policy stays in force (issue 11:
+//   dropping to the built-in defaults silently lost overrides such as the api-server's
+//   `whenApiUnreachable: activate`); `onMissing` says so, once per disappearance, and `isMissing()`
+//   is true until a policy text is seen again. Only with no last good policy at all (none read
+//   since start and none given as `lastGood`, e.g. persisted by the agent) the built-in
+//   defaultPolicy() applies. A missing policy is not a refused one: `isValid()` stays true.
 //   A ConfigMap without the key, or a file that cannot be read, is refused, not defaulted: it is
 //   most likely a mistake, and the last good policy is safer than the defaults.
-// - Until the first observation, `current()` is defaultPolicy() and `isValid()` is true.
+// - Until the first observation, `current()` is the `lastGood` policy given, else defaultPolicy(),
+//   and `isValid()` is true.
 // - Callbacks never throw into the source; none run after `stop()` resolves.
 //
 // Assumes: a mounted ConfigMap is updated by the kubelet through a symlink swap; polling the
 // path's content sees that, where fs.watch on the file would keep watching the old inode.
 // With the ConfigMap source, nothing changes while the api-server is unreachable: the last policy
-// seen stays in force (and the defaults after a restart without an api-server; mount the
-// ConfigMap and use the file source where that matters).
+// seen stays in force (after a restart without an api-server, the `lastGood` the caller persisted).
 import { readFile } from 'node:fs/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -37,10 +42,23 @@ export const POLICY_POLL_MS = 5_000;
 export const MAX_POLICY_BYTES = 1024 * 1024;
 
 export interface PolicyCallbacks {
-  /** A new effective policy (or validity regained). `origin` names where it came from. */
-  onPolicy(policy: Policy, origin: string): void;
+  /**
+   * A new effective policy (or validity regained). `origin` names where it came from; `text` is the
+   * validated document when the policy was read from one (what to persist as the last good policy),
+   * absent when it is the last good policy or the defaults kept because the source is missing.
+   */
+  onPolicy(policy: Policy, origin: string, text?: string): void;
   /** A refused policy; the previous one stays in force. */
   onInvalid(errors: PolicyError[], origin: string): void;
+  /** No policy file or ConfigMap; `using` says what stays in force. Once per disappearance. */
+  onMissing?(origin: string, using: 'last-good' | 'defaults'): void;
+}
+
+/** A policy known good before this source's first observation (the agent persists one). */
+export interface LastGoodPolicy {
+  policy: Policy;
+  /** Where it came from, for logs and Events. */
+  origin: string;
 }
 
 export interface PolicySource {
@@ -50,6 +68,8 @@ export interface PolicySource {
   current(): Policy;
   /** False while the latest observation is refused. */
   isValid(): boolean;
+  /** True while the latest observation is "no policy file or ConfigMap". */
+  isMissing(): boolean;
 }
 
 export interface FilePolicySource extends PolicySource {
@@ -59,6 +79,8 @@ export interface FilePolicySource extends PolicySource {
 
 export interface FilePolicyOptions extends PolicyCallbacks {
   path: string;
+  /** In force until the first read, and kept if the file is missing. */
+  lastGood?: LastGoodPolicy | null;
   /** Default POLICY_POLL_MS. */
   pollMs?: number;
   log: Logger;
@@ -71,6 +93,8 @@ export interface ConfigMapPolicyOptions extends PolicyCallbacks {
   namespace: string;
   /** Default POLICY_CONFIGMAP_NAME. */
   name?: string;
+  /** In force until the first sync (or for as long as the api-server is away), and kept if the ConfigMap is missing. */
+  lastGood?: LastGoodPolicy | null;
   /** Default POLICY_CONFIGMAP_KEY. */
   key?: string;
   log: Logger;
@@ -90,8 +114,10 @@ type Observation = { text: string } | { missing: true } | { refused: PolicyError
 
 /** The validation and change detection both sources share. */
 export class PolicyTracker {
-  private policy: Policy = defaultPolicy();
+  private policy: Policy;
   private valid = true;
+  private missing = false;
+  private lastGood: LastGoodPolicy | null;
   private lastKey: string | null = null;
   private lastEmitted: string | null = null;
   stopped = false;
@@ -99,7 +125,11 @@ export class PolicyTracker {
   constructor(
     private readonly log: Logger,
     private readonly cb: PolicyCallbacks,
-  ) {}
+    lastGood: LastGoodPolicy | null = null,
+  ) {
+    this.lastGood = lastGood;
+    this.policy = lastGood?.policy ?? defaultPolicy();
+  }
 
   current(): Policy {
     return this.policy;
@@ -109,22 +139,35 @@ export class PolicyTracker {
     return this.valid;
   }
 
+  isMissing(): boolean {
+    return this.missing;
+  }
+
   observe(o: Observation, origin: string): void {
     if (this.stopped) return;
     const key = 'text' in o ? `text:${o.text}` : 'missing' in o ? 'missing' : `refused:${o.key}`;
     if (key === this.lastKey) return;
     this.lastKey = key;
     let errors: PolicyError[];
+    this.missing = 'missing' in o;
     if ('refused' in o) {
       errors = o.refused;
     } else if ('missing' in o) {
-      this.log.info({ origin }, 'no policy found; using the built-in defaults');
-      this.accept(defaultPolicy(), 'built-in defaults');
+      const kept = this.lastGood;
+      if (kept) {
+        this.log.warn({ origin, keeping: kept.origin }, 'no policy found; keeping the last good policy');
+        this.accept(kept.policy, `last good policy (${kept.origin})`);
+      } else {
+        this.log.warn({ origin }, 'no policy found and no last good one; using the built-in defaults');
+        this.accept(defaultPolicy(), 'built-in defaults');
+      }
+      this.call('onMissing', () => this.cb.onMissing?.(origin, kept ? 'last-good' : 'defaults'));
       return;
     } else {
       const r = parsePolicyText(o.text);
       if (r.ok) {
-        this.accept(r.policy, origin);
+        this.lastGood = { policy: r.policy, origin };
+        this.accept(r.policy, origin, o.text);
         return;
       }
       errors = r.errors;
@@ -134,7 +177,7 @@ export class PolicyTracker {
     this.call('onInvalid', () => this.cb.onInvalid(errors, origin));
   }
 
-  private accept(p: Policy, origin: string): void {
+  private accept(p: Policy, origin: string, text?: string): void {
     const json = JSON.stringify(p);
     const regained = !this.valid;
     this.valid = true;
@@ -142,7 +185,7 @@ export class PolicyTracker {
     if (json === this.lastEmitted && !regained) return;
     this.lastEmitted = json;
     this.log.info({ origin, overrides: p.overrides.map((o) => o.name), regained }, 'policy applied');
-    this.call('onPolicy', () => this.cb.onPolicy(p, origin));
+    this.call('onPolicy', () => (text === undefined ? this.cb.onPolicy(p, origin) : this.cb.onPolicy(p, origin, text)));
   }
 
   private call(what: string, fn: () => void): void {
@@ -158,7 +201,7 @@ export function filePolicySource(opts: FilePolicyOptions): FilePolicySource {
   const pollMs = opts.pollMs ?? POLICY_POLL_MS;
   if (!(pollMs > 0)) throw new Error(`policy file: pollMs must be positive, got ${pollMs}`);
   const log = opts.log.child({ observer: 'policy', file: opts.path });
-  const tracker = new PolicyTracker(log, opts);
+  const tracker = new PolicyTracker(log, opts, opts.lastGood ?? null);
   const origin = `file ${opts.path}`;
   let started = false;
   let timer: unknown = null;
@@ -211,6 +254,7 @@ export function filePolicySource(opts: FilePolicyOptions): FilePolicySource {
     },
     current: () => tracker.current(),
     isValid: () => tracker.isValid(),
+    isMissing: () => tracker.isMissing(),
     checkNow,
   };
 }
@@ -224,7 +268,7 @@ export function configMapPolicySource(opts: ConfigMapPolicyOptions): PolicySourc
   const key = opts.key ?? POLICY_CONFIGMAP_KEY;
   const origin = `configmap ${opts.namespace}/${name}`;
   const log = opts.log.child({ observer: 'policy', configMap: `${opts.namespace}/${name}` });
-  const tracker = new PolicyTracker(log, opts);
+  const tracker = new PolicyTracker(log, opts, opts.lastGood ?? null);
 
   const fromObject = (cm: ConfigMap) => {
     const text = cm.data?.[key];
@@ -265,5 +309,6 @@ export function configMapPolicySource(opts: ConfigMapPolicyOptions): PolicySourc
     },
     current: () => tracker.current(),
     isValid: () => tracker.isValid(),
+    isMissing: () => tracker.isMissing(),
   };
 }
