@@ -1,38 +1,152 @@
-import { mkdtemp } from 'node:fs/promises';
+import { type ChildProcess, fork } from 'node:child_process';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { NodeLock } from './lock.js';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LOCK_RETRY_MS, lockSocketName, NodeLock } from './lock.js';
+
+const HOLDER_SCRIPT = fileURLToPath(new URL('./lock-holder.test-helpers.ts', import.meta.url));
+/** The issue's bound for a restarted agent to act again; the take-over is a small part of it. */
+const TAKEOVER_BOUND_MS = 2_000;
 
 async function dir() {
   return mkdtemp(join(tmpdir(), 'lastseen-lock-'));
 }
 
-describe('NodeLock', () => {
-  it('one holder at a time; a stale lock is taken over; release frees it at once', async () => {
-    const path = join(await dir(), 'agent.lock');
-    let wall = 1_000_000;
-    const a = new NodeLock({ path, holder: 'a', wallNow: () => wall, staleMs: 10_000 });
-    const b = new NodeLock({ path, holder: 'b', wallNow: () => wall, staleMs: 10_000 });
-    expect(await a.tryAcquire()).toBe(true);
-    expect(await b.tryAcquire()).toBe(false);
-    wall += 5_000;
-    expect(await a.tryAcquire()).toBe(true); // renew
-    wall += 9_999;
-    expect(await b.tryAcquire()).toBe(false);
-    wall += 2;
-    expect(await b.tryAcquire()).toBe(true); // a stopped renewing
-    expect(await a.holds()).toBe(false);
-    expect(await a.tryAcquire()).toBe(false);
-    await b.release();
-    expect(await a.tryAcquire()).toBe(true);
-  });
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
 
-  it('a torn lock file counts as free', async () => {
+/** Another process holding (or trying to hold) the lock of `d`. */
+async function holderProcess(d: string, holder: string): Promise<{ child: ChildProcess; held: boolean }> {
+  const child = fork(HOLDER_SCRIPT, [d, holder], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  children.push(child);
+  const held = await new Promise<boolean>((resolve, reject) => {
+    child.once('message', (m) => resolve((m as { held: boolean }).held));
+    child.once('exit', (code, signal) => reject(new Error(`lock holder exited early (${code ?? signal})`)));
+  });
+  return { child, held };
+}
+
+const exited = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', () => r())));
+
+describe('NodeLock', () => {
+  it('one holder at a time; release frees it at once; the holder file names the holder', async () => {
     const d = await dir();
     const path = join(d, 'agent.lock');
-    const { writeFile } = await import('node:fs/promises');
-    await writeFile(path, '{"holder": "x", "renew');
-    expect(await new NodeLock({ path, holder: 'a' }).tryAcquire()).toBe(true);
+    const a = new NodeLock({ path, holder: 'a' });
+    const b = new NodeLock({ path, holder: 'b' });
+    expect(await a.tryAcquire()).toBe(true);
+    expect(await b.tryAcquire()).toBe(false);
+    expect(await a.tryAcquire()).toBe(true); // confirm, still ours
+    expect(JSON.parse(await readFile(path, 'utf8'))).toMatchObject({ holder: 'a', pid: process.pid });
+    await a.release();
+    expect(await a.holds()).toBe(false);
+    expect(await b.tryAcquire()).toBe(true);
+    expect((await b.readHolder())?.holder).toBe('b');
+    await b.release();
+  });
+
+  it('is not a lease: a holder file with a fresh time does not block, an ancient one does not free', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    // A file left by a dead process, written "just now" (the old lock stood by for 10 s behind it).
+    await writeFile(path, JSON.stringify({ holder: 'dead', pid: 999_999, renewedAt: Date.now(), since: new Date().toISOString() }));
+    const a = new NodeLock({ path, holder: 'a' });
+    expect(await a.tryAcquire()).toBe(true);
+    await a.release();
+    // A live holder in another process whose file looks decades old still holds.
+    const { held } = await holderProcess(d, 'child');
+    expect(held).toBe(true);
+    await writeFile(path, JSON.stringify({ holder: 'child', pid: 1, renewedAt: 0, since: '1970-01-01T00:00:00.000Z' }));
+    expect(await new NodeLock({ path, holder: 'b' }).tryAcquire()).toBe(false);
+  });
+
+  it('a standby takes over within one retry of the holder being SIGKILLed', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    const { child, held } = await holderProcess(d, 'victim');
+    expect(held).toBe(true);
+    const standby = new NodeLock({ path, holder: 'standby' });
+    // The standby loop of run.ts: retry the bind every LOCK_RETRY_MS.
+    for (let i = 0; i < 3; i++) {
+      expect(await standby.tryAcquire()).toBe(false);
+      await new Promise((r) => setTimeout(r, LOCK_RETRY_MS));
+    }
+    expect((await standby.readHolder())?.holder).toBe('victim');
+    const killedAt = performance.now();
+    child.kill('SIGKILL');
+    let tries = 0;
+    while (!(await standby.tryAcquire())) {
+      tries++;
+      if (performance.now() - killedAt > 10_000) throw new Error('no take-over within 10 s');
+      await new Promise((r) => setTimeout(r, LOCK_RETRY_MS));
+    }
+    const takeoverMs = performance.now() - killedAt;
+    await exited(child);
+    expect(child.signalCode).toBe('SIGKILL');
+    process.stdout.write(`[measured] node lock take-over after SIGKILL of the holder: ${takeoverMs.toFixed(0)} ms (${tries} failed retries, retry every ${LOCK_RETRY_MS} ms)\n`);
+    expect(takeoverMs).toBeLessThan(TAKEOVER_BOUND_MS);
+    expect((await standby.readHolder())?.holder).toBe('standby');
+    await standby.release();
+  });
+
+  it('a holder whose file names another holder steps down and lets the lock go', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    const a = new NodeLock({ path, holder: 'a' });
+    expect(await a.tryAcquire()).toBe(true);
+    // What a second holder in another network namespace would do: write its own name, which may
+    // be the same pod name and pid (each copy has its own PID namespace): only the token differs.
+    await writeFile(path, JSON.stringify({ holder: 'a', token: 'another-instance', pid: process.pid, since: '' }));
+    expect(await a.holds()).toBe(false);
+    expect(await a.tryAcquire()).toBe(false); // steps down ...
+    const b = new NodeLock({ path, holder: 'b' });
+    expect(await b.tryAcquire()).toBe(true); // ... and the socket is free
+    await b.release();
+  });
+
+  it('a holder file deleted by hand is written again; the socket, not the file, is the lock', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    const a = new NodeLock({ path, holder: 'a' });
+    expect(await a.tryAcquire()).toBe(true);
+    const { rm } = await import('node:fs/promises');
+    await rm(path);
+    expect(await new NodeLock({ path, holder: 'b' }).tryAcquire()).toBe(false);
+    expect(await a.tryAcquire()).toBe(true);
+    expect((await a.readHolder())?.holder).toBe('a');
+    await a.release();
+  });
+
+  it('a lock released at shutdown stays released, even with a check in flight', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    const a = new NodeLock({ path, holder: 'a' });
+    expect(await a.tryAcquire()).toBe(true);
+    const inflight = a.tryAcquire();
+    await a.release();
+    await inflight;
+    expect(await a.tryAcquire()).toBe(false);
+    expect(await a.holds()).toBe(false);
+    const b = new NodeLock({ path, holder: 'b' });
+    expect(await b.tryAcquire()).toBe(true);
+    expect((await b.readHolder())?.holder).toBe('b');
+    await b.release();
+  });
+
+  it('one lock per state folder, whatever the spelling of its path', async () => {
+    const d1 = await dir();
+    const d2 = await dir();
+    expect(lockSocketName(d1)).toBe(lockSocketName(`${d1}/`));
+    expect(lockSocketName(d1)).toBe(lockSocketName(join(d1, 'x', '..')));
+    expect(lockSocketName(d1)).not.toBe(lockSocketName(d2));
+    const a = new NodeLock({ path: join(d1, 'agent.lock'), holder: 'a' });
+    const b = new NodeLock({ path: join(d2, 'agent.lock'), holder: 'b' });
+    expect(await a.tryAcquire()).toBe(true);
+    expect(await b.tryAcquire()).toBe(true);
+    await Promise.all([a.release(), b.release()]);
   });
 });

@@ -18,7 +18,7 @@ import { formatDuration } from '../policy/duration.js';
 import { makeActuators, specHashOf } from './actuators.js';
 import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './agent.js';
 import { serveHealth } from './health.js';
-import { LOCK_RENEW_MS, NodeLock } from './lock.js';
+import { LOCK_RENEW_MS, LOCK_RETRY_MS, NodeLock } from './lock.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
@@ -88,30 +88,43 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   let ready = false;
   let lockHeld = false;
 
-  const health = await serveHealth(o.healthPort ?? DEFAULT_HEALTH_PORT, o.healthHost ?? '0.0.0.0', {
-    live: () => ({ ok: true, reason: '' }),
-    ready: () => (lockHeld ? (ready ? { ok: true, reason: '' } : { ok: false, reason: 'observers not synced yet' }) : { ok: false, reason: 'standby: another agent holds the node lock' }),
-    registry: metrics.registry,
+  const listenHealth = async () => {
+    const h = await serveHealth(o.healthPort ?? DEFAULT_HEALTH_PORT, o.healthHost ?? '0.0.0.0', {
+      live: () => ({ ok: true, reason: '' }),
+      ready: () => (lockHeld ? (ready ? { ok: true, reason: '' } : { ok: false, reason: 'observers not synced yet' }) : { ok: false, reason: 'standby: another agent holds the node lock' }),
+      registry: metrics.registry,
+    });
+    stops.push(() => h.close());
+    log.info({ port: h.port }, 'health endpoints listening');
+    return h;
+  };
+  // Both copies of the agent run with hostNetwork and the same flags: the health port is the
+  // node's, and the acting agent's. A standby that finds it taken serves it once the lock is its
+  // own (the kernel frees both when the holder dies); until then the holder answers the probes.
+  const early = await listenHealth().catch((e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EADDRINUSE') throw e;
+    log.info({ port: o.healthPort ?? DEFAULT_HEALTH_PORT }, 'health port in use, by the agent holding the node lock if any; served once the lock is ours');
+    return null;
   });
-  stops.push(() => health.close());
-  log.info({ port: health.port }, 'health endpoints listening');
 
   // One acting agent per node: wait as a standby until the lock is ours.
   const lock = new NodeLock({ path: join(stateDir, 'agent.lock'), holder: `${o.podName}-${process.pid}` });
-  while (!(await lock.tryAcquire())) {
-    log.info({ lock: join(stateDir, 'agent.lock') }, 'another agent holds the node lock; standing by');
-    await new Promise((r) => timers.set(() => r(undefined), LOCK_RENEW_MS));
+  for (let standby = false; !(await lock.tryAcquire()); standby = true) {
+    if (!standby) log.info({ lock: join(stateDir, 'agent.lock'), holder: (await lock.readHolder())?.holder }, 'another agent holds the node lock; standing by');
+    await new Promise((r) => timers.set(() => r(undefined), LOCK_RETRY_MS));
   }
   lockHeld = true;
+  const health = early ?? (await listenHealth());
   let loseLock: () => void = () => {};
   const lost = new Promise<void>((r) => {
     loseLock = r;
   });
+  let lockStopped = false; // a check still in flight at shutdown must not report a loss
   const renew = () => {
     lockTimer = timers.set(async () => {
       try {
-        if (!(await lock.tryAcquire())) {
-          log.error('lost the node lock to another agent; stopping');
+        if (!(await lock.tryAcquire()) && !lockStopped) {
+          log.error({ holder: (await lock.readHolder())?.holder }, 'lost the node lock to another agent; stopping');
           lockHeld = false;
           loseLock();
           return;
@@ -119,12 +132,13 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       } catch (e) {
         log.warn({ err: (e as Error).message }, 'could not renew the node lock');
       }
-      renew();
+      if (!lockStopped) renew();
     }, LOCK_RENEW_MS);
   };
   let lockTimer: unknown = null;
   renew();
   stops.push(async () => {
+    lockStopped = true;
     timers.clear(lockTimer);
     await lock.release();
   });

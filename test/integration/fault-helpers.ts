@@ -82,8 +82,8 @@ export interface FaultSetup {
   manifest: string;
   /** The running agent; a test that restarts it assigns the new one here. */
   agent: Proc;
-  /** Starts another agent process with the same folders and flags (after the first was stopped). */
-  startAgent(): Proc;
+  /** Starts another agent process with the same folders and flags (after the first was stopped), plus `extra` (later flags win). */
+  startAgent(extra?: string[]): Proc;
   /** Starts `lastseen heartbeat` for the parent (default channel: lease), straight to the api-server (never via a proxy). */
   heartbeat(channels?: string): Proc;
 }
@@ -97,13 +97,14 @@ export async function faultSetup(name: string, o: FaultSetupOptions): Promise<Fa
   const main = new MainContainer();
   await main.up();
   const cp = controlPlane();
-  const startAgent = () =>
+  const startAgent = (extra: string[] = []) =>
     lastseen(
       [
         'agent',
         ...['--node', node, '--pod-name', `agent-${node}`, '--namespace', ns, '--kubeconfig', o.agentKubeconfig ?? cp.adminKubeconfig],
         ...['--manifest-dir', dirs.manifests, '--state-dir', dirs.state, '--heartbeat-dir', dirs.heartbeats, '--policy-file', dirs.policy],
         ...['--health-port', '0', '--health-host', '127.0.0.1', '--api-probe', '500ms', '--local-poll', '200ms', '--watchdog', o.watchdog ?? '10s'],
+        ...extra,
       ],
       {},
       o.bundle,
