@@ -221,9 +221,12 @@ export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: numb
     if (apiServedAt !== null) {
       try {
         if (parentServedAt === null && !tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver', t0)) && (await tb.readyz())) parentServedAt = Date.now();
-        if (!schedulerBack) schedulerBack = await tb.daemonPodServing('kube-scheduler', t0);
-        if (!controllerManagerBack) controllerManagerBack = await tb.daemonPodServing('kube-controller-manager', t0);
-        if (!agentBack) agentBack = await tb.agentPodRunning(t0);
+        // After a power cycle everything must have started again; after a disruption of the
+        // api-server alone, the others need only be running.
+        const others = opts.disrupt ? 0 : t0;
+        if (!schedulerBack) schedulerBack = await tb.daemonPodServing('kube-scheduler', others);
+        if (!controllerManagerBack) controllerManagerBack = await tb.daemonPodServing('kube-controller-manager', others);
+        if (!agentBack) agentBack = await tb.agentPodRunning(others);
       } catch {
         // the api-server went away between two polls: try again
       }
