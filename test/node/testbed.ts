@@ -176,10 +176,17 @@ export const deleteApiserverPod: Disruption = async (tb) => {
   return t0;
 };
 
-/** A rollout of an api-server spec that never becomes ready (etcd it cannot reach); measured from the patch. */
+/**
+ * A rollout of an api-server spec that never becomes ready: its only etcd is one nobody serves
+ * (replaced, not added: a second --etcd-servers flag appends to the list); measured from the patch.
+ */
 export const badRollout: Disruption = async (tb) => {
+  const ds = JSON.parse(await tb.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json']));
+  const command: string[] = ds.spec.template.spec.containers[0].command;
+  const at = command.findIndex((a) => a.startsWith('--etcd-servers='));
+  if (at < 0) throw new Error('the kube-apiserver DaemonSet has no --etcd-servers flag to break');
   const t0 = Date.now();
-  await tb.kubectl(['-n', 'kube-system', 'patch', 'daemonset', 'kube-apiserver', '--type=json', '-p', JSON.stringify([{ op: 'add', path: '/spec/template/spec/containers/0/command/-', value: '--etcd-servers=http://127.0.0.1:9' }])]);
+  await tb.kubectl(['-n', 'kube-system', 'patch', 'daemonset', 'kube-apiserver', '--type=json', '-p', JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value: '--etcd-servers=http://127.0.0.1:9' }])]);
   return t0;
 };
 
