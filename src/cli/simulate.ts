@@ -21,6 +21,7 @@ import {
   STRATEGIES,
   type Scenario,
   type StrategyName,
+  timelineEvents,
   seedsExitCode,
   withKubeletModel,
 } from '../sim/index.js';
@@ -43,6 +44,7 @@ interface Opts {
   seed?: string;
   strategy: string;
   json?: boolean;
+  events?: boolean;
   svg?: string;
   seeds?: string;
   kubelet?: string;
@@ -91,7 +93,7 @@ async function load(name: string | undefined, file: string | undefined): Promise
   return s;
 }
 
-function jsonOf(r: RunResult): Record<string, unknown> {
+function jsonOf(r: RunResult, events: boolean): Record<string, unknown> {
   return {
     scenario: r.scenario,
     seed: r.seed,
@@ -102,6 +104,7 @@ function jsonOf(r: RunResult): Record<string, unknown> {
     outcome: r.outcome,
     simulatedSeconds: r.endedAt,
     events: r.events,
+    ...(events ? { timeline: timelineEvents(r) } : {}),
   };
 }
 
@@ -155,6 +158,7 @@ export function register(program: Command): void {
     .option('--strategy <name>', `checkpointing strategy: ${STRATEGIES.join(', ')}`, 'lastseen')
     .option('--kubelet <model>', `kubelet model, overriding the scenario's: ${KUBELET_MODELS.join(', ')} (docs/simulator-kubelet.md)`)
     .option('--json', 'print one JSON object instead of the timeline')
+    .option('--events', 'with --json (one run): include the timeline, one object per line ({t, node, kind, text, key}), as `timeline`')
     .option('--svg <file>', 'draw the run as an SVG chart')
     .addHelpText('after', EXIT_HELP)
     // Commander's own usage errors (an unknown option, a missing value) are invalid input too.
@@ -162,6 +166,8 @@ export function register(program: Command): void {
     .action(async (name: string | undefined, opts: Opts) => {
       const strategy = strategyOf(opts.strategy);
       const kubelet = kubeletOf(opts.kubelet);
+      if (opts.events && !opts.json) throw new CliError('--events adds the timeline to the JSON output: use it with --json (the text output is the timeline)', 'EEVENTS', EXIT_INVALID);
+      if (opts.events && (name === 'random' || opts.seeds !== undefined)) throw new CliError('--events belongs to one run; it cannot be used with --seeds', 'EEVENTS', EXIT_INVALID);
       if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json, kubelet);
       if (opts.seeds !== undefined) {
         if (name === 'random-one') throw new CliError('random-one draws its scenario from --seed; use `random --seeds A..B` for a range', 'ESEEDS', EXIT_INVALID);
@@ -172,7 +178,7 @@ export function register(program: Command): void {
       const seed = seedOf(opts.seed);
       const scenario = onKubelet(name === 'random-one' ? randomScenario(seed ?? 1) : await load(name, opts.file), kubelet);
       const r = await runScenario(scenario, { seed, strategy });
-      if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r), null, 2)}\n`);
+      if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r, !!opts.events), null, 2)}\n`);
       else process.stdout.write(`${formatTimeline(r)}\n`);
       if (opts.svg) {
         await writeFile(opts.svg, renderSvg(r));

@@ -39,6 +39,21 @@ export function verdictLines(r: RunResult): string[] {
   return lines;
 }
 
+/** A timeline line as an object (`simulate --json --events`): the same fields the text line prints. */
+export interface TimelineEvent {
+  /** Virtual seconds. */
+  t: number;
+  node: string;
+  kind: LogEntry['kind'];
+  text: string;
+  /** The parent key the line is about, when it is about one. */
+  key?: string;
+}
+
+export function timelineEvents(r: RunResult): TimelineEvent[] {
+  return r.logs.map((e) => ({ t: e.t / 1000, node: e.node, kind: e.kind, text: e.text, ...(e.key !== undefined ? { key: e.key } : {}) }));
+}
+
 export function formatTimeline(r: RunResult): string {
   const width = Math.max(7, ...r.nodes.map((n) => n.length));
   return [...r.logs.map((e) => formatEntry(e, width)), '', ...verdictLines(r)].join('\n');

@@ -66,3 +66,32 @@ describe('lastseen simulate: exit status', () => {
     expect(r.stdout).toMatch(/Exit status:\n\s+0 .*\n\s+1 .*verdict failed[\s\S]*\n\s+2 .*invalid input/);
   });
 });
+
+describe('lastseen simulate --json --events', () => {
+  it('includes the timeline, one object per text line, in the same order', () => {
+    const text = simulate('--file', EXAMPLE);
+    const lines = text.stdout.split('\n\n')[0]!.split('\n');
+    const r = simulate('--file', EXAMPLE, '--json', '--events');
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout) as { events: number; outcome: unknown; timeline: Array<{ t: number; node: string; kind: string; text: string; key?: string }> };
+    // The existing fields stay: `events` is still the number of simulated events.
+    expect(typeof out.events).toBe('number');
+    expect(out.outcome).toMatchObject({ faultAt: 120 });
+    expect(out.timeline).toHaveLength(lines.length);
+    out.timeline.forEach((e, i) => {
+      const fields = lines[i]!.trim().split(/\s+/);
+      expect([fields[1], fields[2]]).toEqual([e.node, e.kind]);
+      expect(lines[i]!.endsWith(` ${e.text}`)).toBe(true);
+    });
+    expect(out.timeline).toContainEqual({ t: 300, node: 'm1', kind: 'fault', text: "kube-flannel's process hangs for 120s", key: 'kube-flannel' });
+    const ts = out.timeline.map((e) => e.t);
+    expect([...ts].sort((a, b) => a - b)).toEqual(ts);
+  });
+
+  it('without --events the JSON has no timeline; --events without --json or with --seeds is invalid (2)', () => {
+    const plain = JSON.parse(simulate('--file', EXAMPLE, '--json').stdout) as Record<string, unknown>;
+    expect(plain).not.toHaveProperty('timeline');
+    expect(simulate('--file', EXAMPLE, '--events').status).toBe(2);
+    expect(simulate('--file', EXAMPLE, '--json', '--events', '--seeds', '1..2').status).toBe(2);
+  });
+});
