@@ -25,6 +25,14 @@ export function verdictLines(r: RunResult): string[] {
       ? 'no fault scheduled'
       : `after the fault at ${o.faultAt}s: served again after ${sec(o.servedAt)}; parent itself serving (checkpoint retired) after ${sec(o.parentServedAt)}; unserved ${o.unservedSeconds}s in total; at the end served by ${o.finalServedBy ?? 'nobody'}`,
   ];
+  if (o.perFault.length > 1) {
+    for (const f of o.perFault) {
+      lines.push(
+        `  fault ${f.index} (${f.type} at ${f.at}s, until ${f.until}s): served again after ${sec(f.servedAt)}; parent itself after ${sec(f.parentServedAt)}; unserved ${f.unservedSeconds}s; ${f.activations} activation(s), ${f.handoverAttempts} hand-over attempt(s)`,
+      );
+    }
+  }
+  if (o.faultAt !== null) lines.push(`whole run: unserved ${o.totals.unservedSeconds}s after the key first served; ${o.totals.activations} activation(s), ${o.totals.handoverAttempts} hand-over attempt(s)`);
   for (const v of r.invariantViolations) lines.push(`invariant violated at ${v.t}s on ${v.node} (${v.key}): ${v.invariant}: ${v.message}`);
   for (const f of r.expectationFailures) lines.push(`expectation failed: ${f}`);
   if (r.strategy !== 'lastseen') {
