@@ -16,6 +16,8 @@ export function formatEntry(e: LogEntry, nodeWidth: number): string {
 }
 
 const sec = (v: number | null) => (v === null ? 'never' : `${v}s`);
+/** A per-fault figure: null means not before the fault's window closed. */
+const inWindow = (v: number | null, until: number) => (v === null ? `not by ${until}s` : `after ${v}s`);
 
 export function verdictLines(r: RunResult): string[] {
   const o = r.outcome;
@@ -28,7 +30,7 @@ export function verdictLines(r: RunResult): string[] {
   if (o.perFault.length > 1) {
     for (const f of o.perFault) {
       lines.push(
-        `  fault ${f.index} (${f.type} at ${f.at}s, until ${f.until}s): served again after ${sec(f.servedAt)}; parent itself after ${sec(f.parentServedAt)}; unserved ${f.unservedSeconds}s; ${f.activations} activation(s), ${f.handoverAttempts} hand-over attempt(s)`,
+        `  fault ${f.index} (${f.type} at ${f.at}s, until ${f.until}s): served again ${inWindow(f.servedAt, f.until)}; parent itself ${inWindow(f.parentServedAt, f.until)}; unserved ${f.unservedSeconds}s; ${f.activations} activation(s), ${f.handoverAttempts} hand-over attempt(s)`,
       );
     }
   }

@@ -2,7 +2,7 @@
 // next fault's) and over the whole run (unserved time, activations, hand-over attempts).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { namedScenario, parseScenario, parseScenarioText, runScenario } from '../../src/sim/index.js';
+import { formatTimeline, namedScenario, parseScenario, parseScenarioText, runScenario } from '../../src/sim/index.js';
 
 const sum = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) * 10) / 10;
 
@@ -10,7 +10,13 @@ describe('outcome per fault and totals', () => {
   it('the example with kill then hang: each fault its own recovery; the first-fault figures unchanged', async () => {
     const r = parseScenarioText(readFileSync('examples/scenarios/process-faults.yaml', 'utf8'));
     if (!r.ok) throw new Error(JSON.stringify(r.errors));
-    const o = (await runScenario(r.scenario)).outcome;
+    const run = await runScenario(r.scenario);
+    const o = run.outcome;
+    // The text verdict prints a line per fault (when there are several) and the whole run's.
+    const text = formatTimeline(run);
+    expect(text).toMatch(/\n {2}fault 0 \(kill at 120s, until 300s\): served again after 6s; parent itself after 6s; unserved 6s; 0 activation\(s\), 0 hand-over attempt\(s\)\n/);
+    expect(text).toMatch(/\n {2}fault 1 \(hang at 300s, until 600s\): served again after 2\d(\.\d)?s; parent itself after 12\d(\.\d)?s; .* 1 activation\(s\)/);
+    expect(text).toMatch(/\nwhole run: unserved [\d.]+s after the key first served; 1 activation\(s\), 0 hand-over attempt\(s\)\n/);
     expect(o.perFault.map((f) => [f.index, f.type, f.at, f.until])).toEqual([
       [0, 'kill', 120, 300],
       [1, 'hang', 300, 600],
