@@ -11,6 +11,7 @@ export function faultEnd(f: FaultSpec): number {
     case 'partition':
     case 'latency':
     case 'stall-watch':
+    case 'hang':
       return f.at + f.duration;
     default:
       return f.at;
@@ -35,6 +36,10 @@ export function describeFault(f: FaultSpec): string {
       return 'agent container killed';
     case 'clock-step':
       return `wall clock steps by ${f.step / 1000}s`;
+    case 'kill':
+      return `${f.key}'s process killed (no last beat)`;
+    case 'hang':
+      return `${f.key}'s process hangs for ${f.duration / 1000}s`;
   }
 }
 
@@ -119,5 +124,17 @@ function apply(w: World, f: FaultSpec): void {
     case 'clock-step':
       node!.clock.skewMs += f.step;
       return;
+    case 'kill':
+    case 'hang': {
+      const k = w.kubelets.get(node!.name);
+      const p = k && [...k.pods.values()].find((q) => q.role === 'parent' && q.spec?.key === f.key && !q.removed && q.state !== 'waiting');
+      if (!k || !p) {
+        w.log(node!.name, 'fault', `no running ${f.key} process to ${f.type}`, f.key);
+        return;
+      }
+      if (f.type === 'kill') k.exit(p, 'killed (SIGKILL, no last beat)');
+      else k.hang(p, f.duration);
+      return;
+    }
   }
 }

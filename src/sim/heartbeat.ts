@@ -3,7 +3,8 @@
 // its start) and writes one round of beats: the local file on the node's tmpfs, and the Lease or
 // annotation into the api-server when the node reaches one. It lives as long as its pod: a native
 // sidecar keeps beating `Starting` while the main container crash-loops. On removal it writes a
-// last `Stopping` round, as the real sidecar does on SIGTERM.
+// last `Stopping` round, as the real sidecar does on SIGTERM. While the main process hangs (fault
+// `hang`) it writes nothing: the model's hang is one that stops the heartbeat with the service.
 import { localBeatFile, leaseName } from '../core/names.js';
 import type { Role } from '../core/types.js';
 import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat } from '../heartbeat/beat.js';
@@ -24,6 +25,8 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
   const rng = world.rng(`sidecar/${pod.uid}`);
 
   const round = (stopping: boolean) => {
+    // A hung process (fault `hang`) writes nothing, not even a last Stopping beat.
+    if (pod.hung) return;
     const now = world.q.now;
     const ready = pod.state === 'running' && !pod.removed;
     const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);

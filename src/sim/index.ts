@@ -2,7 +2,7 @@ export { namedScenario, NAMED, SCENARIO_NAMES } from './scenarios.js';
 export { parseScenario, parseScenarioText, type Scenario, type ScenarioInput, withKubeletModel } from './schema.js';
 export { KUBELET_MODELS, KUBELET_MODEL_BY_NAME, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
 export { runScenario, type RunOptions, type RunResult } from './run.js';
-export { formatTimeline, verdictLines } from './timeline.js';
+export { formatTimeline, type TimelineEvent, timelineEvents, verdictLines } from './timeline.js';
 export { renderSvg } from './svg.js';
 export { randomScenario, parseSeedRange } from './random.js';
 export { measureSpeed } from './speed.js';

@@ -66,6 +66,8 @@ export interface KPod {
   exits: number;
   /** staleStatus: the container exited while the kubelet had no api-server; not yet noticed. */
   unnoticed: { why: string; at: number } | null;
+  /** Hung (scenario fault `hang`): the process holds its ports and stays "running", but neither serves nor beats. */
+  hung: boolean;
   stopSidecar: (() => void) | null;
 }
 
@@ -125,7 +127,7 @@ export class Kubelet {
 
   /** Serving: running and Ready, not being removed. */
   serving(p: KPod): boolean {
-    return p.state === 'running' && !p.removed;
+    return p.state === 'running' && !p.removed && !p.hung;
   }
 
   /** The kubelet's `/pods` listing: every pod it knows, with the state it last managed to report. */
@@ -214,6 +216,7 @@ export class Kubelet {
       reported: null,
       everStarted: false,
       unnoticed: null,
+      hung: false,
       stopSidecar: null,
     };
     this.pods.set(p.uid, p);
@@ -226,6 +229,7 @@ export class Kubelet {
   private startContainer(p: KPod): void {
     if (p.removed || p.state !== 'waiting') return;
     p.state = 'starting';
+    p.hung = false;
     p.everStarted = true;
     p.startedAt = this.world.q.now;
     this.node.disk.containers.add(p.identity);
@@ -277,6 +281,7 @@ export class Kubelet {
     if (p.removed) return;
     this.release(p);
     p.state = 'waiting';
+    p.hung = false;
     p.runId++;
     if (this.staleStatus && p.source === 'api' && !this.connected) {
       p.unnoticed = { why, at: this.world.q.now };
@@ -314,6 +319,23 @@ export class Kubelet {
     const run = p.runId;
     this.after(delay, () => {
       if (p.runId === run) this.startContainer(p);
+    });
+  }
+
+  /**
+   * The process hangs for `ms` (a deadlock, a stuck disk): it keeps its ports and the runtime still
+   * sees it running, so the kubelet neither notices nor restarts it, but it stops serving and its
+   * heartbeat stops. It resumes after `ms` unless its container ended meanwhile.
+   */
+  hang(p: KPod, ms: number): void {
+    if (p.removed || p.state === 'waiting') return;
+    p.hung = true;
+    const run = p.runId;
+    this.world.log(this.node.name, 'kubelet', `${p.name} hangs: holds its ports, neither serves nor beats (${ms / 1000}s)`, p.spec?.key);
+    this.after(ms, () => {
+      if (p.runId !== run || p.removed || !p.hung) return;
+      p.hung = false;
+      this.world.log(this.node.name, 'kubelet', `${p.name} resumes after its hang${p.state === 'running' ? ': serving again' : ''}`, p.spec?.key);
     });
   }
 

@@ -41,6 +41,37 @@ export function parentServes(world: World, node: string, key: string): boolean {
   return servedBy(world, node, key) === 'parent' && !checkpointActive(world, node, key);
 }
 
+/**
+ * The focus key's recovery from one fault. A fault's window runs from its `at` until the next fault
+ * that starts later (faults at the same moment share one), or the end of the run; every figure is
+ * counted inside it, in seconds from the fault's `at`, with the conventions of OutcomeFigures.
+ */
+export interface FaultOutcome {
+  /** The fault's index in the scenario's `faults` and its type. */
+  index: number;
+  type: string;
+  /** Virtual seconds of the fault and of the end of its window. */
+  at: number;
+  until: number;
+  /** Served again after being unserved in the window (0: never unserved in it; null: not within the window). */
+  servedAt: number | null;
+  /** The parent itself served with its checkpoint retired (same conventions). */
+  parentServedAt: number | null;
+  unservedSeconds: number;
+  /** The checkpoint's manifest appeared in the static-pod folder (re-activations after a lost hand-over included). */
+  activations: number;
+  /** Hand-overs the lastseen agent started (Active -> HandingOver); other strategies have none. */
+  handoverAttempts: number;
+}
+
+/** The focus key over the whole run. */
+export interface OutcomeTotals {
+  /** Unserved time from the moment the key was first served (the cluster's cold start is not counted). */
+  unservedSeconds: number;
+  activations: number;
+  handoverAttempts: number;
+}
+
 export interface OutcomeFigures {
   /** Virtual seconds of the first fault (null: no fault). */
   faultAt: number | null;
@@ -51,7 +82,26 @@ export interface OutcomeFigures {
   unservedSeconds: number;
   /** Who served the focus key at the end. */
   finalServedBy: ServedBy;
+  /** The same figures after each fault, in the order of their `at`. */
+  perFault: FaultOutcome[];
+  totals: OutcomeTotals;
 }
+
+interface Window {
+  index: number;
+  type: string;
+  at: number;
+  until: number;
+  unservedMs: number;
+  everUnserved: boolean;
+  everNotParent: boolean;
+  servedAgainAt: number | null;
+  parentAgainAt: number | null;
+  activations: number;
+  handoverAttempts: number;
+}
+
+const round1 = (ms: number) => Math.round(ms / 100) / 10;
 
 export class Outcome {
   private lastT: number | null = null;
@@ -61,8 +111,56 @@ export class Outcome {
   private everNotParent = false;
   private servedAgainAt: number | null = null;
   private parentAgainAt: number | null = null;
+  /** Per-fault windows in the order of `at`; `cur` is the index of the first of the group now open (-1: before the first fault). */
+  private readonly windows: Window[];
+  private cur = -1;
+  private curEnd = -1;
+  /** The first window not opened yet. */
+  private next = 0;
+  /** Whole run, from the first moment the focus key was served. */
+  private everServed = false;
+  private runLastT: number | null = null;
+  private runLastServed = true;
+  private runUnservedMs = 0;
+  private activations = 0;
+  private handoverAttempts = 0;
+  private manifestWas = false;
+  private readonly manifest: string;
 
-  constructor(private readonly world: World) {}
+  constructor(private readonly world: World) {
+    const faults = world.scenario.spec.faults;
+    const order = faults.map((f, index) => ({ f, index })).sort((a, b) => a.f.at - b.f.at || a.index - b.index);
+    const end = world.scenario.spec.duration;
+    this.windows = order.map(({ f, index }) => ({
+      index,
+      type: f.type,
+      at: f.at,
+      until: Math.max(f.at, order.find((o) => o.f.at > f.at)?.f.at ?? end),
+      unservedMs: 0,
+      everUnserved: false,
+      everNotParent: false,
+      servedAgainAt: null,
+      parentAgainAt: null,
+      activations: 0,
+      handoverAttempts: 0,
+    }));
+    const { key } = world.scenario.focus;
+    this.manifest = manifestFile(world.parentDef(key).namespace, key);
+  }
+
+  /** The windows of the group now open (faults at the same moment share one). */
+  private *open(): Generator<Window> {
+    if (this.cur < 0) return;
+    for (let i = this.cur; i < this.curEnd; i++) yield this.windows[i]!;
+  }
+
+  /** A parent's state changed on a node (the lastseen agent's core). */
+  transition(node: string, key: string, from: string, to: string): void {
+    const focus = this.world.scenario.focus;
+    if (node !== focus.node || key !== focus.key || from !== 'Active' || to !== 'HandingOver') return;
+    this.handoverAttempts++;
+    for (const win of this.open()) win.handoverAttempts++;
+  }
 
   afterEvent(): void {
     const w = this.world;
@@ -75,17 +173,43 @@ export class Outcome {
         }
       }
     }
-    const at = w.firstFaultAt;
-    if (at === null || w.q.now < at) return;
     const { node, key } = w.scenario.focus;
     const now = w.q.now;
-    if (this.lastT !== null && !this.lastServed) this.unservedMs += now - this.lastT;
     const served = servedBy(w, node, key) !== null;
+    // The interval since the last event belongs to the window open then.
+    if (this.lastT !== null && !this.lastServed) for (const win of this.open()) win.unservedMs += now - this.lastT;
+    if (this.runLastT !== null && !this.runLastServed) this.runUnservedMs += now - this.runLastT;
+    while (this.next < this.windows.length && this.windows[this.next]!.at <= now) {
+      this.cur = this.next;
+      this.curEnd = this.cur;
+      while (this.curEnd < this.windows.length && this.windows[this.curEnd]!.at === this.windows[this.cur]!.at) this.curEnd++;
+      this.next = this.curEnd;
+    }
+    const present = w.nodes.get(node)!.disk.manifests.has(this.manifest);
+    if (present && !this.manifestWas) {
+      this.activations++;
+      for (const win of this.open()) win.activations++;
+    }
+    this.manifestWas = present;
+    if (served) this.everServed = true;
+    if (this.everServed) {
+      this.runLastT = now;
+      this.runLastServed = served;
+    }
+    const at = w.firstFaultAt;
+    if (at === null || now < at) return;
+    if (this.lastT !== null && !this.lastServed) this.unservedMs += now - this.lastT;
     const parent = parentServes(w, node, key);
     if (!served) this.everUnserved = true;
     if (!parent) this.everNotParent = true;
     if (served && this.everUnserved && this.servedAgainAt === null) this.servedAgainAt = now;
     if (parent && this.everNotParent && this.parentAgainAt === null) this.parentAgainAt = now;
+    for (const win of this.open()) {
+      if (!served) win.everUnserved = true;
+      if (!parent) win.everNotParent = true;
+      if (served && win.everUnserved && win.servedAgainAt === null) win.servedAgainAt = now;
+      if (parent && win.everNotParent && win.parentAgainAt === null) win.parentAgainAt = now;
+    }
     this.lastT = now;
     this.lastServed = served;
   }
@@ -95,12 +219,30 @@ export class Outcome {
     const at = w.firstFaultAt;
     const sec = (t: number | null) => (t === null || at === null ? null : Math.round((t - at) / 100) / 10);
     const tail = this.lastT !== null && !this.lastServed ? endAt - this.lastT : 0;
+    const runTail = this.runLastT !== null && !this.runLastServed ? endAt - this.runLastT : 0;
+    const perFault = this.windows.map((win, i) => {
+      const open = i >= this.cur && i < this.curEnd;
+      const since = (t: number | null) => (t === null ? null : round1(t - win.at));
+      return {
+        index: win.index,
+        type: win.type,
+        at: win.at / 1000,
+        until: Math.min(win.until, endAt) / 1000,
+        servedAt: !win.everUnserved ? 0 : since(win.servedAgainAt),
+        parentServedAt: !win.everNotParent ? 0 : since(win.parentAgainAt),
+        unservedSeconds: round1(win.unservedMs + (open ? tail : 0)),
+        activations: win.activations,
+        handoverAttempts: win.handoverAttempts,
+      };
+    });
     return {
       faultAt: at === null ? null : at / 1000,
       servedAt: !this.everUnserved ? 0 : sec(this.servedAgainAt),
       parentServedAt: !this.everNotParent ? 0 : sec(this.parentAgainAt),
-      unservedSeconds: Math.round((this.unservedMs + tail) / 100) / 10,
+      unservedSeconds: round1(this.unservedMs + tail),
       finalServedBy: servedBy(w, w.scenario.focus.node, w.scenario.focus.key),
+      perFault,
+      totals: { unservedSeconds: round1(this.runUnservedMs + runTail), activations: this.activations, handoverAttempts: this.handoverAttempts },
     };
   }
 }

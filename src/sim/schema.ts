@@ -81,6 +81,13 @@ const fault = z.discriminatedUnion('type', [
     startTime: duration().optional(),
   }),
   z.strictObject({ type: z.literal('agent-restart'), at, node: z.string() }),
+  /**
+   * The parent's main process dies (a crash, an OOM kill) with no last beat, while its node, its
+   * heartbeat sidecar and the agent stay up; the kubelet restarts it per its model (crash-loop back-off).
+   */
+  z.strictObject({ type: z.literal('kill'), at, key: z.string(), node: z.string() }),
+  /** The parent's process hangs for `duration`: it holds its ports and stays "running", but stops serving and beating. */
+  z.strictObject({ type: z.literal('hang'), at, key: z.string(), node: z.string(), duration: duration() }),
   z.strictObject({ type: z.literal('clock-step'), at, node: z.string(), step: duration(true) }),
 ]);
 

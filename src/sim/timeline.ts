@@ -16,6 +16,8 @@ export function formatEntry(e: LogEntry, nodeWidth: number): string {
 }
 
 const sec = (v: number | null) => (v === null ? 'never' : `${v}s`);
+/** A per-fault figure: null means not before the fault's window closed. */
+const inWindow = (v: number | null, until: number) => (v === null ? `not by ${until}s` : `after ${v}s`);
 
 export function verdictLines(r: RunResult): string[] {
   const o = r.outcome;
@@ -25,6 +27,14 @@ export function verdictLines(r: RunResult): string[] {
       ? 'no fault scheduled'
       : `after the fault at ${o.faultAt}s: served again after ${sec(o.servedAt)}; parent itself serving (checkpoint retired) after ${sec(o.parentServedAt)}; unserved ${o.unservedSeconds}s in total; at the end served by ${o.finalServedBy ?? 'nobody'}`,
   ];
+  if (o.perFault.length > 1) {
+    for (const f of o.perFault) {
+      lines.push(
+        `  fault ${f.index} (${f.type} at ${f.at}s, until ${f.until}s): served again ${inWindow(f.servedAt, f.until)}; parent itself ${inWindow(f.parentServedAt, f.until)}; unserved ${f.unservedSeconds}s; ${f.activations} activation(s), ${f.handoverAttempts} hand-over attempt(s)`,
+      );
+    }
+  }
+  if (o.faultAt !== null) lines.push(`whole run: unserved ${o.totals.unservedSeconds}s after the key first served; ${o.totals.activations} activation(s), ${o.totals.handoverAttempts} hand-over attempt(s)`);
   for (const v of r.invariantViolations) lines.push(`invariant violated at ${v.t}s on ${v.node} (${v.key}): ${v.invariant}: ${v.message}`);
   for (const f of r.expectationFailures) lines.push(`expectation failed: ${f}`);
   if (r.strategy !== 'lastseen') {
@@ -37,6 +47,21 @@ export function verdictLines(r: RunResult): string[] {
     lines.push(r.verdict === 'pass' ? 'verdict: PASS' : `verdict: FAIL (replay with --seed ${r.seed})`);
   }
   return lines;
+}
+
+/** A timeline line as an object (`simulate --json --events`): the same fields the text line prints. */
+export interface TimelineEvent {
+  /** Virtual seconds. */
+  t: number;
+  node: string;
+  kind: LogEntry['kind'];
+  text: string;
+  /** The parent key the line is about, when it is about one. */
+  key?: string;
+}
+
+export function timelineEvents(r: RunResult): TimelineEvent[] {
+  return r.logs.map((e) => ({ t: e.t / 1000, node: e.node, kind: e.kind, text: e.text, ...(e.key !== undefined ? { key: e.key } : {}) }));
 }
 
 export function formatTimeline(r: RunResult): string {

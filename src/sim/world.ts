@@ -187,6 +187,7 @@ export class World {
     this.log(node.name, 'core', from === to ? `${s.id} ${to}: ${reason}` : `${s.id} ${from} -> ${to}: ${reason}`, key);
     this.record(`core/${node.name}/${key}`, to);
     this.invariants.transition(node, key, from, to, node.clock.mono(this.q.now));
+    this.outcome.transition(node.name, key, from, to);
   }
 
   /** An agent created or settled a promise: its callbacks must run before time moves on. */
