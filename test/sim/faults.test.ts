@@ -96,11 +96,14 @@ describe('fault hang', () => {
     expect(poll.outcome.unservedSeconds).toBe(120);
   });
 
-  it('a hung api-server holds its port: only a port-sharing checkpoint can cover it', async () => {
+  it('a hung api-server holds its port: a port-sharing checkpoint runs beside it but cannot win its share back; an exclusive one cannot bind', async () => {
     const fault = { type: 'hang', at: '3m', key: 'kube-apiserver', node: 'm1', duration: '2m' } as const;
     const shared = await run({ parents: [apiserver], faults: [fault] });
     expect(shared.verdict).toBe('pass');
-    expect(shared.outcome.servedAt!).toBeLessThan(40);
+    // The checkpoint is activated and serves beside it, but the hung process keeps taking its share
+    // of the connections (SO_REUSEPORT), so clients still fail: unserved until the hang ends.
+    expect(activated(shared.logs, 'kube-apiserver')).toBe(true);
+    expect(shared.outcome.servedAt).toBe(120);
     const exclusive = await run({ parents: [{ ...apiserver, portSharing: false, policy: { whenApiUnreachable: 'activate' } }], faults: [fault] });
     expect(exclusive.verdict).toBe('pass');
     expect(activated(exclusive.logs, 'kube-apiserver')).toBe(true);
