@@ -42,8 +42,10 @@ export default defineConfig({
           testTimeout: 900_000,
           hookTimeout: 600_000,
           fileParallelism: false,
-          // After the other projects, never beside them: a kubelet, containerd and a self-hosted
-          // control plane load both cores, and the integration suite's timings would suffer.
+          // In a group of its own, never beside another project: a kubelet, containerd and a
+          // self-hosted control plane load both cores, and the others' timings would suffer.
+          // (vitest runs it after the unit project and before the integration project, whose files
+          // run one at a time in their own sequential group.)
           sequence: { groupOrder: 1 },
         },
       },
