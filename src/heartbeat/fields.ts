@@ -34,6 +34,15 @@ export type Field<T> = { ok: true; value: T } | { ok: false; reason: string };
 
 const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, reason });
 
+/** The beat a channel read, from its checked fields (an undeclared interval stays absent). */
+export function beatOf(
+  channel: Beat['channel'],
+  f: { holder: string; holderUid: string; role: Role; phase: Phase; sequence: number; renewTime: string; intervalMs: number | undefined },
+): BeatResult {
+  const { intervalMs, ...rest } = f;
+  return { ok: true, beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}) } };
+}
+
 export function show(v: unknown): string {
   if (v === undefined) return 'missing';
   if (v === null) return 'null';

@@ -7,7 +7,7 @@
 import type { Beat } from '../core/types.js';
 import { ANNOTATION_HOLDER_UID, ANNOTATION_INTERVAL_MS, ANNOTATION_LAST_SEEN, ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE } from '../core/names.js';
 import type { BeatWriter, Clock } from '../heartbeat/channel.js';
-import { type BeatResult, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
+import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
 import type { KubeClient } from './client.js';
 import { classifyKubeError, type KubeError } from './errors.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
@@ -64,19 +64,7 @@ export function beatFromPod(pod: unknown, expectedNode: string): BeatResult {
   }
   const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
   if (!interval.ok) return refuse(interval.reason);
-  return {
-    ok: true,
-    beat: {
-      channel: 'annotation',
-      holder: holder.value,
-      holderUid: uid.value,
-      role: role.value,
-      phase: phase.value,
-      sequence: sequence.value,
-      renewTime: renew.value,
-      ...(interval.value !== undefined ? { intervalMs: interval.value } : {}),
-    },
-  };
+  return beatOf('annotation', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value });
 }
 
 export interface AnnotationChannelOptions {

@@ -33,7 +33,7 @@ import {
 } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter, Clock } from '../heartbeat/channel.js';
-import { type BeatResult, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
+import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
 import type { KubeClient } from './client.js';
 import { classifyKubeError, type KubeError } from './errors.js';
 import { mergePatchOptions } from './patch.js';
@@ -142,19 +142,7 @@ export function beatFromLease(lease: unknown, expectedNode: string): BeatResult 
   if (!renew.ok) return refuse(renew.reason);
   const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
   if (!interval.ok) return refuse(interval.reason);
-  return {
-    ok: true,
-    beat: {
-      channel: 'lease',
-      holder: holder.value,
-      holderUid: uid.value,
-      role: role.value,
-      phase: phase.value,
-      sequence: sequence.value,
-      renewTime: renew.value,
-      ...(interval.value !== undefined ? { intervalMs: interval.value } : {}),
-    },
-  };
+  return beatOf('lease', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value });
 }
 
 export interface LeaseChannelOptions {
