@@ -203,7 +203,10 @@ describe('a stalled path between the agent and the api-server', () => {
   ] as const)('established connections stall, new ones pass (whenApiUnreachable: $when, watchdog $watchdog): no false activation (the live read sees the Lease change), the watchdog restores the watch', async ({ when, watchdog }) => {
     const proxy = await startTcpProxy({ host: '127.0.0.1', port: apiserverPort() });
     proxies.push(proxy);
-    const policy = `{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease], whenApiUnreachable: ${when} }`;
+    // `activate` needs the local channel in the policy (the validator refuses it without); the
+    // heartbeat below writes the Lease only, so the local channel stays silent and the Lease decides.
+    const channels = when === 'activate' ? 'lease, local' : 'lease';
+    const policy = `{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [${channels}], whenApiUnreachable: ${when} }`;
     const s = await faultSetup(`stall-${when}`, { policy, agentKubeconfig: await kubeconfigVia(proxy.port), watchdog });
     let hb: Proc | null = s.heartbeat('lease');
     await captured(s);

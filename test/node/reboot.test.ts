@@ -1,9 +1,10 @@
 // The master reboot on a real kubelet: a self-hosted control plane power-cycled with lastseen
-// (it must come back every time) and without it (it must not: the background deadlock).
+// (it must come back every time), its last api-server pod deleted, and the same power cycle without
+// lastseen (it must not come back: the background deadlock). The tests run in order on one node.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RebootResult, rebootOnce, Testbed } from './testbed.js';
+import { deleteApiserverPod, type RebootResult, rebootOnce, Testbed } from './testbed.js';
 
 const REBOOTS = Number(process.env.LASTSEEN_NODE_REBOOTS ?? 3);
 
@@ -36,6 +37,15 @@ describe('a self-hosted control plane on a real kubelet', () => {
       expect(r.apiServedAfterS).not.toBeNull();
       expect(r.apiServedAfterS as number).toBeLessThan(60);
     }
+  });
+
+  it('with lastseen: the last api-server pod deleted through the API is covered at once, and its successor takes over', async () => {
+    // The node the first test left: self-hosted, lastseen installed.
+    const r = await rebootOnce(tb, { offS: 0, limitS: 180, settleS: 5, withAgent: true, disrupt: deleteApiserverPod });
+    console.log(`delete-pod: ${JSON.stringify(r)}`);
+    expect(r).toMatchObject({ recovered: true });
+    // Its heartbeat says Stopping, so the checkpoint is started before the pod is gone.
+    expect(r.unavailableS).toBeLessThan(30);
   });
 
   it('without lastseen: the api-server does not come back (the deadlock lastseen exists for)', async () => {
