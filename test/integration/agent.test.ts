@@ -174,8 +174,11 @@ describe('lastseen agent, end to end', () => {
     await recovers(s.agent);
     const restartMs = Date.now() - t0;
     process.stdout.write(`[measured] active parent re-covered ${takeoverMs} ms after SIGKILL of the lock holder (standby already running); ${restartMs} ms after SIGKILL + restart of the agent process\n`);
-    expect(takeoverMs).toBeLessThan(2000);
-    expect(restartMs).toBeLessThan(2000);
+    // The figures are printed above; the bounds only separate the kernel-freed lock from the old
+    // file lock, which a successor could take only after 10 s (a loaded CI box took 3.3 s to start
+    // an agent process, so a tighter bound would test the machine, not the lock).
+    expect(takeoverMs).toBeLessThan(8000);
+    expect(restartMs).toBeLessThan(8000);
     expect(s.agent.logs.some((l) => l.msg === 'another agent holds the node lock; standing by')).toBe(false);
     await new Promise((r) => setTimeout(r, 3000));
     expect(await readFile(s.manifest, 'utf8')).toBe(before);
@@ -205,7 +208,8 @@ describe('an agent and its parent SIGKILLed together', () => {
     process.stdout.write(`[measured] parent covered ${Date.now() - t0} ms after the agent restarted (startupGrace 2000 ms, window 1000 ms)\n`);
     expect(s.agent.logs.some((l) => l.msg === 'another agent holds the node lock; standing by')).toBe(false);
     expect(coverMs).toBeGreaterThanOrEqual(2000);
-    expect(coverMs).toBeLessThan(5000);
+    // startupGrace (2 s) plus a process start; the old lock alone took 10 s.
+    expect(coverMs).toBeLessThan(9000);
     await s.agent.stop();
   });
 });
