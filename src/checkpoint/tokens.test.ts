@@ -11,19 +11,14 @@ import { FaultFs } from './fault-fs.js';
 import { memoryResolver, parentPod } from './fixtures.js';
 import { Store } from './store.js';
 import { isDue, tokenCopy, tokenTimes } from './tokens.js';
+import { jwt } from './tokens.test-helpers.js';
 
 const ID = 'kube-system/kube-apiserver';
 const TOKEN = 'projected/kube-api-access/token';
 const T0 = Date.parse('2026-01-02T03:00:00.000Z');
 
-/** A JWT-shaped token (unsigned: only the claims matter here). */
-export function jwt(iatMs: number, lifetimeS: number, tag = 'x'): Buffer {
-  const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
-  return Buffer.from(`${part({ alg: 'RS256' })}.${part({ iat: Math.floor(iatMs / 1000), exp: Math.floor(iatMs / 1000) + lifetimeS, sub: tag })}.sig`);
-}
-
 /** The fixture resolver, but tokens are JWTs issued at `now()` living `lifetimeS`. */
-export function jwtResolver(now: () => number, lifetimeS: number): DataResolver & { minted: number } {
+function jwtResolver(now: () => number, lifetimeS: number): DataResolver & { minted: number } {
   const base = memoryResolver();
   const r = {
     ...base,
