@@ -133,6 +133,7 @@ export class Store {
   readonly stateDir: string;
   private readonly fs: FsPort;
   private readonly root: string;
+  private readonly queues = new Map<string, Promise<void>>();
 
   constructor(options: StoreOptions = {}) {
     this.stateDir = options.stateDir ?? DEFAULT_STATE_DIR;
@@ -145,7 +146,30 @@ export class Store {
     return join(this.root, checkpointFolder(id));
   }
 
-  async save(id: string, capture: Capture, data: Map<string, Buffer>): Promise<WriteResult> {
+  /**
+   * Run `f` after every earlier call for `id` has finished. One process writes, but not from one
+   * place: the agent's actions and the token refresher's timer both reach the same checkpoint, and
+   * a token written into a folder that a save swapped meanwhile would not match its meta.json.
+   */
+  private exclusive<T>(id: string, f: () => Promise<T>): Promise<T> {
+    const previous = this.queues.get(id) ?? Promise.resolve();
+    const next = previous.then(f, f);
+    const tail = next.then(
+      () => {},
+      () => {},
+    );
+    this.queues.set(id, tail);
+    void tail.then(() => {
+      if (this.queues.get(id) === tail) this.queues.delete(id);
+    });
+    return next;
+  }
+
+  save(id: string, capture: Capture, data: Map<string, Buffer>): Promise<WriteResult> {
+    return this.exclusive(id, () => this.saveNow(id, capture, data));
+  }
+
+  private async saveNow(id: string, capture: Capture, data: Map<string, Buffer>): Promise<WriteResult> {
     const { namespace, key } = parseId(id);
     const problem = manifestProblem(capture.manifest, namespace, key);
     if (problem) throw new StoreError('save', this.checkpointDir(id), 'EINVAL', `the manifest is not a checkpoint of ${id}: ${problem}`);
@@ -183,7 +207,11 @@ export class Store {
    * Write a newly minted token over the copy of `token.relPath` in the live folder, in place, and
    * record `token` (its new lifetime) in meta.json. See the header for the order of writes.
    */
-  async replaceToken(id: string, token: TokenCopy, bytes: Buffer): Promise<WriteResult> {
+  replaceToken(id: string, token: TokenCopy, bytes: Buffer): Promise<WriteResult> {
+    return this.exclusive(id, () => this.replaceTokenNow(id, token, bytes));
+  }
+
+  private async replaceTokenNow(id: string, token: TokenCopy, bytes: Buffer): Promise<WriteResult> {
     const { namespace, key } = parseId(id);
     const live = this.checkpointDir(id);
     if ((await this.settle(id)) !== live) throw new StoreError('refresh a token in', live, 'ENOENT', 'there is no live checkpoint folder');
@@ -206,7 +234,11 @@ export class Store {
   }
 
   /** The checkpoint, or null when there is none. Throws StoreError (code ECORRUPT) for a broken one. */
-  async load(id: string): Promise<Capture | null> {
+  load(id: string): Promise<Capture | null> {
+    return this.exclusive(id, () => this.loadNow(id));
+  }
+
+  private async loadNow(id: string): Promise<Capture | null> {
     const { namespace, key } = parseId(id);
     const dir = await this.settle(id);
     if (!dir) return null;
@@ -242,7 +274,11 @@ export class Store {
     return result;
   }
 
-  async remove(id: string): Promise<void> {
+  remove(id: string): Promise<void> {
+    return this.exclusive(id, () => this.removeNow(id));
+  }
+
+  private async removeNow(id: string): Promise<void> {
     const live = this.checkpointDir(id);
     const doomed = join(this.root, `.${checkpointFolder(id)}.del-${randomBytes(4).toString('hex')}`);
     try {

@@ -129,6 +129,21 @@ describe('Store.replaceToken', () => {
   });
 });
 
+describe('Store.replaceToken alongside a save', () => {
+  it('a token refresh and a re-capture of the same checkpoint at once leave a loadable copy', async () => {
+    const { store } = await saved(stateDir);
+    const pod = parentPod();
+    pod.spec!.containers[0]!.image = 'registry.k8s.io/kube-apiserver:v1.34.9';
+    const later = T0 + 500_000;
+    const r = await capture(pod, { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(later).toISOString(), lastReadyAt: null }, jwtResolver(() => later, 600));
+    const fresh = jwt(later, 600, 'fresh');
+    const copy = tokenCopy(TOKEN, { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, later);
+    await Promise.all([store.replaceToken(ID, copy, fresh), store.save(ID, r.capture, r.data)]);
+    const loaded = await new Store({ stateDir }).load(ID);
+    expect(loaded?.specHash).toBe(r.capture.specHash);
+  });
+});
+
 describe('why in place', () => {
   it('a whole-copy save moves the folder a running container has mounted', async () => {
     const { store } = await saved(stateDir);
