@@ -130,15 +130,40 @@ describe('Store.replaceToken', () => {
 });
 
 describe('Store.replaceToken alongside a save', () => {
+  /** Holds the refresh's first meta.json write until `gate` resolves. */
+  class GateFs extends FaultFs {
+    gate: (() => Promise<void>) | null = null;
+    override async open(path: string, flags: string, mode?: number) {
+      const gate = this.gate;
+      if (gate && flags.includes('w') && path.includes('/.meta.json.')) {
+        this.gate = null;
+        await gate();
+      }
+      return super.open(path, flags, mode);
+    }
+  }
+
   it('a token refresh and a re-capture of the same checkpoint at once leave a loadable copy', async () => {
-    const { store } = await saved(stateDir);
+    await saved(stateDir);
+    const fs = new GateFs();
+    const store = new Store({ stateDir, fs });
     const pod = parentPod();
     pod.spec!.containers[0]!.image = 'registry.k8s.io/kube-apiserver:v1.34.9';
     const later = T0 + 500_000;
     const r = await capture(pod, { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(later).toISOString(), lastReadyAt: null }, jwtResolver(() => later, 600));
     const fresh = jwt(later, 600, 'fresh');
     const copy = tokenCopy(TOKEN, { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, later);
-    await Promise.all([store.replaceToken(ID, copy, fresh), store.save(ID, r.capture, r.data)]);
+    let saving: Promise<unknown> = Promise.resolve();
+    // Paused after reading the live folder: if the save gets to run now, let it finish first (the
+    // worst interleaving); if it waits its turn, go on.
+    fs.gate = async () => {
+      const before = fs.calls;
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+      if (fs.calls > before) await saving;
+    };
+    const refreshing = store.replaceToken(ID, copy, fresh);
+    saving = store.save(ID, r.capture, r.data);
+    await Promise.all([refreshing, saving]);
     const loaded = await new Store({ stateDir }).load(ID);
     expect(loaded?.specHash).toBe(r.capture.specHash);
   });
