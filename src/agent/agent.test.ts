@@ -8,6 +8,7 @@ import type { RecoveredHandover } from '../core/decide.js';
 import { Agent, type Actuators, type HandoverRecord, type LiveRead } from './agent.js';
 import { flush, LoopTime } from './loop-time.test-helpers.js';
 import { AgentMetrics } from './metrics.js';
+import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
 import { buildStatus } from './status.js';
 
 const policy = (() => {
@@ -66,11 +67,17 @@ describe('Agent loop', () => {
     await time.advance(10_000);
     expect(calls).toEqual(['capture:h-u1', 'readLive', 'event:CheckpointActivated', 'activate']);
     expect(agent.views()[0]!.state.checkpoint.active).toBe(true);
+    // The running copy's token lifetime is in the status (issue 17 item 4), and only while it runs.
+    const expiry = (id: string) => (id === 'kube-system/kube-apiserver' ? '2026-01-02T03:10:00.000Z' : undefined);
+    const active = buildStatus('n1', agent.views(), time.now, Date.now(), [], expiry);
+    expect(active.parents?.[0]?.tokensExpireAt).toBe('2026-01-02T03:10:00.000Z');
+    expect(nodeCheckpointStatusSchema.safeParse(active).success).toBe(true);
     agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
     await flush();
     expect(calls.slice(-2)).toEqual(['event:CheckpointRetired', 'retire']);
     expect(agent.views()[0]!.state.state).toBe('Healthy');
     expect(agent.views()[0]!.state.checkpoint.active).toBe(false);
+    expect(buildStatus('n1', agent.views(), time.now, Date.now(), [], expiry).parents?.[0]?.tokensExpireAt).toBeUndefined();
     await agent.stop();
   });
 

@@ -15,7 +15,7 @@ import { makeInformer } from '../kube/informer.js';
 import { beatFromLease } from '../kube/lease.js';
 import type { Condition } from '../kube/nodecheckpoint-types.js';
 import { formatDuration } from '../policy/duration.js';
-import { makeActuators, specHashOf } from './actuators.js';
+import { kubeResolver, makeActuators, specHashOf } from './actuators.js';
 import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './agent.js';
 import { serveHealth } from './health.js';
 import { LOCK_RENEW_MS, LOCK_RETRY_MS, NodeLock } from './lock.js';
@@ -29,6 +29,7 @@ import { StatusWriter } from './status.js';
 import { HandoverFile } from './handovers.js';
 import { checkBoot } from './boot.js';
 import { LastGoodPolicyFile } from './last-good-policy.js';
+import { startTokenRefresh, TokenRefresher } from './token-refresh.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
 export const DEFAULT_MANIFEST_DIR = '/etc/kubernetes/manifests';
@@ -168,7 +169,9 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       { type: 'ApiReachable', status: agent?.isApiReachable() ? 'True' : 'False', reason: agent?.isApiReachable() ? 'Reachable' : 'Unreachable', message: 'the agent reaches the api-server', lastTransitionTime: now },
     ];
   };
-  const status = new StatusWriter({ node: o.node, kubeConfig: kc, views, conditions, clock, timers, logger: log });
+  // Tokens of running checkpoints, renewed in place whatever their parents' state (see token-refresh.ts).
+  const tokens = new TokenRefresher({ store, manifests, resolver: () => kubeResolver(kube, o.node), wallNow: Date.now, logger: log });
+  const status = new StatusWriter({ node: o.node, kubeConfig: kc, views, conditions, clock, timers, logger: log, tokensExpireAt: (id) => tokens.expiries().get(id) });
   stops.push(() => status.stop());
 
   const handovers = new HandoverFile(stateDir);
@@ -421,6 +424,8 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
 
   // Copies of secrets and service-account tokens go stale (tokens expire, secrets rotate): while
   // the parent is Healthy, re-capture its checkpoint on a timer. The store writes only what changed.
+  // A running checkpoint is never re-captured this way (its parent is not Healthy, and a swapped
+  // folder would not reach its mounts): its tokens are renewed in place by `tokens` below.
   const refreshCopies = () => {
     copiesTimer = timers.set(() => {
       for (const v of a.views()) {
@@ -434,6 +439,14 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   let copiesTimer: unknown = null;
   refreshCopies();
   stops.push(() => timers.clear(copiesTimer));
+  let expiriesSeen = '';
+  stops.push(
+    startTokenRefresh(tokens, timers, () => {
+      const now = JSON.stringify([...tokens.expiries()]);
+      if (now !== expiriesSeen) status.poke();
+      expiriesSeen = now;
+    }),
+  );
 
   pods.start();
   leases.start();

@@ -22,7 +22,14 @@ export const STATUS_COALESCE_MS = 500;
 /** After a failed write, try again after this long (the api-server may be away). */
 export const STATUS_RETRY_MS = 5_000;
 
-export function buildStatus(node: string, views: ParentView[], monoNow: number, wallNow: number, conditions: Condition[]): NodeCheckpointStatus {
+export function buildStatus(
+  node: string,
+  views: ParentView[],
+  monoNow: number,
+  wallNow: number,
+  conditions: Condition[],
+  tokensExpireAt: (id: string) => string | undefined = () => undefined,
+): NodeCheckpointStatus {
   const wall = (mono: number) => new Date(wallNow - (monoNow - mono)).toISOString();
   const parents: ParentStatus[] = views.map((v) => ({
     namespace: v.namespace,
@@ -36,6 +43,7 @@ export function buildStatus(node: string, views: ParentView[], monoNow: number, 
     lastTransitionTime: wall(v.state.since),
     handoverAttempts: v.state.handover.attempts,
     policyOverrides: v.overrides,
+    ...(v.state.checkpoint.active && tokensExpireAt(v.id) ? { tokensExpireAt: tokensExpireAt(v.id) } : {}),
   }));
   return summarize(node, parents, conditions, new Date(wallNow).toISOString());
 }
@@ -49,6 +57,8 @@ export interface StatusWriterOptions {
   timers: Timers;
   logger: Logger;
   wallNow?: () => number;
+  /** Earliest expiry of an active checkpoint's copied tokens (TokenRefresher.expiries). */
+  tokensExpireAt?: (id: string) => string | undefined;
 }
 
 export class StatusWriter {
@@ -105,7 +115,7 @@ export class StatusWriter {
       if (classifyKubeError(e, `nodecheckpoint ${this.o.node}`).kind !== 'notFound') throw e;
       obj = (await this.api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node) })) as NodeCheckpoint;
     }
-    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), this.o.conditions());
+    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), this.o.conditions(), this.o.tokensExpireAt);
     await this.api.replaceClusterCustomObjectStatus({ ...base, body: { ...obj, status } });
     this.writes += 1;
   }

@@ -10,6 +10,7 @@
 // when the pod was last Ready and what time it is (wall clock, ISO 8601) — no clock is read here.
 import type { V1Pod } from '@kubernetes/client-node';
 import { type DataFile, type DataSource, type Sanitized, type SanitizeOptions, sanitize } from './sanitize.js';
+import { type TokenCopy, tokenCopy } from './tokens.js';
 
 /** Reads the cluster data a copy needs. Returns null when the object does not exist. */
 export interface DataResolver {
@@ -31,6 +32,8 @@ export interface Capture {
   capturedAt: string;
   /** Wall-clock ISO 8601 time the parent was last seen Ready (null: unknown). */
   lastReadyAt: string | null;
+  /** The copied service-account tokens, so an active checkpoint's can be minted again in place. */
+  tokens?: TokenCopy[];
 }
 
 export interface CaptureResult {
@@ -86,11 +89,19 @@ function describe(source: DataSource): string {
   return `${source.kind} ${source.namespace}/${source.name}`;
 }
 
-async function fetchFile(pod: V1Pod, file: DataFile, resolver: DataResolver, cache: Map<string, Promise<Record<string, Buffer> | null>>): Promise<Array<[string, Buffer]>> {
+async function fetchFile(
+  pod: V1Pod,
+  file: DataFile,
+  resolver: DataResolver,
+  cache: Map<string, Promise<Record<string, Buffer> | null>>,
+  tokens: { nowMs: number; copies: TokenCopy[] },
+): Promise<Array<[string, Buffer]>> {
   const source = file.source;
   if (source.kind === 'downwardAPI') return [[file.relPath, Buffer.from(downwardValue(pod, source.fieldPath))]];
   if (source.kind === 'serviceAccountToken') {
-    return [[file.relPath, await resolver.serviceAccountToken(source.namespace, source.name, source.audience, source.expirationSeconds)]];
+    const bytes = await resolver.serviceAccountToken(source.namespace, source.name, source.audience, source.expirationSeconds);
+    tokens.copies.push(tokenCopy(file.relPath, source, bytes, tokens.nowMs));
+    return [[file.relPath, bytes]];
   }
   const cacheKey = `${source.kind}/${source.namespace}/${source.name}`;
   let pending = cache.get(cacheKey);
@@ -122,8 +133,9 @@ export async function capture(pod: V1Pod, opts: CaptureOptions, resolver: DataRe
   const data = new Map<string, Buffer>();
   for (const folder of sanitized.folders) data.set(folder, Buffer.alloc(0));
   const cache = new Map<string, Promise<Record<string, Buffer> | null>>();
+  const tokens = { nowMs: Date.parse(opts.capturedAt), copies: [] as TokenCopy[] };
   for (const file of sanitized.files) {
-    for (const [relPath, bytes] of await fetchFile(pod, file, resolver, cache)) data.set(relPath, bytes);
+    for (const [relPath, bytes] of await fetchFile(pod, file, resolver, cache, tokens)) data.set(relPath, bytes);
   }
   return {
     capture: {
@@ -133,6 +145,7 @@ export async function capture(pod: V1Pod, opts: CaptureOptions, resolver: DataRe
       sourcePodName: pod.metadata?.name ?? '',
       capturedAt: opts.capturedAt,
       lastReadyAt: opts.lastReadyAt,
+      ...(tokens.copies.length > 0 ? { tokens: tokens.copies } : {}),
     },
     data,
     warnings: sanitized.warnings,

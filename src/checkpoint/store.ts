@@ -20,9 +20,19 @@
 //   (the crash fell between the two renames), else a complete old one is put back.
 //   `.del-<hex>` folders (a remove in progress) are only ever deleted.
 //
+// - `replaceToken` is the one write that is not a swap: a running checkpoint's containers bind-mount
+//   the data folders themselves (hostPath), so a renamed-in folder is never seen by them, while a
+//   file renamed over another inside the same folder is. It writes meta.json with the coming
+//   `pendingDataHash`, then the token file in place (temporary file in the same folder, rename),
+//   then meta.json with the new dataHash: a crash at any step leaves a tree that matches
+//   `dataHash` or `pendingDataHash`, and `read` accepts either. A crash can leave a temporary file
+//   in a data folder; `settle` removes those too (a Secret key named like one, `.<name>.<8 hex>.tmp`,
+//   would be removed with them and the copy re-captured).
+//
 // Assumes: one writer (the agent's node-wide lock); a rename within one folder is atomic; the kubelet
 // reads the data folders only through an active manifest's hostPath volumes. A running checkpoint
-// keeps the folders it mounted: a refresh takes effect when its containers restart.
+// keeps the folders it mounted: a whole-copy refresh takes effect when its containers restart; only
+// `replaceToken` reaches a running one.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -33,7 +43,8 @@ import { StoreError } from './errors.js';
 import { errnoCode, type FsPort, nodeFs, syncDir } from './fs.js';
 import { checkpointFolder, parseCheckpointFolder, parseId } from './ids.js';
 import { canonicalJson, hashManifest } from './sanitize.js';
-import { DIR_MODE, FILE_MODE, planTree, type Tree, treeHash, walkTree } from './tree.js';
+import { type TokenCopy, tokensProblem } from './tokens.js';
+import { DATA_FOLDERS, DIR_MODE, FILE_MODE, planTree, type Tree, treeHash, walkTree } from './tree.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
 
@@ -45,6 +56,9 @@ export interface Meta {
   lastReadyAt: string | null;
   /** treeHash of the data folders, so a torn or tampered copy is recognised. */
   dataHash: string;
+  /** The tree hash a `replaceToken` in progress leads to; either hash is a valid tree. */
+  pendingDataHash?: string;
+  tokens?: TokenCopy[];
 }
 
 export interface StoreOptions {
@@ -59,7 +73,7 @@ export interface ListResult {
   problems: Array<{ id: string; reason: string }>;
 }
 
-type Read = { ok: true; capture: Capture; podBytes: Buffer; metaBytes: Buffer; dataHash: string } | { ok: false; reason: string };
+type Read = { ok: true; capture: Capture; podBytes: Buffer; metaBytes: Buffer; dataHash: string; tree: Tree } | { ok: false; reason: string };
 
 const LEFTOVER = /^\.(.+)\.(new|old|del)-[0-9a-f]{8}$/;
 
@@ -83,7 +97,23 @@ function metaProblem(meta: unknown): string | null {
   }
   if (!isIso(m.capturedAt)) return 'meta.json: capturedAt must be an ISO 8601 time';
   if (m.lastReadyAt !== null && !isIso(m.lastReadyAt)) return 'meta.json: lastReadyAt must be an ISO 8601 time or null';
+  if (m.pendingDataHash !== undefined && (typeof m.pendingDataHash !== 'string' || !/^[0-9a-f]{64}$/.test(m.pendingDataHash))) {
+    return 'meta.json: pendingDataHash must be a sha256 hex digest';
+  }
+  if (m.tokens !== undefined) return tokensProblem(m.tokens);
   return null;
+}
+
+function metaOf(capture: Capture, dataHash: string): Meta {
+  return {
+    sourcePodUid: capture.sourcePodUid,
+    sourcePodName: capture.sourcePodName,
+    specHash: capture.specHash,
+    capturedAt: capture.capturedAt,
+    lastReadyAt: capture.lastReadyAt,
+    dataHash,
+    ...(capture.tokens ? { tokens: capture.tokens } : {}),
+  };
 }
 
 /** Why this manifest cannot be the checkpoint of `id`, or null. */
@@ -103,6 +133,7 @@ export class Store {
   readonly stateDir: string;
   private readonly fs: FsPort;
   private readonly root: string;
+  private readonly queues = new Map<string, Promise<void>>();
 
   constructor(options: StoreOptions = {}) {
     this.stateDir = options.stateDir ?? DEFAULT_STATE_DIR;
@@ -115,7 +146,30 @@ export class Store {
     return join(this.root, checkpointFolder(id));
   }
 
-  async save(id: string, capture: Capture, data: Map<string, Buffer>): Promise<WriteResult> {
+  /**
+   * Run `f` after every earlier call for `id` has finished. One process writes, but not from one
+   * place: the agent's actions and the token refresher's timer both reach the same checkpoint, and
+   * a token written into a folder that a save swapped meanwhile would not match its meta.json.
+   */
+  private exclusive<T>(id: string, f: () => Promise<T>): Promise<T> {
+    const previous = this.queues.get(id) ?? Promise.resolve();
+    const next = previous.then(f, f);
+    const tail = next.then(
+      () => {},
+      () => {},
+    );
+    this.queues.set(id, tail);
+    void tail.then(() => {
+      if (this.queues.get(id) === tail) this.queues.delete(id);
+    });
+    return next;
+  }
+
+  save(id: string, capture: Capture, data: Map<string, Buffer>): Promise<WriteResult> {
+    return this.exclusive(id, () => this.saveNow(id, capture, data));
+  }
+
+  private async saveNow(id: string, capture: Capture, data: Map<string, Buffer>): Promise<WriteResult> {
     const { namespace, key } = parseId(id);
     const problem = manifestProblem(capture.manifest, namespace, key);
     if (problem) throw new StoreError('save', this.checkpointDir(id), 'EINVAL', `the manifest is not a checkpoint of ${id}: ${problem}`);
@@ -123,14 +177,7 @@ export class Store {
       throw new StoreError('save', this.checkpointDir(id), 'EINVAL', 'specHash does not match the manifest: capture with sanitize()');
     }
     const tree = planTree(data);
-    const meta: Meta = {
-      sourcePodUid: capture.sourcePodUid,
-      sourcePodName: capture.sourcePodName,
-      specHash: capture.specHash,
-      capturedAt: capture.capturedAt,
-      lastReadyAt: capture.lastReadyAt,
-      dataHash: treeHash(tree),
-    };
+    const meta = metaOf(capture, treeHash(tree));
     const metaProblemText = metaProblem(meta);
     if (metaProblemText) throw new StoreError('save', this.checkpointDir(id), 'EINVAL', metaProblemText);
     const podBytes = encode(capture.manifest);
@@ -156,8 +203,42 @@ export class Store {
     return 'written';
   }
 
+  /**
+   * Write a newly minted token over the copy of `token.relPath` in the live folder, in place, and
+   * record `token` (its new lifetime) in meta.json. See the header for the order of writes.
+   */
+  replaceToken(id: string, token: TokenCopy, bytes: Buffer): Promise<WriteResult> {
+    return this.exclusive(id, () => this.replaceTokenNow(id, token, bytes));
+  }
+
+  private async replaceTokenNow(id: string, token: TokenCopy, bytes: Buffer): Promise<WriteResult> {
+    const { namespace, key } = parseId(id);
+    const live = this.checkpointDir(id);
+    if ((await this.settle(id)) !== live) throw new StoreError('refresh a token in', live, 'ENOENT', 'there is no live checkpoint folder');
+    const read = await this.read(live, namespace, key);
+    if (!read.ok) throw new StoreError('refresh a token in', live, 'ECORRUPT', `${read.reason}; the next capture replaces it`);
+    const tokens = read.capture.tokens ?? [];
+    const file = join(live, token.relPath);
+    if (!tokens.some((t) => t.relPath === token.relPath) || !read.tree.files.some(([path]) => path === token.relPath)) {
+      throw new StoreError('refresh a token in', file, 'EINVAL', 'not a token this checkpoint copied');
+    }
+    const next: Tree = { dirs: read.tree.dirs, files: read.tree.files.map(([path, b]) => [path, path === token.relPath ? bytes : b]) };
+    const nextHash = treeHash(next);
+    const metaFile = join(live, 'meta.json');
+    const current = metaOf(read.capture, read.dataHash);
+    await writeFileAtomic(metaFile, encode({ ...current, pendingDataHash: nextHash }), { mode: FILE_MODE, fs: this.fs });
+    const written = await writeFileAtomic(file, bytes, { mode: FILE_MODE, fs: this.fs });
+    const capture: Capture = { ...read.capture, tokens: tokens.map((t) => (t.relPath === token.relPath ? token : t)) };
+    await writeFileAtomic(metaFile, encode(metaOf(capture, nextHash)), { mode: FILE_MODE, fs: this.fs });
+    return written;
+  }
+
   /** The checkpoint, or null when there is none. Throws StoreError (code ECORRUPT) for a broken one. */
-  async load(id: string): Promise<Capture | null> {
+  load(id: string): Promise<Capture | null> {
+    return this.exclusive(id, () => this.loadNow(id));
+  }
+
+  private async loadNow(id: string): Promise<Capture | null> {
     const { namespace, key } = parseId(id);
     const dir = await this.settle(id);
     if (!dir) return null;
@@ -193,7 +274,11 @@ export class Store {
     return result;
   }
 
-  async remove(id: string): Promise<void> {
+  remove(id: string): Promise<void> {
+    return this.exclusive(id, () => this.removeNow(id));
+  }
+
+  private async removeNow(id: string): Promise<void> {
     const live = this.checkpointDir(id);
     const doomed = join(this.root, `.${checkpointFolder(id)}.del-${randomBytes(4).toString('hex')}`);
     try {
@@ -329,14 +414,16 @@ export class Store {
     return committed;
   }
 
-  /** Temporary files of an interrupted in-place meta.json update. */
-  private async removeTemps(dir: string): Promise<void> {
+  /** Temporary files of an interrupted in-place update of meta.json or of a token. */
+  private async removeTemps(dir: string, depth = 0): Promise<void> {
     try {
       for (const entry of await this.fs.readdir(dir, { withFileTypes: true })) {
         if (entry.isFile() && isTempName(entry.name)) await this.fs.unlink(join(dir, entry.name));
+        else if (entry.isDirectory() && (depth > 0 || (DATA_FOLDERS as readonly string[]).includes(entry.name))) await this.removeTemps(join(dir, entry.name), depth + 1);
       }
     } catch {
-      // Best effort: a stray temp file is harmless, the kubelet never looks here.
+      // Best effort: a stray temp file left in a data folder makes the copy fail its dataHash check
+      // and be re-captured; in the top folder it is harmless.
     }
   }
 
@@ -375,7 +462,7 @@ export class Store {
       throw err;
     }
     const dataHash = treeHash(tree);
-    if (dataHash !== m.dataHash) return { ok: false, reason: 'the data files do not match the dataHash in meta.json' };
+    if (dataHash !== m.dataHash && dataHash !== m.pendingDataHash) return { ok: false, reason: 'the data files do not match the dataHash in meta.json' };
     try {
       for (const name of ['meta.json', 'pod.json']) {
         const { mode } = await this.fs.stat(join(dir, name));
@@ -393,7 +480,8 @@ export class Store {
       sourcePodName: m.sourcePodName,
       capturedAt: m.capturedAt,
       lastReadyAt: m.lastReadyAt,
+      ...(m.tokens ? { tokens: m.tokens } : {}),
     };
-    return { ok: true, capture, podBytes: pod.bytes, metaBytes: meta.bytes, dataHash };
+    return { ok: true, capture, podBytes: pod.bytes, metaBytes: meta.bytes, dataHash, tree };
   }
 }

@@ -36,6 +36,8 @@ export const parentStatusSchema = z.object({
   reason: z.string().optional(),
   lastTransitionTime: dateTime.optional(),
   handoverAttempts: z.number().int().min(0).optional(),
+  /** While the checkpoint runs: when the first of its copied service-account tokens expires. */
+  tokensExpireAt: dateTime.optional(),
   /** Names of the policy overrides applied to this parent, in order. */
   policyOverrides: z.array(z.string()).optional(),
   policyOverridesSkipped: z.array(z.string()).optional(),

@@ -60,7 +60,7 @@ function validStatus(node: string) {
   return summarize(
     node,
     [
-      { namespace: 'kube-system', key: 'kube-apiserver', state: 'Active', phase: '', lastSeen: null, checkpointStored: true, checkpointActive: true, reason: 'no beat for 20s; confirmed', lastTransitionTime: T, policyOverrides: ['kube-apiserver'] },
+      { namespace: 'kube-system', key: 'kube-apiserver', state: 'Active', phase: '', lastSeen: null, checkpointStored: true, checkpointActive: true, reason: 'no beat for 20s; confirmed', lastTransitionTime: T, policyOverrides: ['kube-apiserver'], tokensExpireAt: '2026-12-02T10:50:00Z' },
       { namespace: 'kube-system', key: 'kube-scheduler', state: 'Healthy', phase: 'Ready', lastSeen: T, checkpointStored: true, checkpointActive: false, reason: 'fresh', lastTransitionTime: T },
     ],
     [{ type: 'Ready', status: 'True', lastTransitionTime: T, reason: 'AgentRunning', message: 'covering 2 parents' }],
