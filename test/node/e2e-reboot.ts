@@ -83,7 +83,9 @@ if (o.json) {
   const spread = (xs: (number | null)[]) => {
     if (xs.some((x) => x === null)) return `never in ${xs.filter((x) => x === null).length} of ${xs.length}`;
     const s = (xs as number[]).slice().sort((a, b) => a - b);
-    return `min ${s[0]} / median ${s[Math.floor((s.length - 1) / 2)]} / max ${s[s.length - 1]} s`;
+    const mid = s.length / 2;
+    const median = s.length % 2 ? s[Math.floor(mid)] : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+    return `min ${s[0]} / median ${median} / max ${s[s.length - 1]} s`;
   };
   console.log(`${withAgent ? 'lastseen' : 'baseline (no agent)'}: ${results.filter((r) => r.recovered).length} of ${results.length} reboots recovered`);
   console.log(`  api-server answers: ${spread(results.map((r) => r.apiServedAfterS))}`);
