@@ -15,14 +15,20 @@ const run = promisify(execFile);
 export const MANIFESTS = '/etc/kubernetes/manifests';
 export const CHECKPOINTS = '/var/lib/lastseen/checkpoints';
 export const CONTROL_PLANE = ['kube-apiserver', 'kube-scheduler', 'kube-controller-manager'] as const;
-const BOOTSTRAP = ['bootstrap-kube-apiserver.yaml', 'bootstrap-kube-scheduler.yaml', 'bootstrap-kube-controller-manager.yaml'];
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const log = (msg: string) => process.stderr.write(`testbed: ${msg}\n`);
 
+type ContainerStatus = { name: string; ready: boolean; state?: { running?: { startedAt?: string } } };
+
+/** A container running since `since` (ms; container start times have whole seconds). */
+function startedSince(c: ContainerStatus | undefined, since: number): boolean {
+  return Date.parse(c?.state?.running?.startedAt ?? '') >= Math.floor(since / 1000) * 1000;
+}
+
 interface PodJson {
   metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
-  status?: { containerStatuses?: { name: string; ready: boolean; state?: { running?: { startedAt?: string } } }[] };
+  status?: { containerStatuses?: ContainerStatus[] };
 }
 
 export class Testbed {
@@ -78,27 +84,30 @@ export class Testbed {
     throw new Error(`timed out after ${timeoutS}s waiting for ${what}`);
   }
 
-  async pods(selector: string, namespace = 'kube-system'): Promise<PodJson[]> {
-    return JSON.parse(await this.kubectl(['get', 'pods', '-n', namespace, '-l', selector, '-o', 'json'])).items;
+  /** Pods created through the API (not mirrors of static pods, not being deleted). */
+  async apiPods(selector: string, namespace = 'kube-system'): Promise<PodJson[]> {
+    const pods: PodJson[] = JSON.parse(await this.kubectl(['get', 'pods', '-n', namespace, '-l', selector, '-o', 'json'])).items;
+    return pods.filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp);
   }
 
-  /** The DaemonSet pod of a control-plane component (not a mirror of a static pod) is ready, its containers started after `since`. */
+  /** The DaemonSet pod of a control-plane component is ready, its main container started after `since`. */
   async daemonPodServing(name: string, since = 0): Promise<boolean> {
-    const pods = (await this.pods(`app.kubernetes.io/name=${name}`)).filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp);
+    const pods = await this.apiPods(`app.kubernetes.io/name=${name}`);
     return pods.some((p) => {
       const main = p.status?.containerStatuses?.find((c) => c.name === name);
-      const started = Date.parse(main?.state?.running?.startedAt ?? '');
-      return !!main?.ready && started >= Math.floor(since / 1000) * 1000;
+      return !!main?.ready && startedSince(main, since);
     });
   }
 
   /** The agent's DaemonSet pod (not its static copy) runs again, its container started after `since` (ready or standing by). */
   async agentPodRunning(since: number): Promise<boolean> {
-    const pods = (await this.pods('app.kubernetes.io/component=agent', 'lastseen-system')).filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror']);
-    return pods.some((p) => {
-      const started = Date.parse(p.status?.containerStatuses?.[0]?.state?.running?.startedAt ?? '');
-      return started >= Math.floor(since / 1000) * 1000;
-    });
+    const pods = await this.apiPods('app.kubernetes.io/component=agent', 'lastseen-system');
+    return pods.some((p) => startedSince(p.status?.containerStatuses?.[0], since));
+  }
+
+  /** Apply objects server-side, as one YAML stream. */
+  async apply(objects: object[]): Promise<void> {
+    await this.kubectl(['apply', '--server-side', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
   }
 
   checkpointActive(name: string): boolean {
@@ -116,19 +125,20 @@ export class Testbed {
     const docs = parseAllDocuments(rendered)
       .map((d) => d.toJSON())
       .filter((o) => o && (withAgent || o.kind !== 'DaemonSet'));
-    await this.kubectl(['apply', '--server-side', '-f', '-'], docs.map((o) => stringify(o)).join('---\n'));
+    await this.apply(docs);
   }
 
   /** From an empty node to a self-hosted control plane watched by lastseen (or not, for the baseline). */
   async bootstrap(withAgent: boolean): Promise<void> {
     const t0 = Date.now();
-    for (const [name, obj] of Object.entries(staticManifests(this.env))) this.writeStatic(name, obj);
+    const statics = staticManifests(this.env);
+    for (const [name, obj] of Object.entries(statics)) this.writeStatic(name, obj);
     await this.waitFor('the bootstrap api-server', 180, () => this.readyz());
     log(`bootstrap api-server ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     await this.waitFor('the default ServiceAccount', 60, async () => (await this.kubectl(['get', 'sa', 'default', '-n', 'kube-system', '-o', 'name'])).includes('default'));
     await this.installLastseen(withAgent);
     const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
-    await this.kubectl(['apply', '--server-side', '-f', '-'], selfHostedObjects(this.env, policy).map((o) => stringify(o)).join('---\n'));
+    await this.apply(selfHostedObjects(this.env, policy));
     for (const c of CONTROL_PLANE) await this.waitFor(`the ${c} DaemonSet pod`, 180, () => this.daemonPodServing(c));
     log(`self-hosted control plane ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     if (withAgent) {
@@ -136,7 +146,7 @@ export class Testbed {
       for (const c of CONTROL_PLANE) await this.waitFor(`the checkpoint of ${c}`, 120, () => this.checkpointStored(c));
       log(`lastseen ready, checkpoints stored, after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     }
-    for (const f of BOOTSTRAP) rmSync(join(MANIFESTS, f), { force: true });
+    for (const f of Object.keys(statics).filter((n) => n.startsWith('bootstrap-'))) rmSync(join(MANIFESTS, f), { force: true });
     await this.waitFor('the self-hosted api-server alone', 120, async () => (await this.readyz()) && (await this.daemonPodServing('kube-apiserver')));
     // The bootstrap controller-manager and scheduler held the leader leases; their successors wait them out.
     log(`bootstrap removed; self-hosted after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
@@ -170,7 +180,7 @@ export const powerCycle =
 
 /** The self-hosted api-server's pod deleted through the API (the last api-server of the cluster); measured from the delete. */
 export const deleteApiserverPod: Disruption = async (tb) => {
-  const pods = (await tb.pods('app.kubernetes.io/name=kube-apiserver')).filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror']);
+  const pods = await tb.apiPods('app.kubernetes.io/name=kube-apiserver');
   const t0 = Date.now();
   await tb.kubectl(['delete', 'pod', '-n', 'kube-system', '--wait=false', ...pods.map((p) => p.metadata.name)]);
   return t0;
