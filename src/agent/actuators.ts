@@ -93,7 +93,15 @@ export function kubeResolver(k: KubeClient, node: string): DataResolver {
   };
 }
 
-export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extract<Action, { type: 'event' }>): Promise<void> } {
+/** A namespaced object an agent Event can be about. */
+export interface EventTarget {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace: string;
+}
+
+export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extract<Action, { type: 'event' }>, about?: EventTarget): Promise<void> } {
   const wallNow = d.wallNow ?? Date.now;
   const kube = (what: string): KubeClient => {
     const k = d.kube();
@@ -203,9 +211,14 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       // does not match event.namespace). The message names the parent's namespace and key.
       await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, p.key, { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
-    /** An Event about the node's agent itself (a refused policy), on its NodeCheckpoint. */
-    async nodeEvent(e) {
-      await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
+    /**
+     * An Event about the node's agent itself (a refused or missing policy): on `about` (the policy
+     * ConfigMap or the agent's pod, in the agent's namespace, where an operator looks), else on the
+     * cluster-scoped NodeCheckpoint in `default`.
+     */
+    async nodeEvent(e, about) {
+      if (about) await recordEvent(about.namespace, 'lastseen', about, e);
+      else await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
   };
 

@@ -127,8 +127,12 @@ describe('lastseen agent, end to end', () => {
     expect(s.agent.logs.some((l) => l.msg === 'no policy found; keeping the last good policy')).toBe(true);
     const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
     await waitFor(
-      async () => ((await core.listNamespacedEvent({ namespace: 'default' })).items.some((e) => e.involvedObject.name === s.node && e.reason === 'PolicyMissing' && e.type === 'Warning') ? true : undefined),
-      { timeoutMs: 30_000, what: 'a PolicyMissing Warning Event' },
+      // On the agent's own pod (it reads a file), in its namespace: where an operator looks.
+      async () =>
+        (await core.listNamespacedEvent({ namespace: s.ns })).items.some((e) => e.involvedObject.kind === 'Pod' && e.involvedObject.name === `agent-${s.node}` && e.reason === 'PolicyMissing' && e.type === 'Warning')
+          ? true
+          : undefined,
+      { timeoutMs: 30_000, what: "a PolicyMissing Warning Event on the agent's pod" },
     );
     await s.agent.stop();
     s.agent = s.startAgent();
