@@ -48,6 +48,18 @@ export function buildStatus(
   return summarize(node, parents, conditions, new Date(wallNow).toISOString());
 }
 
+/**
+ * Kubernetes' rule for conditions: lastTransitionTime moves only when the status changes. A
+ * condition whose status is the one already recorded keeps the recorded time (from the object just
+ * read, so it also holds across agent restarts).
+ */
+export function keepTransitionTimes(recorded: readonly Condition[] | undefined, next: Condition[]): Condition[] {
+  return next.map((c) => {
+    const was = recorded?.find((r) => r.type === c.type);
+    return was && was.status === c.status && was.lastTransitionTime ? { ...c, lastTransitionTime: was.lastTransitionTime } : c;
+  });
+}
+
 export interface StatusWriterOptions {
   node: string;
   kubeConfig: KubeConfig;
@@ -115,7 +127,8 @@ export class StatusWriter {
       if (classifyKubeError(e, `nodecheckpoint ${this.o.node}`).kind !== 'notFound') throw e;
       obj = (await this.api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node) })) as NodeCheckpoint;
     }
-    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), this.o.conditions(), this.o.tokensExpireAt);
+    const conditions = keepTransitionTimes(obj.status?.conditions, this.o.conditions());
+    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), conditions, this.o.tokensExpireAt);
     await this.api.replaceClusterCustomObjectStatus({ ...base, body: { ...obj, status } });
     this.writes += 1;
   }
