@@ -4,9 +4,10 @@
 // With --watch: list once, then follow both with watches and re-print whenever a row changes
 // in a way a person would notice (state, phase, checkpoint, reason, holder; a routine Lease
 // renewal alone does not re-print). A watch that ends is re-listed and re-opened after a pause.
-import { CoordinationV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
+import { CoordinationV1Api, CustomObjectsApi, type KubeConfig, Watch } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
 import { LABEL_MANAGED_BY, LABEL_NODE, MANAGED_BY } from '../core/names.js';
+import { loadKubeConfig } from '../kube/client.js';
 import { NODECHECKPOINT_GROUP, NODECHECKPOINT_PLURAL, NODECHECKPOINT_VERSION } from '../kube/nodecheckpoint-types.js';
 import { buildRows, type LeaseObject, type NodeCheckpointObject, type OutputFormat, render, significant } from '../kube/status-table.js';
 import { CliError } from './errors.js';
@@ -71,15 +72,11 @@ export function register(program: Command): void {
 }
 
 function loadConfig(file: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
   try {
-    if (file) kc.loadFromFile(file);
-    else kc.loadFromDefault();
+    return loadKubeConfig(file);
   } catch (e) {
-    throw new CliError(`cannot load kubeconfig ${file ?? '(default)'}: ${(e as Error).message}`, 'EKUBECONFIG', 2);
+    throw new CliError((e as Error).message, 'EKUBECONFIG', 2);
   }
-  if (!kc.getCurrentCluster()) throw new CliError(`no current cluster in kubeconfig ${file ?? '(default)'}`, 'EKUBECONFIG', 2);
-  return kc;
 }
 
 async function withTimeout<T>(p: Promise<T>, kc: KubeConfig): Promise<T> {
