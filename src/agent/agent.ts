@@ -10,23 +10,9 @@ import { beatFingerprint, decide, handoverToPersist, initialState, type Recovere
 import { parentId } from '../core/names.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
+import type { Clock, Timers } from '../core/time.js';
 
-export interface Clock {
-  /** Monotonic milliseconds. */
-  now(): number;
-}
-
-export interface Timers {
-  set(fn: () => void, ms: number): unknown;
-  clear(handle: unknown): void;
-}
-
-export const realTimers: Timers = {
-  set: (fn, ms) => setTimeout(fn, ms),
-  clear: (h) => clearTimeout(h as NodeJS.Timeout),
-};
-
-export const monotonicClock: Clock = { now: () => Math.floor(performance.now()) };
+export { type Clock, monotonicClock, realTimers, type Timers } from '../core/time.js';
 
 /** What the agent knows of a parent beyond the core's state: the pod to capture from, its labels. */
 export interface ParentView {
