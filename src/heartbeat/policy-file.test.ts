@@ -7,7 +7,7 @@ import type { HeartbeatIdentity } from './beat.js';
 import type { BeatWriter } from './channel.js';
 import { startHeartbeat } from './heartbeat.js';
 import { POLICY_RELOAD_MS } from './policy-file.js';
-import { FakeClock, settle } from './testing/fake-clock.js';
+import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 
 const identity: HeartbeatIdentity = { namespace: 'kube-system', podName: 'api-1', podUid: 'u-1', key: 'kube-apiserver', node: 'n1', role: 'parent' };
 const FILE = '/etc/lastseen/policy.yaml';
@@ -31,7 +31,7 @@ class Recorder implements BeatWriter {
 }
 
 function setup(initial: string | null) {
-  const clock = new FakeClock();
+  const clock = new FakeClock({ io: true });
   const lease = new Recorder('lease', clock);
   const lines: Array<Record<string, unknown>> = [];
   const logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(JSON.parse(s)) });

@@ -2,7 +2,7 @@ import type { V1Lease } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat } from '../core/types.js';
-import { FakeClock } from '../heartbeat/testing/fake-clock.js';
+import { FakeTime as FakeClock } from '../core/fake-time.test-helpers.js';
 import type { KubeClient } from './client.js';
 import { beatFromLease, CONFLICTS_BEFORE_PATCH, LeaseChannel, type LeaseTarget, leaseWithBeat, MAX_UPDATE_RETRIES } from './lease.js';
 
@@ -168,7 +168,7 @@ describe('LeaseChannel', () => {
 
   it('creates the Lease, then renews with one PUT per beat from the cached copy', async () => {
     const { state, makeClient } = fakeApi();
-    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock(), random: () => 0.5 });
+    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock({ io: true }), random: () => 0.5 });
     await ch.write(b(1), 1000);
     expect(state.requests).toEqual(['GET', 'POST']);
     state.requests = [];
@@ -180,7 +180,7 @@ describe('LeaseChannel', () => {
   it('a conflict re-reads and retries, not a failure; repeated conflicts fall back to a merge patch', async () => {
     const { state, makeClient } = fakeApi();
     const failures: string[] = [];
-    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock(), onFailure: (e) => failures.push(e.kind) });
+    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock({ io: true }), onFailure: (e) => failures.push(e.kind) });
     await ch.write(b(1), 1000);
     state.requests = [];
     state.conflictNext = 1;
@@ -198,7 +198,7 @@ describe('LeaseChannel', () => {
   it('shows the policy problem of the shared target as an annotation, and removes it once cleared (PUT and merge patch)', async () => {
     const { state, makeClient } = fakeApi();
     const shared = { ...target, policyProblem: 'invalid policy /p.yaml: defaults.interval: bad' as string | null };
-    const ch = new LeaseChannel({ target: shared, makeClient, clock: new FakeClock() });
+    const ch = new LeaseChannel({ target: shared, makeClient, clock: new FakeClock({ io: true }) });
     await ch.write(b(1), 1000);
     expect(state.stored?.metadata?.annotations?.[ANNOTATION_POLICY_PROBLEM]).toBe('invalid policy /p.yaml: defaults.interval: bad');
     shared.policyProblem = null;
@@ -218,7 +218,7 @@ describe('LeaseChannel', () => {
 
   it('re-creates a Lease deleted under it', async () => {
     const { state, makeClient } = fakeApi();
-    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock() });
+    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock({ io: true }) });
     await ch.write(b(1), 1000);
     state.stored = null;
     state.requests = [];
@@ -228,7 +228,7 @@ describe('LeaseChannel', () => {
 
   it('backs off on failures within the deadline, gets a fresh client after repeats, and gives up with the object named', async () => {
     const { state, makeClient } = fakeApi();
-    const clock = new FakeClock();
+    const clock = new FakeClock({ io: true });
     const ch = new LeaseChannel({ target, makeClient, clock, random: () => 0.5 });
     await ch.write(b(1), 1000);
     state.requests = [];

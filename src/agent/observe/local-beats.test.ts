@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_BEAT_FILE_BYTES } from '../../heartbeat/local.js';
-import { FakeTime, memoryLogger } from './fake-time.test-helpers.js';
+import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import { isBeatFileName, watchLocalBeats } from './local-beats.js';
 
 let dir: string;
