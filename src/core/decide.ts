@@ -21,7 +21,7 @@
 //
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
-import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
+import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase, PodInfo } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
@@ -55,12 +55,19 @@ export interface InitialStateArgs {
   rebooted?: boolean;
 }
 
-/** What the caller persists about a hand-over in progress, so a restart keeps its deadline. */
+/**
+ * What the caller persists about a hand-over in progress, so a restart keeps its deadline, and
+ * about a known-bad spec, so a restart does not hand over to it again.
+ */
 export interface RecoveredHandover {
   /** Time left until the deadline (may be negative: already passed). */
   remainingMs: number;
   attempts: number;
   nextBackoffMs: number;
+  /** false: no hand-over is in progress, the record only keeps `knownBad` (absent: true). */
+  inProgress?: boolean;
+  /** The known-bad verdict (ParentState.knownBad) in force when the record was written. */
+  knownBad?: { specHash: string; podUid: string };
 }
 
 /**
@@ -73,15 +80,19 @@ function clampRemaining(remainingMs: number, p: ParentPolicy): number {
 
 /** The persistable part of a hand-over in progress (null when not handing over). */
 export function handoverToPersist(s: ParentState, now: number): RecoveredHandover | null {
-  if (s.state !== 'HandingOver' || s.handover.deadline === null) return null;
-  return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs };
+  const knownBad = s.knownBad ? { knownBad: { specHash: s.knownBad.specHash, podUid: s.knownBad.podUid } } : {};
+  if (s.state === 'HandingOver' && s.handover.deadline !== null) {
+    return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs, ...knownBad };
+  }
+  if (s.knownBad) return { remainingMs: 0, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs, inProgress: false, ...knownBad };
+  return null;
 }
 
 /** A parent as the agent first knows it after starting: grace running, nothing seen yet. */
 export function initialState(a: InitialStateArgs): ParentState {
   const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
   const recovered = checkpoint.active;
-  const resumed = !recovered && checkpoint.stored && a.handover !== undefined;
+  const resumed = !recovered && checkpoint.stored && a.handover !== undefined && a.handover.inProgress !== false;
   const noGrace = a.rebooted === true && !a.apiReachable && a.policy.whenApiUnreachable === 'activate';
   return {
     id: `${a.namespace}/${a.key}`,
@@ -118,7 +129,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     handover: resumed
       ? { attempts: a.handover!.attempts, deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy), notBefore: a.now, nextBackoffMs: a.handover!.nextBackoffMs }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
-    knownBad: null,
+    knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
     retryAt: null,
   };
 }
@@ -229,14 +240,17 @@ function observe(s: ParentState, input: Input, now: number): void {
       delete s.inflight.collect;
       s.unscheduledSince = null;
       return;
-    case 'pod':
+    case 'pod': {
       if (!s.apiReachable) return;
+      const before = s.pod;
       s.pod = input.pod ? { ...input.pod } : null;
+      if (exitedBesideSharingCheckpoint(s, before)) s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
       // A new spec is a new candidate: the verdict on the old one does not carry over.
       if (input.pod && s.knownBad !== null && input.pod.specHash !== s.knownBad.specHash) s.knownBad = null;
       if (input.pod) s.unscheduledSince = null;
       else s.unscheduledSince ??= now;
       return;
+    }
     case 'policy':
       // A grace still running is re-measured from its start under the new policy.
       if (s.graceUntil > now) s.graceUntil += input.policy.startupGraceMs - s.policy.startupGraceMs;
@@ -250,11 +264,11 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     case 'activated':
       delete s.inflight.activate;
-      s.checkpoint = { ...s.checkpoint, active: true };
+      s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
       return;
     case 'retired':
       delete s.inflight.retire;
-      s.checkpoint = { ...s.checkpoint, active: false };
+      s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
       return;
     case 'collected':
       delete s.inflight.collect;
@@ -268,6 +282,20 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     }
   }
+}
+
+/**
+ * An overlap parent's container exited while it started beside its active checkpoint: the pod here
+ * is the one seen before, its restart count rose, it runs a spec other than the checkpoint's and it
+ * has not reported Ready. With port sharing the checkpoint cannot have kept it from its ports, so
+ * the exit is the spec's own: a verdict, as a failed hand-over is for `release`.
+ */
+function exitedBesideSharingCheckpoint(s: ParentState, before: PodInfo | null): boolean {
+  const pod = s.pod;
+  if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return false;
+  if (pod === null || before === null || pod.uid !== before.uid || pod.restarts === undefined || before.restarts === undefined) return false;
+  if (pod.restarts <= before.restarts || pod.specHash === s.checkpoint.specHash || s.phase === 'Ready') return false;
+  return s.knownBad === null || s.knownBad.specHash !== pod.specHash;
 }
 
 function observeBeat(s: ParentState, b: Beat, now: number): void {
@@ -442,10 +470,14 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         return enter(s, 'Healthy', 'ParentReady: the parent reports Ready; checkpoint retired', now, actions);
       }
       // Overlap: the parent binds beside the checkpoint (shared ports), so nothing is retired until
-      // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving.
-      if (s.phase === 'Starting' && p.handover === 'overlap') return false;
+      // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving;
+      // one whose spec is known-bad finds it holding the ports without sharing (reconcile).
+      if (p.handover === 'overlap') {
+        if (knownBad(s)) announceKnownBad(s, now, actions);
+        return false;
+      }
       if (s.phase === 'Starting' && knownBad(s)) {
-        holdNote(s, `KnownBadSpec: the parent runs spec ${s.knownBad!.specHash}, which failed a hand-over; the checkpoint keeps the node until the spec changes or the parent reports Ready`, actions);
+        announceKnownBad(s, now, actions);
         return false;
       }
       if (s.phase === 'Starting' && now >= s.handover.notBefore) {
@@ -509,6 +541,20 @@ function resetHandover(s: ParentState): void {
   s.knownBad = null;
 }
 
+/**
+ * A verdict reached outside a hand-over (an overlap parent's exit, or one restored after an agent
+ * restart) is announced once, with the reason that also persists it (the transition).
+ */
+function announceKnownBad(s: ParentState, now: number, actions: Action[]): void {
+  const kb = s.knownBad!;
+  const reason = `KnownBadSpec: the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`;
+  if (s.reason === reason) return;
+  if (s.policy.handover === 'overlap' && kb.since === now) {
+    event(actions, 'Warning', 'KnownBadSpec', `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports; the checkpoint now holds them without sharing until the spec changes or reports Ready`);
+  }
+  holdNote(s, reason, actions);
+}
+
 /** The parent here still runs the spec that failed a hand-over (see ParentState.knownBad). */
 function knownBad(s: ParentState): boolean {
   return s.knownBad !== null && s.pod !== null && s.pod.specHash === s.knownBad.specHash;
@@ -533,7 +579,16 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     return;
   }
   const wantActive = s.state === 'Active';
-  if (wantActive && !s.checkpoint.active && s.checkpoint.stored) ask('activate', s.reason);
+  // An overlap parent's known-bad spec must not bind beside the checkpoint: the manifest is
+  // rewritten without port sharing (and back with it once the spec changes or the verdict ends).
+  const exclusive = wantActive && s.policy.handover === 'overlap' && knownBad(s);
+  const activate = (reason: string) => {
+    if (!due(s, 'activate', now)) return;
+    s.inflight.activate = now;
+    actions.push(exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason });
+  };
+  if (wantActive && !s.checkpoint.active && s.checkpoint.stored) activate(s.reason);
+  else if (wantActive && s.checkpoint.active && s.checkpoint.stored && (s.checkpoint.exclusive === true) !== exclusive) activate(s.reason);
   if (!wantActive && s.checkpoint.active) ask('retire', s.reason);
 
   // Last known good: refresh the copy only from the pod whose own beat says Ready.
