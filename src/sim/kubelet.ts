@@ -367,6 +367,8 @@ export class Kubelet {
   /** Push a container state to the api-server, if one is reachable. */
   private report(p: KPod): void {
     if (!this.connected) return;
+    // The pod's status in the api-server: its restart count (containerStatuses[].restartCount).
+    if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts);
     if (this.staleStatus) {
       // The pod phase: Pending until a container starts, then Running, crash loops included.
       p.reported = p.removed ? 'terminated' : p.everStarted ? 'running' : 'pending';
@@ -374,7 +376,5 @@ export class Kubelet {
     }
     const state: ReportedState = p.state === 'waiting' ? (p.restarts > 0 ? 'waiting' : 'pending') : p.state === 'terminating' ? 'terminated' : 'running';
     p.reported = state;
-    // The pod's status in the api-server: its restart count (containerStatuses[].restartCount).
-    if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts);
   }
 }
