@@ -581,7 +581,9 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   const wantActive = s.state === 'Active';
   // An overlap parent's known-bad spec must not bind beside the checkpoint: the manifest is
   // rewritten without port sharing (and back with it once the spec changes or the verdict ends).
-  const exclusive = wantActive && s.policy.handover === 'overlap' && knownBad(s);
+  // Also while the pod is unknown (an agent restarted with a persisted verdict, before its first
+  // pod list): sharing again would let the bad spec bind, and undoing it costs a copy's restart.
+  const exclusive = wantActive && s.policy.handover === 'overlap' && s.knownBad !== null && (s.pod === null || s.pod.specHash === s.knownBad.specHash);
   const activate = (reason: string) => {
     if (!due(s, 'activate', now)) return;
     s.inflight.activate = now;
