@@ -470,8 +470,11 @@ describe('decide: rules over time', () => {
     describe('overlap: an exit beside the sharing checkpoint is the verdict, and the checkpoint stops sharing', () => {
       const overlap = { ...POLICY, handover: 'overlap' as const };
       /** Active (overlap) on h1 with the bad pod here, reporting `restarts`, Starting beats in between. */
-      function overlapRun(restarts: number[], spec = BAD) {
+      /** The copy's own beat: Ready (holder `cp1`, a copy started from the manifest as written). */
+      const copyReady = (): Input => ({ type: 'beat', beat: beat('Ready', { role: 'checkpoint', holder: 'kube-apiserver-checkpoint-n1', holderUid: 'cp1', channel: 'local' }) });
+      function overlapRun(restarts: number[], spec = BAD, copySeenReady = true) {
         let s = fixtures(overlap).Active!.state;
+        if (copySeenReady) s = decide(s, copyReady(), 6900).state;
         const actions: Action[] = [];
         let t = 7000;
         for (const r of restarts) {
@@ -501,6 +504,26 @@ describe('decide: rules over time', () => {
       it("no verdict without a rise (first sighting), nor for the checkpoint's own spec", () => {
         expect(overlapRun([3, 3, 3]).state.knownBad).toBeNull();
         expect(overlapRun([0, 1, 2], { ...POD, uid: 'u1' }).state.knownBad).toBeNull();
+      });
+
+      it('exits count only beside a copy seen Ready since the manifest was written, and not across an outage', () => {
+        // No Ready beat from the copy yet (it may still be starting, or an exclusive one draining).
+        expect(overlapRun([0, 1, 2], BAD, false).state.knownBad).toBeNull();
+        // An outage between two listings: the rise may predate the shared copy; the next one counts.
+        let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
+        s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid }) }, 6950).state;
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 0 } }, 7000).state;
+        s = decide(s, { type: 'api', reachable: false }, 7100).state;
+        s = decide(s, { type: 'api', reachable: true }, 7200).state;
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 2 } }, 7300).state;
+        expect(s.knownBad).toBeNull();
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 3 } }, 7400).state;
+        expect(s.knownBad).toMatchObject({ specHash: 'h-bad' });
+        // The rewritten (exclusive) manifest starts the watch again: the copy that ran before it does not count.
+        expect(s.exitWatch.ready).toBe(true);
+        const rewritten = decide(s, { type: 'activated', exclusive: true }, 7500).state;
+        expect(rewritten.exitWatch).toEqual({ notHolder: 'cp1', ready: false, base: null });
+        expect(decide(rewritten, copyReady(), 7600).state.exitWatch.ready).toBe(false); // the old copy's late beat
       });
 
       it('a new spec ends the verdict: the checkpoint shares its ports again for the overlap hand-over', () => {

@@ -21,7 +21,7 @@
 //
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
-import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase, PodInfo } from './types.js';
+import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
@@ -130,6 +130,8 @@ export function initialState(a: InitialStateArgs): ParentState {
       ? { attempts: a.handover!.attempts, deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy), notBefore: a.now, nextBackoffMs: a.handover!.nextBackoffMs }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
     knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
+    exitWatch: { notHolder: null, ready: false, base: null },
+    checkpointHolder: null,
     retryAt: null,
   };
 }
@@ -145,6 +147,7 @@ function copy(s: ParentState): ParentState {
     confirm: s.confirm ? { ...s.confirm } : null,
     pod: s.pod ? { ...s.pod } : null,
     rounds: [...s.rounds],
+    exitWatch: { ...s.exitWatch, base: s.exitWatch.base ? { ...s.exitWatch.base } : null },
   };
 }
 
@@ -232,6 +235,8 @@ function observe(s: ParentState, input: Input, now: number): void {
       // A fresh start after the api-server returns: watches re-list, beats need a window to show.
       if (input.reachable) s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
       s.apiReachable = input.reachable;
+      // Exits reported after an outage may have happened before the copy shared its ports.
+      s.exitWatch.base = null;
       // The api-server's word on scheduling is only trusted while it can be heard, and the clock
       // towards GC starts again after any outage.
       s.unscheduledSince = null;
@@ -242,9 +247,9 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     case 'pod': {
       if (!s.apiReachable) return;
-      const before = s.pod;
       s.pod = input.pod ? { ...input.pod } : null;
-      if (exitedBesideSharingCheckpoint(s, before)) s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
+      if (exitedBesideSharingCheckpoint(s)) s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
+      s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
       // A new spec is a new candidate: the verdict on the old one does not carry over.
       if (input.pod && s.knownBad !== null && input.pod.specHash !== s.knownBad.specHash) s.knownBad = null;
       if (input.pod) s.unscheduledSince = null;
@@ -265,10 +270,12 @@ function observe(s: ParentState, input: Input, now: number): void {
     case 'activated':
       delete s.inflight.activate;
       s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'retired':
       delete s.inflight.retire;
       s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'collected':
       delete s.inflight.collect;
@@ -286,21 +293,31 @@ function observe(s: ParentState, input: Input, now: number): void {
 
 /**
  * An overlap parent's container exited while it started beside its active checkpoint: the pod here
- * is the one seen before, its restart count rose, it runs a spec other than the checkpoint's and it
- * has not reported Ready. With port sharing the checkpoint cannot have kept it from its ports, so
- * the exit is the spec's own: a verdict, as a failed hand-over is for `release`.
+ * is the one seen before, its restart count rose since a copy that shares the ports was seen
+ * Ready (exitWatch), it runs a spec other than the checkpoint's and it has not reported Ready.
+ * With port sharing the checkpoint cannot have kept it from its ports, so the exit is the spec's
+ * own: a verdict, as a failed hand-over is for `release`. Exits while an exclusive copy ran or
+ * drained, or reported after an outage, are not counted.
  */
-function exitedBesideSharingCheckpoint(s: ParentState, before: PodInfo | null): boolean {
+function exitedBesideSharingCheckpoint(s: ParentState): boolean {
   const pod = s.pod;
+  const base = s.exitWatch.base;
   if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return false;
-  if (pod === null || before === null || pod.uid !== before.uid || pod.restarts === undefined || before.restarts === undefined) return false;
-  if (pod.restarts <= before.restarts || pod.specHash === s.checkpoint.specHash || s.phase === 'Ready') return false;
+  if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return false;
+  if (pod.restarts <= base.restarts || pod.specHash === s.checkpoint.specHash || s.phase === 'Ready') return false;
   return s.knownBad === null || s.knownBad.specHash !== pod.specHash;
 }
 
 function observeBeat(s: ParentState, b: Beat, now: number): void {
   if (b.role === 'checkpoint') {
     s.checkpointPhase = b.phase;
+    s.checkpointHolder = b.holderUid;
+    // A copy started from the manifest as last written, serving: from now on exits count.
+    if (b.phase === 'Ready' && !s.exitWatch.ready && b.holderUid !== s.exitWatch.notHolder && s.checkpoint.active && s.checkpoint.exclusive !== true) {
+      s.exitWatch.ready = true;
+      // The pod as last listed is the base (not after an outage: its count may be older than the copy).
+      if (s.apiReachable && s.pod?.restarts !== undefined) s.exitWatch.base = { uid: s.pod.uid, restarts: s.pod.restarts };
+    }
     return;
   }
   const fp = beatFingerprint(b);

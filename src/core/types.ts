@@ -139,6 +139,15 @@ export interface ParentState {
    * is not recorded. Persisted with the hand-over record, so an agent restart keeps it.
    */
   knownBad: { specHash: string; podUid: string; since: number } | null;
+  /**
+   * Overlap: exits of the parent are counted only beside a copy known to share its ports. Reset
+   * on every (re)write of the checkpoint manifest: `notHolder` is the copy that ran before it
+   * (its late beats do not count), `ready` is set by a Ready beat of another copy, `base` is the
+   * pod's restart count seen since then (null: none yet, or lost to an api-server outage).
+   */
+  exitWatch: { notHolder: string | null; ready: boolean; base: { uid: string; restarts: number } | null };
+  /** Holder uid of the checkpoint copy's latest beat. */
+  checkpointHolder: string | null;
   /** Actuator failures: retry the named action no earlier than this. */
   retryAt: number | null;
 }
