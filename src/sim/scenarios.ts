@@ -183,6 +183,18 @@ NAMED['bad-rollout-overlap'] = {
   // the new copy's 15 s start). The expectation guards the figure, not the goal.
   expect: { ...NAMED['bad-rollout']!.expect, maxUnserved: '61s' },
 };
+NAMED['bad-then-good-rollout-overlap'] = {
+  ...NAMED['bad-rollout-overlap']!,
+  name: 'bad-then-good-rollout-overlap',
+  description:
+    'bad-rollout-overlap, then a rollout that fixes it: the verdict ends with the spec, the checkpoint shares its port again and the new spec takes over beside it.',
+  duration: '20m',
+  faults: [
+    { type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false },
+    { type: 'rollout', at: '8m', key: 'kube-apiserver', healthy: true },
+  ],
+  expect: { served: true, parentServed: true, checkpointGeneration: 3 },
+};
 // The other stories of issue 10 with the api-server as deploy/base/policy.yaml recommends it.
 NAMED['agent-restart-mid-handover-overlap'] = {
   ...NAMED['agent-restart-mid-handover']!,
