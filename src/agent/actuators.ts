@@ -20,6 +20,25 @@ import { type Actuators, CollectRefusedError, type LiveRead, type ParentView } f
 import { parentsOnNode } from './parents.js';
 
 export const COMPONENT = 'lastseen-agent';
+
+/** The flag that lets kube-apiserver (and the scheduler, controller-manager) bind with SO_REUSEPORT. */
+const PORT_SHARING_FLAG = /^--permit-port-sharing(=(true|1|t|T|TRUE|True))?$/;
+
+/**
+ * The checkpoint's manifest without port sharing: `--permit-port-sharing` (and `=true`) removed
+ * from every container's command and args. A copy started from it binds its ports alone, so a
+ * crash-looping known-bad parent (which shares) fails to bind instead of taking a share of the
+ * connections (Linux refuses a SO_REUSEPORT bind on a port held without it, and vice versa).
+ */
+export function withoutPortSharing(manifest: V1Pod): V1Pod {
+  const strip = (xs: string[] | undefined) => xs?.filter((x) => !PORT_SHARING_FLAG.test(x));
+  const copy = structuredClone(manifest);
+  for (const c of [...(copy.spec?.containers ?? []), ...(copy.spec?.initContainers ?? [])]) {
+    if (c.command) c.command = strip(c.command)!;
+    if (c.args) c.args = strip(c.args)!;
+  }
+  return copy;
+}
 /** Where the api-server keeps Events about cluster-scoped objects (as it does for Nodes). */
 export const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
 
@@ -132,10 +151,10 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       d.logger.info({ parent: p.id, specHash: r.capture.specHash, written, warnings: r.warnings }, 'checkpoint captured');
       return { specHash: r.capture.specHash };
     },
-    async activate(p) {
+    async activate(p, _reason, exclusive) {
       const c = await d.store.load(p.id);
       if (!c) throw new Error(`cannot activate ${p.id}: no complete checkpoint in ${d.store.checkpointDir(p.id)}`);
-      await d.manifests.activate(p.id, c.manifest);
+      await d.manifests.activate(p.id, exclusive === true ? withoutPortSharing(c.manifest) : c.manifest);
     },
     async retire(p) {
       await d.manifests.retire(p.id);

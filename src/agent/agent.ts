@@ -45,7 +45,8 @@ export class CollectRefusedError extends Error {
 export interface Actuators {
   /** `reason`: the core's, for logs (the simulator checks its invariants with it). */
   capture(p: ParentView, pod: PodInfo, reason: string): Promise<{ specHash: string }>;
-  activate(p: ParentView, reason: string): Promise<void>;
+  /** `exclusive`: write the manifest without port sharing (see ParentState.knownBad). */
+  activate(p: ParentView, reason: string, exclusive?: boolean): Promise<void>;
   retire(p: ParentView, reason: string): Promise<void>;
   collect(p: ParentView, reason: string): Promise<void>;
   /** Read the parent's api channels live (no cache). */
@@ -79,6 +80,8 @@ export interface AgentOptions {
   actuators: Actuators;
   /** Spec hash of the checkpoint a pod would give (sanitize(pod).specHash). */
   specHash(pod: unknown): string;
+  /** Restarts of the pod's main containers as its kubelet reports them (undefined: unknown). Default: podRestarts below. */
+  podRestarts?(pod: unknown): number | undefined;
   hooks?: AgentHooks;
   policy?: Policy;
   /** Hand-overs in progress survive a restart through this record (none: they do not). */
@@ -92,6 +95,16 @@ export interface AgentOptions {
 
 interface Entry extends ParentView {
   wakeAt: number | null;
+}
+
+/**
+ * Restarts of a V1Pod's main containers (`status.containerStatuses[].restartCount`, summed; init
+ * and sidecar containers are not counted: a native sidecar outlives its main container's exits).
+ */
+export function podRestarts(pod: unknown): number | undefined {
+  const statuses = (pod as { status?: { containerStatuses?: Array<{ restartCount?: number }> } }).status?.containerStatuses;
+  if (!Array.isArray(statuses)) return undefined;
+  return statuses.reduce((n, c) => n + (typeof c.restartCount === 'number' ? c.restartCount : 0), 0);
 }
 
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
@@ -224,7 +237,8 @@ export class Agent {
 
   private podInfo(pod: unknown): PodInfo {
     const m = (pod as { metadata?: { uid?: string; name?: string } }).metadata ?? {};
-    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod) };
+    const restarts = (this.o.podRestarts ?? podRestarts)(pod);
+    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}) };
   }
 
   private feed(e: Entry, input: Input): void {
@@ -282,8 +296,8 @@ export class Agent {
         run('capture', A.capture(e, a.pod, a.reason).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input));
         return;
       case 'activate':
-        log.info({ parent: e.id, reason: a.reason }, 'activating checkpoint');
-        run('activate', A.activate(e, a.reason).then(() => ({ type: 'activated' }) as Input));
+        log.info({ parent: e.id, reason: a.reason, exclusive: a.exclusive === true }, 'activating checkpoint');
+        run('activate', A.activate(e, a.reason, a.exclusive === true).then(() => (a.exclusive === true ? { type: 'activated', exclusive: true } : { type: 'activated' }) as Input));
         return;
       case 'retire':
         log.info({ parent: e.id, reason: a.reason }, 'retiring checkpoint');

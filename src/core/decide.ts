@@ -55,12 +55,19 @@ export interface InitialStateArgs {
   rebooted?: boolean;
 }
 
-/** What the caller persists about a hand-over in progress, so a restart keeps its deadline. */
+/**
+ * What the caller persists about a hand-over in progress, so a restart keeps its deadline, and
+ * about a known-bad spec, so a restart does not hand over to it again.
+ */
 export interface RecoveredHandover {
   /** Time left until the deadline (may be negative: already passed). */
   remainingMs: number;
   attempts: number;
   nextBackoffMs: number;
+  /** false: no hand-over is in progress, the record only keeps `knownBad` (absent: true). */
+  inProgress?: boolean;
+  /** The known-bad verdict (ParentState.knownBad) in force when the record was written. */
+  knownBad?: { specHash: string; podUid: string };
 }
 
 /**
@@ -73,15 +80,19 @@ function clampRemaining(remainingMs: number, p: ParentPolicy): number {
 
 /** The persistable part of a hand-over in progress (null when not handing over). */
 export function handoverToPersist(s: ParentState, now: number): RecoveredHandover | null {
-  if (s.state !== 'HandingOver' || s.handover.deadline === null) return null;
-  return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs };
+  const knownBad = s.knownBad ? { knownBad: { specHash: s.knownBad.specHash, podUid: s.knownBad.podUid } } : {};
+  if (s.state === 'HandingOver' && s.handover.deadline !== null) {
+    return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs, ...knownBad };
+  }
+  if (s.knownBad) return { remainingMs: 0, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs, inProgress: false, ...knownBad };
+  return null;
 }
 
 /** A parent as the agent first knows it after starting: grace running, nothing seen yet. */
 export function initialState(a: InitialStateArgs): ParentState {
   const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
   const recovered = checkpoint.active;
-  const resumed = !recovered && checkpoint.stored && a.handover !== undefined;
+  const resumed = !recovered && checkpoint.stored && a.handover !== undefined && a.handover.inProgress !== false;
   const noGrace = a.rebooted === true && !a.apiReachable && a.policy.whenApiUnreachable === 'activate';
   return {
     id: `${a.namespace}/${a.key}`,
@@ -118,7 +129,9 @@ export function initialState(a: InitialStateArgs): ParentState {
     handover: resumed
       ? { attempts: a.handover!.attempts, deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy), notBefore: a.now, nextBackoffMs: a.handover!.nextBackoffMs }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
-    knownBad: null,
+    knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
+    exitWatch: { notHolder: null, ready: false, base: null },
+    checkpointHolder: null,
     retryAt: null,
   };
 }
@@ -134,6 +147,7 @@ function copy(s: ParentState): ParentState {
     confirm: s.confirm ? { ...s.confirm } : null,
     pod: s.pod ? { ...s.pod } : null,
     rounds: [...s.rounds],
+    exitWatch: { ...s.exitWatch, base: s.exitWatch.base ? { ...s.exitWatch.base } : null },
   };
 }
 
@@ -221,6 +235,8 @@ function observe(s: ParentState, input: Input, now: number): void {
       // A fresh start after the api-server returns: watches re-list, beats need a window to show.
       if (input.reachable) s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
       s.apiReachable = input.reachable;
+      // Exits reported after an outage may have happened before the copy shared its ports.
+      s.exitWatch.base = null;
       // The api-server's word on scheduling is only trusted while it can be heard, and the clock
       // towards GC starts again after any outage.
       s.unscheduledSince = null;
@@ -229,14 +245,17 @@ function observe(s: ParentState, input: Input, now: number): void {
       delete s.inflight.collect;
       s.unscheduledSince = null;
       return;
-    case 'pod':
+    case 'pod': {
       if (!s.apiReachable) return;
       s.pod = input.pod ? { ...input.pod } : null;
+      if (exitedBesideSharingCheckpoint(s)) s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
+      s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
       // A new spec is a new candidate: the verdict on the old one does not carry over.
       if (input.pod && s.knownBad !== null && input.pod.specHash !== s.knownBad.specHash) s.knownBad = null;
       if (input.pod) s.unscheduledSince = null;
       else s.unscheduledSince ??= now;
       return;
+    }
     case 'policy':
       // A grace still running is re-measured from its start under the new policy.
       if (s.graceUntil > now) s.graceUntil += input.policy.startupGraceMs - s.policy.startupGraceMs;
@@ -250,11 +269,13 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     case 'activated':
       delete s.inflight.activate;
-      s.checkpoint = { ...s.checkpoint, active: true };
+      s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'retired':
       delete s.inflight.retire;
-      s.checkpoint = { ...s.checkpoint, active: false };
+      s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'collected':
       delete s.inflight.collect;
@@ -270,9 +291,33 @@ function observe(s: ParentState, input: Input, now: number): void {
   }
 }
 
+/**
+ * An overlap parent's container exited while it started beside its active checkpoint: the pod here
+ * is the one seen before, its restart count rose since a copy that shares the ports was seen
+ * Ready (exitWatch), it runs a spec other than the checkpoint's and it has not reported Ready.
+ * With port sharing the checkpoint cannot have kept it from its ports, so the exit is the spec's
+ * own: a verdict, as a failed hand-over is for `release`. Exits while an exclusive copy ran or
+ * drained, or reported after an outage, are not counted.
+ */
+function exitedBesideSharingCheckpoint(s: ParentState): boolean {
+  const pod = s.pod;
+  const base = s.exitWatch.base;
+  if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return false;
+  if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return false;
+  if (pod.restarts <= base.restarts || pod.specHash === s.checkpoint.specHash || s.phase === 'Ready') return false;
+  return s.knownBad === null || s.knownBad.specHash !== pod.specHash;
+}
+
 function observeBeat(s: ParentState, b: Beat, now: number): void {
   if (b.role === 'checkpoint') {
     s.checkpointPhase = b.phase;
+    s.checkpointHolder = b.holderUid;
+    // A copy started from the manifest as last written, serving: from now on exits count.
+    if (b.phase === 'Ready' && !s.exitWatch.ready && b.holderUid !== s.exitWatch.notHolder && s.checkpoint.active && s.checkpoint.exclusive !== true) {
+      s.exitWatch.ready = true;
+      // The pod as last listed is the base (not after an outage: its count may be older than the copy).
+      if (s.apiReachable && s.pod?.restarts !== undefined) s.exitWatch.base = { uid: s.pod.uid, restarts: s.pod.restarts };
+    }
     return;
   }
   const fp = beatFingerprint(b);
@@ -442,10 +487,14 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         return enter(s, 'Healthy', 'ParentReady: the parent reports Ready; checkpoint retired', now, actions);
       }
       // Overlap: the parent binds beside the checkpoint (shared ports), so nothing is retired until
-      // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving.
-      if (s.phase === 'Starting' && p.handover === 'overlap') return false;
+      // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving;
+      // one whose spec is known-bad finds it holding the ports without sharing (reconcile).
+      if (p.handover === 'overlap') {
+        if (knownBad(s)) announceKnownBad(s, now, actions);
+        return false;
+      }
       if (s.phase === 'Starting' && knownBad(s)) {
-        holdNote(s, `KnownBadSpec: the parent runs spec ${s.knownBad!.specHash}, which failed a hand-over; the checkpoint keeps the node until the spec changes or the parent reports Ready`, actions);
+        announceKnownBad(s, now, actions);
         return false;
       }
       if (s.phase === 'Starting' && now >= s.handover.notBefore) {
@@ -509,6 +558,20 @@ function resetHandover(s: ParentState): void {
   s.knownBad = null;
 }
 
+/**
+ * A verdict reached outside a hand-over (an overlap parent's exit, or one restored after an agent
+ * restart) is announced once, with the reason that also persists it (the transition).
+ */
+function announceKnownBad(s: ParentState, now: number, actions: Action[]): void {
+  const kb = s.knownBad!;
+  const reason = `KnownBadSpec: the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`;
+  if (s.reason === reason) return;
+  if (s.policy.handover === 'overlap' && kb.since === now) {
+    event(actions, 'Warning', 'KnownBadSpec', `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports; the checkpoint now holds them without sharing until the spec changes or reports Ready`);
+  }
+  holdNote(s, reason, actions);
+}
+
 /** The parent here still runs the spec that failed a hand-over (see ParentState.knownBad). */
 function knownBad(s: ParentState): boolean {
   return s.knownBad !== null && s.pod !== null && s.pod.specHash === s.knownBad.specHash;
@@ -533,7 +596,18 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     return;
   }
   const wantActive = s.state === 'Active';
-  if (wantActive && !s.checkpoint.active && s.checkpoint.stored) ask('activate', s.reason);
+  // An overlap parent's known-bad spec must not bind beside the checkpoint: the manifest is
+  // rewritten without port sharing (and back with it once the spec changes or the verdict ends).
+  // Also while the pod is unknown (an agent restarted with a persisted verdict, before its first
+  // pod list): sharing again would let the bad spec bind, and undoing it costs a copy's restart.
+  const exclusive = wantActive && s.policy.handover === 'overlap' && s.knownBad !== null && (s.pod === null || s.pod.specHash === s.knownBad.specHash);
+  const activate = (reason: string) => {
+    if (!due(s, 'activate', now)) return;
+    s.inflight.activate = now;
+    actions.push(exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason });
+  };
+  if (wantActive && !s.checkpoint.active && s.checkpoint.stored) activate(s.reason);
+  else if (wantActive && s.checkpoint.active && s.checkpoint.stored && (s.checkpoint.exclusive === true) !== exclusive) activate(s.reason);
   if (!wantActive && s.checkpoint.active) ask('retire', s.reason);
 
   // Last known good: refresh the copy only from the pod whose own beat says Ready.
