@@ -608,6 +608,28 @@ describe('decide: rules over time', () => {
     }
   });
 
+  it('a failed action backs off on its own: a failing capture does not delay an activation (issue 12)', () => {
+    // A capture fails, again and again (disk full in the store's folder).
+    let s = f.Silent!.state;
+    s = decide(s, { type: 'actionFailed', action: 'capture', error: 'ENOSPC' }, 6500).state;
+    s = decide(s, { type: 'actionFailed', action: 'capture', error: 'ENOSPC' }, 6550).state;
+    expect(s.retry.capture).toEqual({ at: 6550 + 10_000, failures: 2 });
+    // The silence is confirmed right after: the activation goes out at once, not after the capture's back-off.
+    const act = decide(s, { type: 'confirmed', outcome: 'unchanged' }, 6600);
+    expect(kinds(act.actions)).toContain('activate');
+    // Its own failures double from ACTION_RETRY_MS; a success clears them.
+    const f1 = decide(act.state, { type: 'actionFailed', action: 'activate', error: 'EIO' }, 6700);
+    expect(f1.state.retry.activate).toEqual({ at: 11_700, failures: 1 });
+    const again = decide(f1.state, { type: 'tick' }, 11_700);
+    expect(kinds(again.actions)).toContain('activate');
+    const f2 = decide(again.state, { type: 'actionFailed', action: 'activate', error: 'EIO' }, 11_800);
+    expect(f2.state.retry.activate).toEqual({ at: 21_800, failures: 2 });
+    expect(kinds(decide(f2.state, { type: 'tick' }, 21_799).actions)).not.toContain('activate');
+    const ok = decide(decide(f2.state, { type: 'tick' }, 21_800).state, { type: 'activated' }, 21_900);
+    expect(ok.state.retry.activate).toBeUndefined();
+    expect(ok.state.retry.capture).toEqual({ at: 16_550, failures: 2 });
+  });
+
   it('a failed action is retried after a pause, a lost report after a timeout', () => {
     const silent = f.Silent!.state;
     const act = decide(silent, { type: 'confirmed', outcome: 'unchanged' }, 6600);

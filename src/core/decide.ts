@@ -21,14 +21,16 @@
 //
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
-import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
+import { backoffMs } from './backoff.js';
+import type { Action, ActionKind, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
 /** After a live read could not reach the api-server, ask again after this long. */
 export const CONFIRM_RETRY_MS = 5_000;
-/** After an actuator failure (disk full, read-only folder), retry no sooner than this. */
+/** After an actuator failure (disk full, read-only folder), retry that action after this long, doubling per failure in a row up to ACTION_RETRY_MAX_MS. */
 export const ACTION_RETRY_MS = 5_000;
+export const ACTION_RETRY_MAX_MS = 60_000;
 /** An action whose result was never reported (a lost report) is asked again after this long. */
 export const ACTION_TIMEOUT_MS = 60_000;
 /** Beat rounds remembered to recognise one round arriving on several channels: a few intervals' worth. */
@@ -132,7 +134,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
     exitWatch: { notHolder: null, ready: false, base: null },
     checkpointHolder: null,
-    retryAt: null,
+    retry: {},
   };
 }
 
@@ -143,6 +145,7 @@ function copy(s: ParentState): ParentState {
     seen: { ...s.seen },
     checkpoint: { ...s.checkpoint },
     inflight: { ...s.inflight },
+    retry: { ...s.retry },
     handover: { ...s.handover },
     confirm: s.confirm ? { ...s.confirm } : null,
     pod: s.pod ? { ...s.pod } : null,
@@ -264,28 +267,34 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     case 'captured':
       delete s.inflight.capture;
+      delete s.retry.capture;
       s.capturingHash = null;
       s.checkpoint = { ...s.checkpoint, stored: true, specHash: input.specHash };
       return;
     case 'activated':
       delete s.inflight.activate;
+      delete s.retry.activate;
       s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'retired':
       delete s.inflight.retire;
+      delete s.retry.retire;
       s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'collected':
       delete s.inflight.collect;
+      delete s.retry.collect;
       s.checkpoint = { stored: false, active: false, specHash: null };
       return;
     case 'actionFailed': {
       const a = input.action;
-      if (a === 'capture' || a === 'activate' || a === 'retire' || a === 'collect') delete s.inflight[a];
+      if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect') return;
+      delete s.inflight[a];
       if (a === 'capture') s.capturingHash = null;
-      s.retryAt = now + ACTION_RETRY_MS;
+      const failures = (s.retry[a]?.failures ?? 0) + 1;
+      s.retry[a] = { at: now + backoffMs(failures, { initialMs: ACTION_RETRY_MS, maxMs: ACTION_RETRY_MAX_MS }), failures };
       return;
     }
   }
@@ -579,10 +588,11 @@ function knownBad(s: ParentState): boolean {
 
 // ---- reconciling: bring the node's files in line with the state (desired vs. reported) ----
 
-function due(s: ParentState, kind: keyof ParentState['inflight'], now: number): boolean {
+function due(s: ParentState, kind: ActionKind, now: number): boolean {
   const at = s.inflight[kind];
   if (at !== undefined && now - at < ACTION_TIMEOUT_MS) return false;
-  return s.retryAt === null || now >= s.retryAt;
+  const retry = s.retry[kind];
+  return retry === undefined || now >= retry.at;
 }
 
 function reconcile(s: ParentState, now: number, actions: Action[]): void {
@@ -626,7 +636,6 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     s.capturingHash = pod.specHash;
     actions.push({ type: 'capture', pod: { ...pod }, reason: s.checkpoint.stored ? 'the Ready parent runs a new spec' : 'first capture from a Ready parent' });
   }
-  if (s.retryAt !== null && now >= s.retryAt) s.retryAt = null;
 }
 
 // ---- waking: the earliest time at which the answer could change without new input ----
@@ -644,7 +653,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   if (s.confirm && s.state === 'Silent') add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
   if (s.state === 'Active') add(s.handover.notBefore);
   add(s.handover.deadline);
-  add(s.retryAt);
+  for (const r of Object.values(s.retry)) add(r.at);
   for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);
   return times.length === 0 ? null : Math.min(...times);
 }

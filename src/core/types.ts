@@ -63,6 +63,9 @@ export interface CheckpointInfo {
   exclusive?: boolean;
 }
 
+/** The actions that change files on the node (each tracked in flight and retried on its own). */
+export type ActionKind = 'capture' | 'activate' | 'retire' | 'collect';
+
 export interface ParentState {
   /** `<namespace>/<parent key>` */
   id: string;
@@ -116,7 +119,7 @@ export interface ParentState {
    */
   confirm: { since: number; result: 'pending' | 'unchanged' | 'unavailable' } | null;
   /** Actions handed to actuators and not yet reported, with the time they were asked for. */
-  inflight: Partial<Record<'capture' | 'activate' | 'retire' | 'collect', number>>;
+  inflight: Partial<Record<ActionKind, number>>;
   /** Spec hash of the capture in flight (so a new spec is not asked for twice). */
   capturingHash: string | null;
   handover: {
@@ -148,8 +151,12 @@ export interface ParentState {
   exitWatch: { notHolder: string | null; ready: boolean; base: { uid: string; restarts: number } | null };
   /** Holder uid of the checkpoint copy's latest beat. */
   checkpointHolder: string | null;
-  /** Actuator failures: retry the named action no earlier than this. */
-  retryAt: number | null;
+  /**
+   * Actuator failures, per action: retry that action no earlier than `at`; `failures` in a row
+   * set the back-off (ACTION_RETRY, doubling). A failed capture never delays a needed activation.
+   * Cleared when the action succeeds.
+   */
+  retry: Partial<Record<ActionKind, { at: number; failures: number }>>;
 }
 
 /** Inputs: everything the core can be told. */

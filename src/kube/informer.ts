@@ -32,6 +32,7 @@ import type { KubeConfig, V1ObjectMeta } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { classifyKubeError } from './errors.js';
 import { kubeGet, queryString, readBody } from './http.js';
+import { backoffMs } from '../core/backoff.js';
 import type { Clock, Timers } from '../core/time.js';
 
 /**
@@ -240,7 +241,7 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
           failures = 0;
           continue;
         }
-        const delayMs = Math.round(Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** (failures - 1)) * (0.5 + this.random()));
+        const delayMs = Math.round(backoffMs(failures, this.backoff, this.random));
         if (this.o.relistAfterFailure) this.resourceVersion = '';
         this.setHealth(false, e.message);
         this.log.warn({ kind: e.kind, status: e.status, reason: e.reason, failures, retryInMs: delayMs }, 'list/watch failed; will retry');
