@@ -237,8 +237,12 @@ export class Agent {
   }
 
   private podInfo(pod: unknown): PodInfo {
-    const m = (pod as { metadata?: { uid?: string; name?: string } }).metadata ?? {};
-    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod) };
+    const p = pod as { metadata?: { uid?: string; name?: string }; status?: { conditions?: Array<{ type?: string; status?: string }> } };
+    const m = p.metadata ?? {};
+    // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
+    // without a status (the simulator's) says nothing either way.
+    const ready = p.status ? { ready: (p.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True') } : {};
+    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...ready };
   }
 
   private feed(e: Entry, input: Input): void {
