@@ -149,7 +149,8 @@ function heartbeatSidecar(env: TestbedEnv, probe: string) {
       { name: 'LASTSEEN_PARENT_KEY', valueFrom: { fieldRef: { fieldPath: "metadata.labels['lastseen.dev/parent']" } } },
       { name: 'LASTSEEN_LABELS_FILE', value: '/etc/podinfo/labels' },
     ],
-    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+    // SYS_PTRACE: the probe reads which process holds the port (/proc/<pid>/fd), as deploy/examples does.
+    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] } },
     volumeMounts: [
       { name: 'lastseen-heartbeats', mountPath: '/run/lastseen/heartbeats' },
       { name: 'lastseen-policy', mountPath: '/etc/lastseen', readOnly: true },
@@ -183,6 +184,8 @@ function selfHosted(env: TestbedEnv, name: string, command: string[], probe: str
           dnsPolicy: 'ClusterFirstWithHostNet',
           priorityClassName: 'system-node-critical',
           serviceAccountName: 'lastseen-heartbeat',
+          // The heartbeat's probe counts the parent Ready only when a process of this pod holds the port.
+          shareProcessNamespace: true,
           tolerations: [{ operator: 'Exists' }],
           terminationGracePeriodSeconds: 10,
           initContainers: [heartbeatSidecar(env, probe)],
