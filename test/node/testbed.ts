@@ -110,8 +110,8 @@ export class Testbed {
     await this.kubectl(['apply', '--server-side', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
   }
 
-  checkpointActive(name: string): boolean {
-    return existsSync(join(MANIFESTS, manifestFile('kube-system', name)));
+  checkpointActive(name: string, namespace = 'kube-system'): boolean {
+    return existsSync(join(MANIFESTS, manifestFile(namespace, name)));
   }
 
   checkpointStored(name: string): boolean {
