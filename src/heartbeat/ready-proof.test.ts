@@ -43,7 +43,7 @@ function fakeProc(pids: Record<number, string[] | 'unreadable'>, tcp = TCP, tcp6
     if (links === 'unreadable') writeFileSync(join(root, pid, 'fd'), '');
     else {
       mkdirSync(join(root, pid, 'fd'));
-      links.forEach((l, i) => symlinkSync(l, join(root, pid, 'fd', String(i))));
+      for (const [i, l] of links.entries()) symlinkSync(l, join(root, pid, 'fd', String(i)));
     }
   }
   return root;
@@ -179,7 +179,11 @@ describe('proveReady', () => {
 
   it('the round keeps to its timeout', async () => {
     let t = 0;
-    const r = await proveReady({ port: 443, kind: 'http', timeoutMs: 100, now: () => t, ownership: () => own(2, 1), once: async () => ((t += 30), { ok: true }) });
+    const slow = async (): Promise<ProbeResult> => {
+      t += 30;
+      return { ok: true };
+    };
+    const r = await proveReady({ port: 443, kind: 'http', timeoutMs: 100, now: () => t, ownership: () => own(2, 1), once: slow });
     expect(r).toEqual({ ok: false, error: '4 of 20 probes answered within 100ms (port 443 is shared by 2 listeners)' });
   });
 });
