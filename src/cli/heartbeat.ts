@@ -23,7 +23,7 @@ Probe modes (--probe), checked every interval:
   http://HOST:PORT/PATH, https://…
       Ready when (a) a process of this pod listens on PORT: its listening socket is an open
       file of a process this sidecar sees, which needs shareProcessNamespace: true on the pod
-      and the capability SYS_PTRACE on this container; a socket of another pod on the host
+      and the capabilities SYS_PTRACE and DAC_READ_SEARCH on this container; a socket of another pod on the host
       network (the parent's checkpoint) does not count; and (b) GET answers 2xx/3xx on fresh
       connections: one, or, while other sockets share the port (SO_REUSEPORT), as many in a
       row as keep the chance that all reached the others at 1e-6 (20 beside one checkpoint).

@@ -8,9 +8,10 @@
 // socket whose inode is among their open files is the pod's own; one that is not belongs to
 // another pod (the checkpoint) or the host.
 //
-// Assumes: reading another process's fd links needs the ptrace read check (same credentials and
-// a superset of its capabilities, or CAP_SYS_PTRACE); a link that cannot be read is reported, not
-// guessed. Pure over a `procRoot` folder, so tests run on fixture folders.
+// Assumes: listing another user's /proc/<pid>/fd (mode 0500) needs CAP_DAC_READ_SEARCH, and
+// reading its links the ptrace read check (same credentials and a superset of its capabilities,
+// or CAP_SYS_PTRACE); both measured on kernel 6.18. What cannot be read is reported, not guessed.
+// Pure over a `procRoot` folder, so tests run on fixture folders.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -50,7 +51,7 @@ export interface Ownership {
   ours: Array<{ inode: string; pid: number }>;
   /** Pids this sidecar can see (its PID namespace), not counting itself. */
   visibleProcesses: number;
-  /** Processes whose open files could not be read, with the error code (EACCES: no CAP_SYS_PTRACE). */
+  /** Processes whose open files could not be read, with the error code (EACCES: no CAP_DAC_READ_SEARCH or CAP_SYS_PTRACE). */
   unreadable: Array<{ pid: number; code: string }>;
 }
 

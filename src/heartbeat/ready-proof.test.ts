@@ -89,7 +89,7 @@ describe('portOwnership over a fixture /proc', () => {
     expect(ownershipProblem(alone)).toContain('sees no other process of its pod: set shareProcessNamespace: true');
     const denied = portOwnership(16443, { procRoot: fakeProc({ 1: [], 7: 'unreadable' }), selfPid: 42 });
     expect(denied.unreadable).toEqual([{ pid: 7, code: 'ENOTDIR' }]);
-    expect(ownershipProblem(denied)).toContain('process(es) 7 (ENOTDIR) cannot be read: give the heartbeat container the capability SYS_PTRACE');
+    expect(ownershipProblem(denied)).toContain('process(es) 7 (ENOTDIR) cannot be read: give the heartbeat container the capabilities SYS_PTRACE and DAC_READ_SEARCH');
   });
 
   it('a dual-stack listener in tcp6 counts; a namespace without tcp6 is fine', () => {

@@ -46,7 +46,7 @@ export function ownershipProblem(o: Ownership): string | null {
   const held = `port ${o.port} is held by ${o.listeners.length} listening socket(s) (inode ${o.listeners.map((l) => l.inode).join(', ')})`;
   if (o.unreadable.length > 0) {
     const pids = o.unreadable.map((u) => `${u.pid} (${u.code})`).join(', ');
-    return `${held}, but the open files of process(es) ${pids} cannot be read: give the heartbeat container the capability SYS_PTRACE`;
+    return `${held}, but the open files of process(es) ${pids} cannot be read: give the heartbeat container the capabilities SYS_PTRACE and DAC_READ_SEARCH`;
   }
   if (o.visibleProcesses === 0) return `${held}, and this sidecar sees no other process of its pod: set shareProcessNamespace: true on the pod`;
   return `${held} of no process of this pod (another pod on this network, such as its checkpoint, holds it)`;

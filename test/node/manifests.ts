@@ -149,8 +149,8 @@ function heartbeatSidecar(env: TestbedEnv, probe: string) {
       { name: 'LASTSEEN_PARENT_KEY', valueFrom: { fieldRef: { fieldPath: "metadata.labels['lastseen.dev/parent']" } } },
       { name: 'LASTSEEN_LABELS_FILE', value: '/etc/podinfo/labels' },
     ],
-    // SYS_PTRACE: the probe reads which process holds the port (/proc/<pid>/fd), as deploy/examples does.
-    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] } },
+    // The probe reads which process holds the port (/proc/<pid>/fd of another user), as deploy/examples says.
+    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['SYS_PTRACE', 'DAC_READ_SEARCH'] } },
     volumeMounts: [
       { name: 'lastseen-heartbeats', mountPath: '/run/lastseen/heartbeats' },
       { name: 'lastseen-policy', mountPath: '/etc/lastseen', readOnly: true },
