@@ -59,10 +59,11 @@ async function demoPods(): Promise<DemoPod[]> {
     .map((p) => ({ name: p.metadata.name, uid: p.metadata.uid, restarts: p.status?.containerStatuses?.find((c) => c.name === 'app')?.restartCount ?? 0 }));
 }
 
-/** The parent's Lease as the agent reads it: who wrote the last beat and its phase. */
-async function leaseBeat(): Promise<{ holder: string; phase: string } | null> {
+/** The parent's Lease (or its checkpoint's) as the agent reads it: who wrote the last beat and its phase. */
+async function leaseBeat(role: 'parent' | 'checkpoint' = 'parent'): Promise<{ holder: string; phase: string } | null> {
   try {
-    const l = JSON.parse(await tb.kubectl(['get', 'lease', '-n', 'kube-system', `${DEMO_NAME}.${tb.env.nodeName}`, '-o', 'json']));
+    const name = `${DEMO_NAME}.${tb.env.nodeName}${role === 'checkpoint' ? '.checkpoint' : ''}`;
+    const l = JSON.parse(await tb.kubectl(['get', 'lease', '-n', 'kube-system', name, '-o', 'json']));
     return { holder: l.spec.holderIdentity, phase: l.metadata.annotations['lastseen.dev/phase'] };
   } catch {
     return null;
@@ -119,12 +120,15 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
 
     // 30 s (six beats, two or three more crashes): the checkpoint stays, the new pod beats Starting.
     const phases: string[] = [];
+    const copyPhases: string[] = [];
     let retired = 0;
     const until = Date.now() + 30_000;
     while (Date.now() < until) {
       if (!tb.checkpointActive(DEMO_NAME)) retired++;
       const b = await leaseBeat();
       if (b && b.holder === crashing?.name) phases.push(b.phase);
+      const c = await leaseBeat('checkpoint');
+      if (c) copyPhases.push(c.phase);
       await sleep(500);
     }
     const after = (await demoPods()).find((p) => p.uid === crashing?.uid);
@@ -134,13 +138,16 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
       .filter((l) => l.includes('"heartbeat phase"'))
       .map((l) => JSON.parse(l) as { phase: string; probeError?: string });
     log(`crashing pod: ${after?.restarts} restarts; its app said: ${JSON.stringify(appLog)}; its heartbeat: ${JSON.stringify(reasons)}`);
-    log(`lease phases of ${crashing?.name} in 30 s: ${JSON.stringify(phases)}; samples with the checkpoint retired: ${retired}`);
+    log(`lease phases of ${crashing?.name} in 30 s: ${JSON.stringify(phases)}; of the checkpoint: ${JSON.stringify(copyPhases)}; samples with the checkpoint retired: ${retired}`);
 
     // The checkpoint kept the node, and the crashing pod never beat Ready.
     expect(retired).toBe(0);
     expect(tb.checkpointActive(DEMO_NAME)).toBe(true);
     expect(phases.length).toBeGreaterThan(10);
     expect(new Set(phases)).toEqual(new Set(['Starting']));
+    // The checkpoint's own sidecar proves the same of its own process, which does hold the port.
+    expect(copyPhases.length).toBeGreaterThan(10);
+    expect(new Set(copyPhases)).toEqual(new Set(['Ready']));
     // It really crashed on the checkpoint's port, more than once, and its heartbeat said why it is not Ready.
     expect(appLog).toContain('EADDRINUSE');
     expect(after?.restarts).toBeGreaterThanOrEqual(2);
