@@ -18,7 +18,8 @@ import { CliError } from './errors.js';
 const POD_LOOKUP_ATTEMPTS = 3;
 const POD_LOOKUP_TIMEOUT_MS = 2_000;
 
-const PROBE_MODES = `
+/** `heartbeat --help`'s section on what each probe mode proves (issue 11, item 4; issue 17, item 2). */
+export const PROBE_MODES = `
 Probe modes (--probe), checked every interval:
   http://HOST:PORT/PATH, https://…
       Ready when (a) a process of this pod listens on PORT: its listening socket is an open
