@@ -53,6 +53,28 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
 }
 
 describe('Agent loop', () => {
+  it('an unprobed Ready (--probe none) is captured only once the pod status says Ready (issue 11, item 4)', async () => {
+    const { time, calls, agent, beat } = setup();
+    const withStatus = (ready: 'True' | 'False') =>
+      new Map([
+        [
+          'kube-system/kube-apiserver',
+          { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid: 'u1', name: 'apiserver-n1' }, status: { conditions: [{ type: 'Ready', status: ready }] } }, labels: {} },
+        ],
+      ]);
+    agent.api(true);
+    agent.podsObserved(withStatus('False'));
+    for (let i = 0; i < 4; i++) {
+      agent.beat('kube-system', 'kube-apiserver', { ...beat('Ready'), unprobed: true });
+      await time.advance(1000);
+    }
+    expect(agent.views()[0]!.state.state).toBe('Healthy');
+    expect(calls).toEqual([]);
+    agent.podsObserved(withStatus('True'));
+    await flush();
+    expect(calls).toEqual(['capture:h-u1']);
+  });
+
   it('captures from a Ready parent, activates after confirmed silence, retires when Ready returns', async () => {
     const { time, calls, agent, beat, pod } = setup();
     agent.api(true);

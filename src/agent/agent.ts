@@ -236,9 +236,13 @@ export class Agent {
   }
 
   private podInfo(pod: unknown): PodInfo {
-    const m = (pod as { metadata?: { uid?: string; name?: string } }).metadata ?? {};
+    const p = pod as { metadata?: { uid?: string; name?: string }; status?: { conditions?: Array<{ type?: string; status?: string }> } };
+    const m = p.metadata ?? {};
     const restarts = (this.o.podRestarts ?? podRestarts)(pod);
-    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}) };
+    // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
+    // without a status says nothing either way.
+    const ready = p.status ? { ready: (p.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True') } : {};
+    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}), ...ready };
   }
 
   private feed(e: Entry, input: Input): void {

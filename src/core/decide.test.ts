@@ -564,6 +564,26 @@ describe('decide: rules over time', () => {
     expect(kinds(decide(other.state, { type: 'pod', pod: { ...POD, specHash: 'h3' } }, 2200).actions)).not.toContain('capture');
   });
 
+  it('last known good (issue 11): an unprobed Ready (--probe none) is captured only once the api-server reports the pod Ready', () => {
+    // A pod whose main container never ran: the sidecar beats Ready without a probe, the pod's own
+    // Ready condition is False (or not reported yet).
+    let s = decide(f.Healthy!.state, { type: 'beat', beat: beat('Ready', { unprobed: true }) }, 2050).state;
+    const first = decide(s, { type: 'pod', pod: { ...POD, specHash: 'h2', ready: false } }, 2100);
+    expect(kinds(first.actions)).not.toContain('capture');
+    s = first.state;
+    for (let t = 2200; t < 10_000; t += 1000) {
+      const d = decide(s, { type: 'beat', beat: beat('Ready', { unprobed: true }) }, t);
+      expect(d.state.state).toBe('Healthy');
+      expect(kinds(d.actions)).not.toContain('capture');
+      s = d.state;
+    }
+    const d = decide(s, { type: 'pod', pod: { ...POD, specHash: 'h2', ready: true } }, 10_100);
+    expect(d.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2', ready: true }, reason: 'the Ready parent runs a new spec' });
+    // A probed Ready needs no word from the api-server on the pod's condition.
+    const probed = decide(s, { type: 'beat', beat: beat('Ready') }, 10_200);
+    expect(kinds(probed.actions)).toContain('capture');
+  });
+
   it('no capture while the api-server is unreachable', () => {
     const down = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
     const s0 = decide(f.Healthy!.state, { type: 'api', reachable: false }, 2050).state;

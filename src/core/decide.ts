@@ -8,8 +8,8 @@
 // - Silence is judged only after `graceUntil` (agent start, api-server return) and must be
 //   confirmed by a live read before activating when the parent writes to api channels and the
 //   api-server is reachable. Fresh on any channel means alive.
-// - The checkpoint is activated only if a copy is stored (captured from a pod that reported Ready:
-//   last known good), retired when the parent's own beats return, and handed over with a deadline
+// - The checkpoint is activated only if a copy is stored (captured from a pod that reported Ready,
+//   by a probe or, for an unprobed beat, by the api-server's Ready condition: last known good), retired when the parent's own beats return, and handed over with a deadline
 //   and exponential backoff. It is collected only with the api-server's word after `gcGrace`.
 // - `whenApiUnreachable: hold` never activates while the api-server is unreachable; `activate`
 //   treats the api-server's absence as the failure and covers without confirmation.
@@ -353,6 +353,7 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
     s.startingSince = null;
   }
   s.phase = b.phase;
+  s.phaseUnprobed = b.unprobed === true;
   s.holderUid = b.holderUid;
   s.confirm = null;
 }
@@ -620,13 +621,16 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   else if (wantActive && s.checkpoint.active && s.checkpoint.stored && (s.checkpoint.exclusive === true) !== exclusive) activate(s.reason);
   if (!wantActive && s.checkpoint.active) ask('retire', s.reason);
 
-  // Last known good: refresh the copy only from the pod whose own beat says Ready.
+  // Last known good: refresh the copy only from the pod whose own beat says Ready, and, when that
+  // Ready was not probed (`--probe none`: the sidecar runs, nothing more), whose own Ready
+  // condition the api-server reports True (issue 11: pods that never ran were kept as good).
   const pod = s.pod;
   if (
     s.state === 'Healthy' &&
     s.apiReachable &&
     pod !== null &&
     s.phase === 'Ready' &&
+    (s.phaseUnprobed !== true || pod.ready === true) &&
     (s.holderUid === pod.uid || s.holderUid === '') &&
     s.checkpoint.specHash !== pod.specHash &&
     s.capturingHash !== pod.specHash &&

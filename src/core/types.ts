@@ -31,6 +31,12 @@ export interface Beat {
    * agent never judges a parent by a window shorter than twice this (see decide.ts).
    */
   intervalMs?: number;
+  /**
+   * A Ready that no probe checked (`--probe none`): the sidecar runs, nothing more is known. Such a
+   * beat keeps the parent alive, but a copy is kept as last known good only when the api-server
+   * also reports the pod Ready (decide.ts). Absent: the phase came from a probe.
+   */
+  unprobed?: boolean;
 }
 
 /** What the api-server says about pods for this parent key on this node. */
@@ -45,6 +51,8 @@ export interface PodInfo {
    * is an exit the checkpoint cannot have caused (see ParentState.knownBad).
    */
   restarts?: number;
+  /** The pod's own Ready condition as the api-server reports it (absent: no status, as in the simulator). */
+  ready?: boolean;
 }
 
 export type ParentStateName = 'Pending' | 'Healthy' | 'Starting' | 'Silent' | 'Active' | 'HandingOver' | 'Orphaned';
@@ -85,6 +93,8 @@ export interface ParentState {
   lastLocalChangeAt: number | null;
   /** Phase of the parent's most recently changed beat. */
   phase: Phase | null;
+  /** That beat's Ready was not probed (`--probe none`); see Beat.unprobed. */
+  phaseUnprobed?: boolean;
   /** Holder uid of that beat. */
   holderUid: string | null;
   /** Observer time the parent began its current unbroken run of Starting beats. */

@@ -42,6 +42,7 @@ export function localBeatText(t: LocalTarget, beat: Beat): string {
     sequence: beat.sequence,
     renewTime: beat.renewTime,
     ...(beat.intervalMs !== undefined ? { intervalMs: beat.intervalMs } : {}),
+    ...(beat.unprobed ? { unprobed: true } : {}),
   })}\n`;
 }
 
@@ -86,7 +87,7 @@ export function beatFromFile(text: string, expected: ExpectedLocal): BeatResult 
   if (doc.intervalMs !== undefined && typeof doc.intervalMs !== 'number') return { ok: false, reason: `intervalMs is ${show(doc.intervalMs)}, not a number` };
   const interval = parseIntervalMs(doc.intervalMs);
   if (!interval.ok) return interval;
-  return beatOf('local', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value });
+  return beatOf('local', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value, unprobed: doc.unprobed === true });
 }
 
 

@@ -102,7 +102,13 @@ describe('runHeartbeatLoop', () => {
     const hb = runHeartbeatLoop({ identity, intervalMs: 100, writers: [local], probe: async () => answers[i++] ?? { ok: true }, clock, logger });
     await clock.advance(350);
     expect(local.beats.map((b) => b.phase)).toEqual(['Starting', 'Starting', 'Ready', 'Starting']);
-    expect(lines.filter((l) => l.msg === 'heartbeat phase').map((l) => l.phase)).toEqual(['Starting', 'Ready', 'Starting']);
+    // A new phase is logged, and so is a Starting whose reason changes (which proof fails).
+    expect(lines.filter((l) => l.msg === 'heartbeat phase').map((l) => [l.phase, l.probeError])).toEqual([
+      ['Starting', 'connection refused'],
+      ['Starting', 'HTTP 503'],
+      ['Ready', undefined],
+      ['Starting', 'HTTP 500'],
+    ]);
     await hb.stop();
   });
 

@@ -42,6 +42,17 @@ describe('leaseWithBeat', () => {
     expect(leaseWithBeat(l, target, { ...beat, sequence: 8 }).spec?.leaseTransitions).toBe(1);
   });
 
+  it('marks an unprobed Ready, also when the previous beat on the Lease was probed (issue 11, item 4)', () => {
+    const unprobed = leaseWithBeat(null, target, { ...beat, phase: 'Ready', unprobed: true });
+    expect(unprobed.metadata?.annotations?.['lastseen.dev/unprobed']).toBe('true');
+    expect(beatFromLease(JSON.parse(JSON.stringify(unprobed)), 'n1')).toEqual({ ok: true, beat: { ...beat, phase: 'Ready', unprobed: true } });
+    // The next beat, now probed, overwrites the marker carried over from the stored Lease.
+    const probed = leaseWithBeat(unprobed, target, { ...beat, phase: 'Ready', sequence: beat.sequence + 1 });
+    expect(probed.metadata?.annotations?.['lastseen.dev/unprobed']).toBe('false');
+    expect(beatFromLease(JSON.parse(JSON.stringify(probed)), 'n1')).toMatchObject({ ok: true, beat: { phase: 'Ready' } });
+    expect((beatFromLease(JSON.parse(JSON.stringify(probed)), 'n1') as { beat: object }).beat).not.toHaveProperty('unprobed');
+  });
+
   it('declares the interval as an annotation, read back by beatFromLease; none from an older writer (issue 11, item 1)', () => {
     const l = leaseWithBeat(null, target, { ...beat, intervalMs: 5000 });
     expect(l.metadata?.annotations?.['lastseen.dev/interval-ms']).toBe('5000');

@@ -20,6 +20,7 @@ import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import {
   ANNOTATION_HOLDER_UID,
   ANNOTATION_INTERVAL_MS,
+  ANNOTATION_UNPROBED,
   ANNOTATION_PHASE,
   ANNOTATION_POLICY_PROBLEM,
   ANNOTATION_ROLE,
@@ -105,6 +106,7 @@ function beatAnnotations(beat: Beat): Record<string, string> {
     [ANNOTATION_ROLE]: beat.role,
     [ANNOTATION_HOLDER_UID]: beat.holderUid,
     ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
+    [ANNOTATION_UNPROBED]: String(beat.unprobed === true),
   };
 }
 
@@ -142,7 +144,7 @@ export function beatFromLease(lease: unknown, expectedNode: string): BeatResult 
   if (!renew.ok) return refuse(renew.reason);
   const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
   if (!interval.ok) return refuse(interval.reason);
-  return beatOf('lease', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value });
+  return beatOf('lease', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value, unprobed: ann[ANNOTATION_UNPROBED] === 'true' });
 }
 
 export interface LeaseChannelOptions {
