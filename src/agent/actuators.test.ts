@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { KubeClient } from '../kube/client.js';
-import { leaseWithBeat } from '../kube/lease.js';
+import { leaseWithBeat } from '../channels/lease.js';
 import { makeActuators, withoutPortSharing } from './actuators.js';
 import type { ParentView } from './agent.js';
 

@@ -12,10 +12,10 @@ import { sanitize } from '../checkpoint/sanitize.js';
 import type { Store } from '../checkpoint/store.js';
 import { leaseName, localBeatFile } from '../core/names.js';
 import type { Action, Beat, Channel } from '../core/types.js';
-import { beatFromPod } from '../kube/annotation.js';
+import { beatFromPod } from '../channels/annotation.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
-import { beatFromLease } from '../kube/lease.js';
+import { beatFromLease } from '../channels/lease.js';
 import { type Actuators, CollectRefusedError, type LiveRead, type ParentView } from './agent.js';
 import { parentsOnNode } from './parents.js';
 

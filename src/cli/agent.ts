@@ -2,7 +2,7 @@
 // a flag with the DESIGN default so it can run unprivileged in tests. JSON logs (pino) on stdout.
 import type { Command } from 'commander';
 import { pino } from 'pino';
-import { DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
+import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { parseDuration } from '../policy/duration.js';
 import { API_FAILURE_THRESHOLD, API_PROBE_INTERVAL_MS } from '../agent/observe/api-probe.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MANIFEST_DIR, DEFAULT_STATE_DIR, runAgent } from '../agent/run.js';

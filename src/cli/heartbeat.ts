@@ -8,7 +8,7 @@ import { parentKey } from '../core/names.js';
 import type { Channel, Role } from '../core/types.js';
 import type { HeartbeatIdentity } from '../heartbeat/beat.js';
 import { startHeartbeat } from '../heartbeat/heartbeat.js';
-import { DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
+import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { classifyKubeError } from '../kube/errors.js';
 import { loadKubeConfig, makeKubeClient } from '../kube/client.js';
 import { parseDuration } from '../policy/duration.js';

@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { Beat, Channel } from '../core/types.js';
 import type { HeartbeatIdentity, ProbeResult } from './beat.js';
-import type { BeatWriter } from './channel.js';
+import type { BeatWriter } from '../channels/channel.js';
 import { runHeartbeatLoop } from './loop.js';
 import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 

@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { Channel, Phase } from '../core/types.js';
 import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat, type ProbeResult } from './beat.js';
-import type { BeatWriter, Clock } from './channel.js';
+import type { BeatWriter, Clock } from '../channels/channel.js';
 
 export interface LoopOptions {
   identity: HeartbeatIdentity;

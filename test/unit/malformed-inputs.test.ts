@@ -24,10 +24,10 @@ import {
   localBeatFile,
 } from '../../src/core/names.js';
 import type { Beat } from '../../src/core/types.js';
-import { type BeatResult, MAX_SEQUENCE } from '../../src/heartbeat/fields.js';
-import { beatFromFile, LOCAL_BEAT_VERSION, localBeatText, MAX_BEAT_FILE_BYTES } from '../../src/heartbeat/local.js';
-import { annotationPatch, beatFromPod } from '../../src/kube/annotation.js';
-import { beatFromLease, leaseWithBeat } from '../../src/kube/lease.js';
+import { type BeatResult, MAX_SEQUENCE } from '../../src/channels/fields.js';
+import { beatFromFile, LOCAL_BEAT_VERSION, localBeatText, MAX_BEAT_FILE_BYTES } from '../../src/channels/local.js';
+import { annotationPatch, beatFromPod } from '../../src/channels/annotation.js';
+import { beatFromLease, leaseWithBeat } from '../../src/channels/lease.js';
 import { parsePolicyText } from '../../src/policy/policy.js';
 import { FakeTime } from '../../src/core/fake-time.test-helpers.js';
 

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, rename, rm, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_BEAT_FILE_BYTES } from '../../heartbeat/local.js';
+import { MAX_BEAT_FILE_BYTES } from '../../channels/local.js';
 import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import { isBeatFileName, watchLocalBeats } from './local-beats.js';
 

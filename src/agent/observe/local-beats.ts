@@ -6,7 +6,7 @@
 // temporaries) and anything not ending in `.json` are ignored. A file that cannot be read, or is
 // larger than a beat can be, is logged with its reason (once per distinct problem) and skipped;
 // nothing here throws into the agent. Parsing is not done here: `beatFromFile`
-// (src/heartbeat/local.ts) turns the text into a beat.
+// (src/channels/local.ts) turns the text into a beat.
 //
 // Notice and poll: a change in the folder (fs.watch, inotify on Linux) starts a scan at once, so a
 // Ready beat is seen in milliseconds, not on the next scan. But the folder is a hostPath shared
@@ -23,7 +23,7 @@ import { type FSWatcher, watch } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { DEFAULT_HEARTBEAT_DIR, MAX_BEAT_FILE_BYTES } from '../../heartbeat/local.js';
+import { DEFAULT_HEARTBEAT_DIR, MAX_BEAT_FILE_BYTES } from '../../channels/local.js';
 import type { Timers } from '../agent.js';
 
 export { DEFAULT_HEARTBEAT_DIR };

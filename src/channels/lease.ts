@@ -33,11 +33,11 @@ import {
   MANAGED_BY,
 } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
-import type { BeatWriter, Clock } from '../heartbeat/channel.js';
-import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
-import type { KubeClient } from './client.js';
-import { classifyKubeError, type KubeError } from './errors.js';
-import { mergePatchOptions } from './patch.js';
+import type { BeatWriter, Clock } from './channel.js';
+import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from './fields.js';
+import type { KubeClient } from '../kube/client.js';
+import { classifyKubeError, type KubeError } from '../kube/errors.js';
+import { mergePatchOptions } from '../kube/patch.js';
 import { backoffMs } from './retry.js';
 
 /** As the kubelet (maxUpdateRetries): enough to ride out a few conflicts, few enough to end a round quickly. */

@@ -1,5 +1,5 @@
 // The ports the heartbeat loop owns: where beats go (a BeatWriter per channel) and where time comes
-// from (a Clock). Adapters (kube/lease.ts, kube/annotation.ts, local.ts) implement BeatWriter;
+// from (a Clock). Adapters (lease.ts, annotation.ts, local.ts, all in src/channels/) implement BeatWriter;
 // tests and the simulator supply their own Clock.
 import type { Beat, Channel } from '../core/types.js';
 import type { Clock as MonotonicClock } from '../core/time.js';

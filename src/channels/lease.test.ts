@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat } from '../core/types.js';
 import { FakeTime as FakeClock } from '../core/fake-time.test-helpers.js';
-import type { KubeClient } from './client.js';
+import type { KubeClient } from '../kube/client.js';
 import { beatFromLease, CONFLICTS_BEFORE_PATCH, LeaseChannel, type LeaseTarget, leaseWithBeat, MAX_UPDATE_RETRIES } from './lease.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the tables below break arbitrary fields of a JSON document on purpose

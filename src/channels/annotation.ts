@@ -6,12 +6,12 @@
 // api-server not answering (backoff within the round, fresh connection pool after repeats).
 import type { Beat } from '../core/types.js';
 import { ANNOTATION_HOLDER_UID, ANNOTATION_INTERVAL_MS, ANNOTATION_UNPROBED, ANNOTATION_LAST_SEEN, ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE } from '../core/names.js';
-import type { BeatWriter, Clock } from '../heartbeat/channel.js';
-import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
-import type { KubeClient } from './client.js';
-import { classifyKubeError, type KubeError } from './errors.js';
+import type { BeatWriter, Clock } from './channel.js';
+import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from './fields.js';
+import type { KubeClient } from '../kube/client.js';
+import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
-import { mergePatchOptions } from './patch.js';
+import { mergePatchOptions } from '../kube/patch.js';
 import { backoffMs } from './retry.js';
 
 /** Tries per round. Patches cannot conflict, so only transport failures are retried. */
