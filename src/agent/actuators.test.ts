@@ -109,11 +109,11 @@ describe('retire', () => {
       const retired: string[] = [];
       const manifests = { retire: async (id: string) => void retired.push(id) } as never;
       const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests, kube: () => null, logger: pino({ level: 'silent' }), heartbeatDir: dir });
-      await a.retire(parent, 'ParentReady');
+      await a.retire(parent, { code: 'ParentReady', message: 'the parent reports Ready' });
       expect(retired).toEqual(['ns/demo']);
       expect((await readdir(dir)).sort()).toEqual(['ns_demo.json']);
       // A second retire (a retry after a crash) finds the file gone and still succeeds.
-      await a.retire(parent, 'ParentReady');
+      await a.retire(parent, { code: 'ParentReady', message: 'the parent reports Ready' });
       expect(retired).toEqual(['ns/demo', 'ns/demo']);
     } finally {
       await rm(dir, { recursive: true, force: true });

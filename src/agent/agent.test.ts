@@ -118,7 +118,9 @@ describe('Agent loop', () => {
     expect(calls.filter((c) => c === 'event:WindowBelowInterval')).toHaveLength(1);
     const view = agent.views()[0]!;
     expect(view.state.state).toBe('Healthy');
-    expect(buildStatus('n1', agent.views(), time.now(), Date.now(), []).parents?.[0]?.reason).toMatch(/^WindowBelowInterval: the parent declares a 5s interval; judged by 10s/);
+    const st = buildStatus('n1', agent.views(), time.now(), Date.now(), []).parents?.[0];
+    expect(st?.reason).toBe('WindowBelowInterval');
+    expect(st?.message).toMatch(/^the parent declares a 5s interval; judged by 10s/);
     metrics.observe(agent.views(), time.now());
     expect(await metrics.registry.metrics()).toContain('lastseen_window_below_interval{parent="kube-system/kube-apiserver"} 1\n');
     await agent.stop();

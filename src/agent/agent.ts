@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import { beatFingerprint, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
 import { parentId } from '../core/names.js';
-import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo } from '../core/types.js';
+import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, Reason } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
 import type { Clock, Timers } from '../core/time.js';
 
@@ -44,11 +44,11 @@ export class CollectRefusedError extends Error {
 /** The ports the agent drives. Each returns when done; a rejection is reported to the core as actionFailed. */
 export interface Actuators {
   /** `reason`: the core's, for logs (the simulator checks its invariants with it). */
-  capture(p: ParentView, pod: PodInfo, reason: string): Promise<{ specHash: string }>;
+  capture(p: ParentView, pod: PodInfo, reason: Reason): Promise<{ specHash: string }>;
   /** `exclusive`: write the manifest without port sharing (see ParentState.knownBad). */
-  activate(p: ParentView, reason: string, exclusive?: boolean): Promise<void>;
-  retire(p: ParentView, reason: string): Promise<void>;
-  collect(p: ParentView, reason: string): Promise<void>;
+  activate(p: ParentView, reason: Reason, exclusive?: boolean): Promise<void>;
+  retire(p: ParentView, reason: Reason): Promise<void>;
+  collect(p: ParentView, reason: Reason): Promise<void>;
   /** Read the parent's api channels live (no cache). */
   readLive(p: ParentView, channels: Channel[]): Promise<LiveRead>;
   event(p: ParentView, e: Extract<Action, { type: 'event' }>): Promise<void>;
@@ -66,6 +66,8 @@ export interface HandoverRecord {
 export interface AgentHooks {
   /** Called after every transition (debounce in the caller). */
   onTransition?(p: ParentView, a: Extract<Action, { type: 'transition' }>): void;
+  /** Called when the reason changes while the state stays (status REASON). */
+  onNote?(p: ParentView, a: Extract<Action, { type: 'note' }>): void;
   /** Called after every decide() (metrics). */
   onDecision?(p: ParentView): void;
   /** Called when a parent is forgotten (collected and no longer scheduled). */
@@ -284,7 +286,7 @@ export class Agent {
     const A = this.o.actuators;
     switch (a.type) {
       case 'transition':
-        log.info({ parent: e.id, from: a.from, to: a.to, reason: a.reason }, 'transition');
+        log.info({ parent: e.id, from: a.from, to: a.to, reason: a.reason.code, message: a.reason.message }, 'transition');
         // On every transition, not only into and out of HandingOver: a record left behind by a
         // restart that found the checkpoint still active (recovered as Active) would otherwise
         // outlive the hand-over and, at a later restart, resume a hand-over long finished, whose
@@ -293,6 +295,12 @@ export class Agent {
         if (this.o.handovers) this.handoverWritten = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now())).catch(() => undefined);
         this.o.hooks?.onTransition?.(e, a);
         return;
+      case 'note':
+        log.info({ parent: e.id, state: a.state, reason: a.reason.code, message: a.reason.message }, 'reason noted');
+        // A verdict reached without a state change (KnownBadSpec) must be persisted as well.
+        if (this.o.handovers) this.handoverWritten = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now())).catch(() => undefined);
+        this.o.hooks?.onNote?.(e, a);
+        return;
       case 'event':
         run('event', A.event(e, a).then(() => null));
         return;
@@ -300,11 +308,11 @@ export class Agent {
         run('capture', A.capture(e, a.pod, a.reason).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input));
         return;
       case 'activate':
-        log.info({ parent: e.id, reason: a.reason, exclusive: a.exclusive === true }, 'activating checkpoint');
+        log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message, exclusive: a.exclusive === true }, 'activating checkpoint');
         run('activate', A.activate(e, a.reason, a.exclusive === true).then(() => (a.exclusive === true ? { type: 'activated', exclusive: true } : { type: 'activated' }) as Input));
         return;
       case 'retire':
-        log.info({ parent: e.id, reason: a.reason }, 'retiring checkpoint');
+        log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message }, 'retiring checkpoint');
         // A hand-over's deadline is durable before its checkpoint is retired: a crash in between
         // must not leave the parent uncovered until startTimeout.
         run(
@@ -313,7 +321,7 @@ export class Agent {
         );
         return;
       case 'collect':
-        log.info({ parent: e.id, reason: a.reason }, 'collecting checkpoint');
+        log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message }, 'collecting checkpoint');
         run('collect', A.collect(e, a.reason).then(() => ({ type: 'collected' }) as Input));
         return;
       case 'confirm':

@@ -204,7 +204,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     },
     hooks: {
       onTransition: (_p, a) => {
-        if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.split(':')[0] ?? a.reason });
+        if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.code });
         if (a.to === 'HandingOver') metrics.handovers.inc({ result: 'started' });
         if (a.from === 'HandingOver' && a.to === 'Healthy') metrics.handovers.inc({ result: 'succeeded' });
         if (a.from === 'HandingOver' && a.to === 'Active') metrics.handovers.inc({ result: 'failed' });
@@ -212,6 +212,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
         if (a.to === 'Orphaned') metrics.collections.inc();
         status.poke();
       },
+      onNote: () => status.poke(),
       onDecision: () => metrics.observe(views(), clock.now()),
       onForget: (id) => {
         metrics.forget(id);
@@ -436,7 +437,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       for (const v of a.views()) {
         const info = v.state.pod;
         if (v.state.state !== 'Healthy' || !info || !v.pod || v.state.checkpoint.specHash !== info.specHash) continue;
-        actuators.capture(v, info, 'refreshing the copied secrets and tokens').catch((e: Error) => log.warn({ parent: v.id, err: e.message }, 'refreshing the checkpoint copy failed; the previous copy stays'));
+        actuators.capture(v, info, { code: 'RefreshCopies', message: 'refreshing the copied secrets and tokens' }).catch((e: Error) => log.warn({ parent: v.id, err: e.message }, 'refreshing the checkpoint copy failed; the previous copy stays'));
       }
       refreshCopies();
     }, COPY_REFRESH_MS);

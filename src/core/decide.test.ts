@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, handoverToPersist, handoverWindowMs, initialState, judgingWindowMs } from './decide.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
-import type { Action, Input, ParentState } from './types.js';
+import { type Action, type Input, type ParentState, reasonText } from './types.js';
 
 const inputs: Record<string, () => Input> = {
   tick: () => ({ type: 'tick' }),
@@ -25,7 +25,7 @@ const inputs: Record<string, () => Input> = {
   actionFailed: () => ({ type: 'actionFailed', action: 'activate', error: 'ENOSPC' }),
 };
 
-const summary = (as: Action[]) => as.filter((a) => a.type !== 'transition').map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
+const summary = (as: Action[]) => as.filter((a) => a.type !== 'transition' && a.type !== 'note').map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
 const kinds = (as: Action[]) => as.map((a) => a.type);
 
 // [state, input, next state, actions (events by reason; transitions left out), next reason]
@@ -166,7 +166,7 @@ describe('decide: every state x every input', () => {
     const d = decide(run.state, inputs[input]!(), run.now + 500);
     expect(d.state.state).toBe(next);
     expect(summary(d.actions)).toEqual(actions);
-    expect(d.state.reason).toBe(reason);
+    expect(reasonText(d.state.reason)).toBe(reason);
     if (next !== state) expect(kinds(d.actions)).toContain('transition');
     // The input state is never mutated.
     expect(run.state.state).toBe(state);
@@ -220,7 +220,7 @@ describe('decide: rules over time', () => {
     expect(decide(s, { type: 'tick' }, 5999).state.state).toBe('Pending');
     const d = decide(s, { type: 'tick' }, 6000);
     expect(d.state.state).toBe('Silent');
-    expect(d.state.reason).toMatch(/^NoBeat/);
+    expect(reasonText(d.state.reason)).toMatch(/^NoBeat/);
   });
 
   it('the api-server coming back gives every parent a fresh start', () => {
@@ -254,7 +254,7 @@ describe('decide: rules over time', () => {
     const down = decide(f.Healthy!.state, { type: 'api', reachable: false }, 2500).state;
     const r = ticksUntil(down, 2500, 600_000);
     expect(r.state.state).toBe('Silent');
-    expect(r.state.reason).toMatch(/^HoldApiUnreachable/);
+    expect(reasonText(r.state.reason)).toMatch(/^HoldApiUnreachable/);
     expect(kinds(r.actions)).not.toContain('activate');
     expect(kinds(r.actions)).not.toContain('confirm');
   });
@@ -292,7 +292,7 @@ describe('decide: rules over time', () => {
   it('a deliberate stop is covered at once', () => {
     const d = decide(f.Healthy!.state, { type: 'beat', beat: beat('Stopping') }, 2100);
     expect(d.state.state).toBe('Active');
-    expect(d.actions).toContainEqual({ type: 'activate', reason: expect.stringMatching(/^ParentStopping/) });
+    expect(d.actions).toContainEqual({ type: 'activate', reason: expect.objectContaining({ code: 'ParentStopping' }) });
   });
 
   it('without a stored checkpoint nothing is activated, and a warning is raised once', () => {
@@ -312,7 +312,7 @@ describe('decide: rules over time', () => {
       s = d.state;
     }
     expect(s.state).toBe('Active');
-    expect(s.reason).toMatch(/^StartTimeout/);
+    expect(reasonText(s.reason)).toMatch(/^StartTimeout/);
     const activatedAt = s.since;
     s = decide(s, { type: 'activated' }, t).state;
     // Starting beats keep coming: no hand-over before the initial backoff.
@@ -418,7 +418,7 @@ describe('decide: rules over time', () => {
       expect(r.state.state).toBe('Active');
       expect(r.state.checkpoint.active).toBe(true);
       expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 7000 + POLICY.handoverTimeoutMs });
-      expect(r.state.reason).toMatch(/^KnownBadSpec/);
+      expect(reasonText(r.state.reason)).toMatch(/^KnownBadSpec/);
     });
 
     it("the checkpoint's own spec failing a hand-over is a race, not a verdict: it is retried on the backoff", () => {
@@ -454,7 +454,7 @@ describe('decide: rules over time', () => {
       const after = run(BAD, 500_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
       expect(after.handovers).toEqual([]);
       expect(after.state.checkpoint.active).toBe(true);
-      expect(after.state.reason).toMatch(/^KnownBadSpec/);
+      expect(reasonText(after.state.reason)).toMatch(/^KnownBadSpec/);
       // Without the record (the earlier behaviour) the restarted agent hands over to it again.
       const forgetful = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 200_000, checkpoint: { stored: true, active: true, specHash: 'h1' } });
       expect(run(BAD, 500_000, drive(forgetful, [[200_000, { type: 'api', reachable: true }]]).state, 200_200).handovers.length).toBeGreaterThan(0);
@@ -531,7 +531,7 @@ describe('decide: rules over time', () => {
         const next = { uid: 'u3', name: 'kube-apiserver-n1-3', specHash: 'h3', restarts: 0 };
         const d = decide(r.state, { type: 'pod', pod: next }, r.t + 500);
         expect(d.state.knownBad).toBeNull();
-        expect(d.actions).toContainEqual({ type: 'activate', reason: expect.any(String) });
+        expect(d.actions).toContainEqual({ type: 'activate', reason: expect.any(Object) });
         const shared = decide(d.state, { type: 'activated' }, r.t + 600);
         expect(shared.state.checkpoint.exclusive).toBe(false);
       });
@@ -556,7 +556,7 @@ describe('decide: rules over time', () => {
 
   it('a Ready parent with a new spec is captured once, from that pod only', () => {
     const s = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
-    expect(s.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2' }, reason: 'the Ready parent runs a new spec' });
+    expect(s.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2' }, reason: { code: 'NewSpec', message: 'the Ready parent runs a new spec' } });
     const again = decide(s.state, { type: 'beat', beat: beat('Ready') }, 2200);
     expect(kinds(again.actions)).not.toContain('capture');
     // A Ready beat from another pod (a different uid) does not capture this pod.
@@ -578,7 +578,7 @@ describe('decide: rules over time', () => {
       s = d.state;
     }
     const d = decide(s, { type: 'pod', pod: { ...POD, specHash: 'h2', ready: true } }, 10_100);
-    expect(d.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2', ready: true }, reason: 'the Ready parent runs a new spec' });
+    expect(d.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2', ready: true }, reason: { code: 'NewSpec', message: 'the Ready parent runs a new spec' } });
     // A probed Ready needs no word from the api-server on the pod's condition.
     const probed = decide(s, { type: 'beat', beat: beat('Ready') }, 10_200);
     expect(kinds(probed.actions)).toContain('capture');
@@ -721,7 +721,7 @@ describe('decide: a parent is judged by the interval it declares (issue 11, item
     const warnings = r.actions.filter((a) => a.type === 'event' && a.reason === 'WindowBelowInterval');
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatchObject({ eventType: 'Warning', message: expect.stringContaining('judging it by 10s') });
-    expect(r.state.reason).toMatch(/^WindowBelowInterval: the parent declares a 5s interval; judged by 10s, not the policy's 4s window/);
+    expect(reasonText(r.state.reason)).toMatch(/^WindowBelowInterval: the parent declares a 5s interval; judged by 10s, not the policy's 4s window/);
     expect(judgingWindowMs(r.state)).toBe(10_000);
   });
 
@@ -746,14 +746,14 @@ describe('decide: a parent is judged by the interval it declares (issue 11, item
     const r = run(1000, 1000, 20_000);
     expect(r.actions.filter((a) => a.type === 'event')).toEqual([]);
     expect(judgingWindowMs(r.state)).toBe(POLICY.windowMs);
-    expect(r.state.reason).toBe('Ready: the parent reports Ready');
+    expect(reasonText(r.state.reason)).toBe('Ready: the parent reports Ready');
   });
 
   it('when the policy catches up, a Normal Event and the reason return to normal', () => {
     const r = run(5000, 5000, 20_000);
     const d = decide(r.state, { type: 'policy', policy: { ...POLICY, intervalMs: 5000, windowMs: 20_000, startupGraceMs: 20_000, handoverTimeoutMs: 30_000 } }, 20_000);
     expect(d.actions).toContainEqual(expect.objectContaining({ type: 'event', eventType: 'Normal', reason: 'WindowCoversInterval' }));
-    expect(d.state.reason).toBe('Ready: the parent reports Ready');
+    expect(reasonText(d.state.reason)).toBe('Ready: the parent reports Ready');
     expect(d.state.windowNotedMs).toBeNull();
   });
 

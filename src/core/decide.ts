@@ -22,7 +22,7 @@
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
 import { backoffMs } from './backoff.js';
-import type { Action, ActionKind, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
+import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
@@ -104,12 +104,12 @@ export function initialState(a: InitialStateArgs): ParentState {
     state: recovered ? 'Active' : resumed ? 'HandingOver' : 'Pending',
     since: a.now,
     reason: recovered
-      ? 'RecoveredActive: the checkpoint was active when the agent started'
+      ? R('RecoveredActive', 'the checkpoint was active when the agent started')
       : resumed
-        ? 'RecoveredHandover: a hand-over was in progress when the agent stopped; its deadline still holds'
+        ? R('RecoveredHandover', 'a hand-over was in progress when the agent stopped; its deadline still holds')
         : noGrace
-          ? 'AgentStarted: the node rebooted and no api-server answers; no grace (whenApiUnreachable: activate)'
-          : 'AgentStarted: waiting for a first beat',
+          ? R('AgentStarted', 'the node rebooted and no api-server answers; no grace (whenApiUnreachable: activate)')
+          : R('AgentStarted', 'waiting for a first beat'),
     graceUntil: noGrace ? a.now : a.now + a.policy.startupGraceMs,
     lastChangeAt: null,
     lastLocalChangeAt: null,
@@ -206,12 +206,12 @@ const WINDOW_REASON = 'WindowBelowInterval';
 /** A Healthy or Starting parent judged by a widened window says so in its reason (status REASON). */
 function windowReason(s: ParentState, actions: Action[]): void {
   if (s.state !== 'Healthy' && s.state !== 'Starting') return;
-  const noted = s.reason.startsWith(`${WINDOW_REASON}:`);
+  const noted = s.reason.code === WINDOW_REASON;
   if (s.windowNotedMs !== null) {
-    const reason = `${WINDOW_REASON}: the parent declares a ${secs(s.declaredIntervalMs!)} interval; judged by ${secs(s.windowNotedMs)}, not the policy's ${secs(s.policy.windowMs)} window`;
-    if (s.reason !== reason) holdNote(s, reason, actions);
+    const reason = R(WINDOW_REASON, `the parent declares a ${secs(s.declaredIntervalMs!)} interval; judged by ${secs(s.windowNotedMs)}, not the policy's ${secs(s.policy.windowMs)} window`);
+    if (!sameReason(s.reason, reason)) holdNote(s, reason, actions);
   } else if (noted) {
-    holdNote(s, s.state === 'Healthy' ? 'Ready: the parent reports Ready' : 'Starting: the parent reports Starting', actions);
+    holdNote(s, s.state === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), actions);
   }
 }
 
@@ -403,7 +403,7 @@ function gcDue(s: ParentState, now: number): boolean {
   return s.apiReachable && s.pod === null && s.unscheduledSince !== null && now - s.unscheduledSince >= s.policy.gcGraceMs;
 }
 
-function enter(s: ParentState, to: ParentStateName, reason: string, now: number, actions: Action[]): true {
+function enter(s: ParentState, to: ParentStateName, reason: Reason, now: number, actions: Action[]): true {
   actions.push({ type: 'transition', from: s.state, to, reason });
   if (to === 'Silent') s.confirm = null; // every silence is confirmed afresh
   s.state = to;
@@ -422,17 +422,16 @@ function liveState(phase: Phase | null): ParentStateName {
 
 function activate(s: ParentState, why: string, message: string, now: number, actions: Action[]): boolean {
   if (!s.checkpoint.stored) {
-    if (s.state === 'Silent' && s.reason.startsWith('NoCheckpoint')) return false;
+    if (s.state === 'Silent' && s.reason.code === 'NoCheckpoint') return false;
     event(actions, 'Warning', 'NoCheckpoint', `${s.id} is down (${message}) but no checkpoint has been captured from a Ready pod; nothing can cover it`);
     if (s.state === 'Silent') {
-      s.reason = `NoCheckpoint: ${message}`;
-      actions.push({ type: 'transition', from: 'Silent', to: 'Silent', reason: s.reason });
+      holdNote(s, R('NoCheckpoint', message), actions);
       return false;
     }
-    return enter(s, 'Silent', `NoCheckpoint: ${message}`, now, actions);
+    return enter(s, 'Silent', R('NoCheckpoint', `${message}`), now, actions);
   }
   event(actions, 'Normal', 'CheckpointActivated', `${s.id}: ${message}; running the checkpoint as a static pod`);
-  return enter(s, 'Active', `${why}: ${message}`, now, actions);
+  return enter(s, 'Active', R(why, message), now, actions);
 }
 
 function step(s: ParentState, now: number, actions: Action[]): boolean {
@@ -442,7 +441,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
 
   if (s.state !== 'Orphaned' && gcDue(s, now)) {
     event(actions, 'Normal', 'CheckpointCollected', `${s.id}: the api-server has scheduled no pod for this parent here for ${Math.round(p.gcGraceMs / 1000)}s; removing its checkpoint`);
-    return enter(s, 'Orphaned', 'NotScheduled: no pod for this parent key on this node', now, actions);
+    return enter(s, 'Orphaned', R('NotScheduled', 'no pod for this parent key on this node'), now, actions);
   }
 
   switch (s.state) {
@@ -456,23 +455,23 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
           return activate(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
         }
         const want = liveState(s.phase);
-        if (want !== s.state) return enter(s, want, want === 'Healthy' ? 'Ready: the parent reports Ready' : 'Starting: the parent reports Starting', now, actions);
+        if (want !== s.state) return enter(s, want, want === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), now, actions);
         return false;
       }
       if (!graceOver) return false;
-      return enter(s, 'Silent', s.lastChangeAt === null ? 'NoBeat: no beat seen since the agent started' : 'WindowExpired: no beat changed within the window', now, actions);
+      return enter(s, 'Silent', s.lastChangeAt === null ? R('NoBeat', 'no beat seen since the agent started') : R('WindowExpired', 'no beat changed within the window'), now, actions);
     }
     case 'Silent': {
       if (isFresh && s.lastChangeAt! >= s.since) {
         if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
-        return enter(s, liveState(s.phase), 'BeatResumed: a changed beat arrived', now, actions);
+        return enter(s, liveState(s.phase), R('BeatResumed', 'a changed beat arrived'), now, actions);
       }
       if (!graceOver) return false;
       // Nothing to cover with: say so now rather than after a live read.
       if (!s.checkpoint.stored) return activate(s, 'NoCheckpoint', 'silent', now, actions);
       if (!s.apiReachable) {
         if (p.whenApiUnreachable === 'activate') return activate(s, 'ApiUnreachable', 'silent and the api-server is unreachable (whenApiUnreachable: activate)', now, actions);
-        holdNote(s, 'HoldApiUnreachable: silent, but the api-server is unreachable and the policy says hold', actions);
+        holdNote(s, R('HoldApiUnreachable', 'silent, but the api-server is unreachable and the policy says hold'), actions);
         return false;
       }
       if (!usesApiChannels(p)) return activate(s, 'Silent', 'no local beat changed within the window', now, actions);
@@ -494,7 +493,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       if (s.phase === 'Ready') {
         event(actions, 'Normal', 'CheckpointRetired', `${s.id}: the parent reports Ready again; retiring the checkpoint`);
         resetHandover(s);
-        return enter(s, 'Healthy', 'ParentReady: the parent reports Ready; checkpoint retired', now, actions);
+        return enter(s, 'Healthy', R('ParentReady', 'the parent reports Ready; checkpoint retired'), now, actions);
       }
       // Overlap: the parent binds beside the checkpoint (shared ports), so nothing is retired until
       // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving;
@@ -512,7 +511,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         const windowMs = handoverWindowMs(p, s.handover.attempts);
         s.handover.deadline = now + windowMs;
         event(actions, 'Normal', 'HandoverStarted', `${s.id}: the parent is starting; retiring the checkpoint so it can take its ports (attempt ${s.handover.attempts}, must be Ready within ${Math.round(windowMs / 1000)}s)`);
-        return enter(s, 'HandingOver', `HandoverStarted: attempt ${s.handover.attempts}`, now, actions);
+        return enter(s, 'HandingOver', R('HandoverStarted', `attempt ${s.handover.attempts}`), now, actions);
       }
       return false;
     }
@@ -520,7 +519,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       if (freshSinceEntered(s, now) && s.phase === 'Ready') {
         event(actions, 'Normal', 'HandoverSucceeded', `${s.id}: the parent is Ready after ${s.handover.attempts} hand-over attempt(s)`);
         resetHandover(s);
-        return enter(s, 'Healthy', 'HandedOver: the parent is Ready', now, actions);
+        return enter(s, 'Healthy', R('HandedOver', 'the parent is Ready'), now, actions);
       }
       if (s.handover.deadline !== null && now >= s.handover.deadline) {
         const backoff = s.handover.nextBackoffMs;
@@ -534,14 +533,14 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         s.handover.notBefore = now + Math.round(backoff * (1 + handoverJitter(s.id, s.handover.attempts)));
         s.handover.nextBackoffMs = Math.min(p.handoverBackoff.maxMs, backoff * 2);
         event(actions, 'Warning', 'HandoverFailed', `${s.id}: the parent did not become Ready in its hand-over window; re-activating the checkpoint, next hand-over in ${Math.round(backoff / 1000)}s`);
-        return enter(s, 'Active', `HandoverFailed: not Ready by the deadline; next attempt in ${Math.round(backoff / 1000)}s`, now, actions);
+        return enter(s, 'Active', R('HandoverFailed', `not Ready by the deadline; next attempt in ${Math.round(backoff / 1000)}s`), now, actions);
       }
       return false;
     }
     case 'Orphaned': {
       if (s.pod !== null) {
         s.graceUntil = Math.max(s.graceUntil, now + p.startupGraceMs);
-        return enter(s, 'Pending', 'Rescheduled: the api-server has a pod for this parent here again', now, actions);
+        return enter(s, 'Pending', R('Rescheduled', 'the api-server has a pod for this parent here again'), now, actions);
       }
       // A collection rests on the api-server's word, heard without a break for gcGrace. Lost
       // before the files are gone (an outage, a failed watch, a live read that failed or found a
@@ -550,17 +549,27 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         s.graceUntil = Math.max(s.graceUntil, now + p.startupGraceMs);
         event(actions, 'Warning', 'CollectionCancelled', `${s.id}: the api-server's word that no pod is scheduled here was lost before the checkpoint was removed; keeping it, the grace starts again`);
         // A running checkpoint keeps running (it may be what serves the api-server right now).
-        return enter(s, s.checkpoint.active ? 'Active' : 'Pending', 'CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)', now, actions);
+        return enter(s, s.checkpoint.active ? 'Active' : 'Pending', R('CollectionCancelled', 'scheduling unknown (api-server unreachable, watch failed or a live read disagreed)'), now, actions);
       }
       return false;
     }
   }
 }
 
-function holdNote(s: ParentState, reason: string, actions: Action[]): void {
-  if (s.reason === reason) return;
-  actions.push({ type: 'transition', from: s.state, to: s.state, reason });
+/** The reason changes while the state stays: a note (status REASON and the log), not a transition. */
+function holdNote(s: ParentState, reason: Reason, actions: Action[]): void {
+  if (sameReason(s.reason, reason)) return;
+  actions.push({ type: 'note', state: s.state, reason });
   s.reason = reason;
+}
+
+/** A reason as data: Kubernetes keeps the CamelCase reason and the human message apart. */
+function R(code: string, message: string): Reason {
+  return { code, message };
+}
+
+function sameReason(a: Reason, b: Reason): boolean {
+  return a.code === b.code && a.message === b.message;
 }
 
 function resetHandover(s: ParentState): void {
@@ -574,8 +583,8 @@ function resetHandover(s: ParentState): void {
  */
 function announceKnownBad(s: ParentState, now: number, actions: Action[]): void {
   const kb = s.knownBad!;
-  const reason = `KnownBadSpec: the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`;
-  if (s.reason === reason) return;
+  const reason = R('KnownBadSpec', `the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`);
+  if (sameReason(s.reason, reason)) return;
   if (s.policy.handover === 'overlap' && kb.since === now) {
     event(actions, 'Warning', 'KnownBadSpec', `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports; the checkpoint now holds them without sharing until the spec changes or reports Ready`);
   }
@@ -597,7 +606,7 @@ function due(s: ParentState, kind: ActionKind, now: number): boolean {
 }
 
 function reconcile(s: ParentState, now: number, actions: Action[]): void {
-  const ask = (kind: 'activate' | 'retire' | 'collect', reason: string) => {
+  const ask = (kind: 'activate' | 'retire' | 'collect', reason: Reason) => {
     if (!due(s, kind, now)) return;
     s.inflight[kind] = now;
     actions.push({ type: kind, reason });
@@ -612,7 +621,7 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   // Also while the pod is unknown (an agent restarted with a persisted verdict, before its first
   // pod list): sharing again would let the bad spec bind, and undoing it costs a copy's restart.
   const exclusive = wantActive && s.policy.handover === 'overlap' && s.knownBad !== null && (s.pod === null || s.pod.specHash === s.knownBad.specHash);
-  const activate = (reason: string) => {
+  const activate = (reason: Reason) => {
     if (!due(s, 'activate', now)) return;
     s.inflight.activate = now;
     actions.push(exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason });
@@ -638,7 +647,7 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   ) {
     s.inflight.capture = now;
     s.capturingHash = pod.specHash;
-    actions.push({ type: 'capture', pod: { ...pod }, reason: s.checkpoint.stored ? 'the Ready parent runs a new spec' : 'first capture from a Ready parent' });
+    actions.push({ type: 'capture', pod: { ...pod }, reason: s.checkpoint.stored ? R('NewSpec', 'the Ready parent runs a new spec') : R('FirstCapture', 'first capture from a Ready parent') });
   }
 }
 

@@ -74,6 +74,20 @@ export interface CheckpointInfo {
 /** The actions that change files on the node (each tracked in flight and retried on its own). */
 export type ActionKind = 'capture' | 'activate' | 'retire' | 'collect';
 
+/**
+ * Why: a CamelCase `code` programs may match (status REASON, metric labels, the simulator's
+ * invariants) and a `message` for people. Kubernetes keeps the two apart; so does lastseen.
+ */
+export interface Reason {
+  code: string;
+  message: string;
+}
+
+/** One line for logs and timelines: `Code: message`. */
+export function reasonText(r: Reason): string {
+  return `${r.code}: ${r.message}`;
+}
+
 export interface ParentState {
   /** `<namespace>/<parent key>` */
   id: string;
@@ -83,8 +97,8 @@ export interface ParentState {
   state: ParentStateName;
   /** Observer time the state was entered. */
   since: number;
-  /** Why the state was entered, for humans (status, Events, timeline). */
-  reason: string;
+  /** Why the state was entered (or last noted): a CamelCase code and a message for humans. */
+  reason: Reason;
   /** No silence judgement before this time (fresh start after agent start or api-server return). */
   graceUntil: number;
   /** Observer time a parent beat was last seen to change, on any channel (null: never). */
@@ -200,21 +214,23 @@ export type EventType = 'Normal' | 'Warning';
 /** Actions: everything the core can ask for. Carried out by actuators (or the simulator). */
 export type Action =
   /** Capture (or refresh) the checkpoint from this pod, which has reported Ready. */
-  | { type: 'capture'; pod: PodInfo; reason: string }
+  | { type: 'capture'; pod: PodInfo; reason: Reason }
   /** Read the parent's api channels live and report `confirmed`. */
   | { type: 'confirm'; channels: Channel[] }
   /**
    * Put the checkpoint manifest into the kubelet directory (or rewrite it). `exclusive`: without
    * port sharing (the checkpoint holds its ports against a known-bad overlap parent).
    */
-  | { type: 'activate'; reason: string; exclusive?: boolean }
+  | { type: 'activate'; reason: Reason; exclusive?: boolean }
   /** Remove the checkpoint manifest from the kubelet directory (the copy stays on disk). */
-  | { type: 'retire'; reason: string }
+  | { type: 'retire'; reason: Reason }
   /** Delete the checkpoint: manifest and stored copy. */
-  | { type: 'collect'; reason: string }
+  | { type: 'collect'; reason: Reason }
   | { type: 'event'; eventType: EventType; reason: string; message: string }
   /** The state changed; status objects should be rewritten. */
-  | { type: 'transition'; from: ParentStateName; to: ParentStateName; reason: string };
+  | { type: 'transition'; from: ParentStateName; to: ParentStateName; reason: Reason }
+  /** The reason changed while the state did not (status REASON, the log). */
+  | { type: 'note'; state: ParentStateName; reason: Reason };
 
 export interface Decision {
   state: ParentState;

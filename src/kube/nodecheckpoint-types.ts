@@ -33,7 +33,10 @@ export const parentStatusSchema = z.object({
   lastSeen: dateTime.nullable().optional(),
   checkpointStored: z.boolean().optional(),
   checkpointActive: z.boolean().optional(),
-  reason: z.string().optional(),
+  /** Why, as a CamelCase code (Reason.code). */
+  reason: z.string().max(128).optional(),
+  /** Why, for a person (Reason.message). */
+  message: z.string().max(1024).optional(),
   lastTransitionTime: dateTime.optional(),
   handoverAttempts: z.number().int().min(0).optional(),
   /** While the checkpoint runs: when the first of its copied service-account tokens expires. */

@@ -24,7 +24,9 @@ export interface StatusRow {
   /** The agent's state for this parent; null when no agent has reported it (no NodeCheckpoint entry). */
   state: string | null;
   checkpoint: CheckpointCell;
+  /** The agent's reason code (CamelCase) and its message for people. */
   reason: string;
+  message: string;
   /** Wide: the Lease's holder, sequence and name; the agent's transition time and overrides. */
   holder: string | null;
   sequence: number | null;
@@ -95,6 +97,7 @@ export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: 
     state: null,
     checkpoint: '-',
     reason: '',
+    message: '',
     holder: null,
     sequence: null,
     lease: null,
@@ -119,6 +122,7 @@ export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: 
         state: p.state,
         checkpoint: checkpointCell(p),
         reason: p.reason ?? '',
+        message: p.message ?? '',
         lastTransitionTime: p.lastTransitionTime ?? null,
         overrides: p.policyOverrides ?? [],
       });
@@ -207,7 +211,8 @@ function align(lines: string[][]): string {
 
 export function renderTable(rows: readonly StatusRow[], now: number, wide = false): string {
   if (rows.length === 0) return 'No parents found.\n';
-  const lines = [wide ? [...HEADERS, ...WIDE_HEADERS] : HEADERS];
+  // MESSAGE, the longest cell, goes last in both forms.
+  const lines = [wide ? [...HEADERS, ...WIDE_HEADERS, 'MESSAGE'] : [...HEADERS, 'MESSAGE']];
   for (const r of rows) {
     const cells = [r.node, r.namespace, r.parent, r.phase ?? '-', ageOf(r.lastSeen, now), stateCell(r), r.checkpoint, r.reason || '-'];
     if (wide) {
@@ -220,6 +225,7 @@ export function renderTable(rows: readonly StatusRow[], now: number, wide = fals
         r.agent ?? '-',
       );
     }
+    cells.push(r.message || '-');
     lines.push(cells);
   }
   return `${align(lines)}\n`;
@@ -251,5 +257,5 @@ export function render(rows: readonly StatusRow[], format: OutputFormat, now: nu
 
 /** What a watch re-print cares about: a renewal alone (new renew time, sequence) is not a change. */
 export function significant(rows: readonly StatusRow[]): string {
-  return JSON.stringify(rows.map((r) => [r.node, r.namespace, r.parent, r.phase, r.state, r.checkpoint, r.reason, r.holder, r.overrides, r.agent]));
+  return JSON.stringify(rows.map((r) => [r.node, r.namespace, r.parent, r.phase, r.state, r.checkpoint, r.reason, r.message, r.holder, r.overrides, r.agent]));
 }

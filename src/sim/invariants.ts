@@ -2,7 +2,7 @@
 // lastseen agent to the promises of docs/architecture.md; for other strategies they are only recorded, since
 // breaking them is what those strategies are known for. A violation carries the time and place;
 // the run stops at the first one when enforcing, and the seed replays it.
-import type { ParentStateName, Phase } from '../core/types.js';
+import { type ParentStateName, type Phase, type Reason, reasonText } from '../core/types.js';
 import { parentId } from '../core/names.js';
 import { manifestFile } from '../core/names.js';
 import { faultEnd } from './faults.js';
@@ -87,14 +87,15 @@ export class Invariants {
   }
 
   /** The core asked to activate: the parent must not have been fresh (Ready) on a channel the agent could see. */
-  activating(node: SimNode, key: string, reason: string): void {
+  activating(node: SimNode, key: string, r: Reason): void {
+    const reason = reasonText(r);
     const lv = this.lastVisible.get(`${node.name}/${key}`);
     const p = this.world.parentDef(key).policy;
     // A parent that beat Ready less than (window - interval) ago was certainly fresh to an agent
     // that polls its files every second and its watch within a round trip.
     // A hand-over deadline is not a silence: it may fall on the very moment the parent's first
     // Ready beat is written, before any agent could have seen it (file poll, watch round trip).
-    const unseenMs = reason.startsWith('HandoverFailed') ? T.agentFilePollMs + T.apiRttMs : 0;
+    const unseenMs = r.code === 'HandoverFailed' ? T.agentFilePollMs + T.apiRttMs : 0;
     const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
     if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && age >= unseenMs) {
       this.violate(node.name, key, 'activation-while-fresh', `activated (${reason}) ${((this.world.q.now - lv.at) / 1000).toFixed(1)}s after a visible Ready beat (window ${p.windowMs / 1000}s)`);

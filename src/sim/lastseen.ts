@@ -113,7 +113,11 @@ export class SimLastseen implements AgentProcess {
           return this.settled(undefined);
         },
       },
-      hooks: { onTransition: (p, a) => w.onTransition(node, p.key, a.from, a.to, a.reason, p.state) },
+      hooks: {
+        onTransition: (p, a) => w.onTransition(node, p.key, a.from, a.to, a.reason, p.state),
+        // A note is a reason change without a state change: the timeline shows it like one.
+        onNote: (p, a) => w.onTransition(node, p.key, a.state, a.state, a.reason, p.state),
+      },
     });
     // Recovery at start, as runAgent does: every stored checkpoint, whether it is active, and the
     // hand-over in progress when the last agent stopped.
@@ -286,7 +290,7 @@ export class SimLastseen implements AgentProcess {
           if (!w.api.reachableFrom(node) || !pod) throw new Error(pod ? 'api-server unreachable' : 'pod gone');
           node.disk.checkpoints.set(p.id, { spec: pod.spec });
           w.invariants.checkpointStored(node, p.key, pod.spec);
-          w.log(node.name, 'agent', `captured ${p.id} generation ${pod.spec.generation} (${reason})`, p.key);
+          w.log(node.name, 'agent', `captured ${p.id} generation ${pod.spec.generation} (${reason.message})`, p.key);
           return { specHash: pod.spec.hash };
         }),
       activate: (p, reason, exclusive) => {

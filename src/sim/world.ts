@@ -1,7 +1,7 @@
 // The simulated world: nodes, their kubelets and agents, the api-server, the timeline. It owns no
 // policy of its own: mechanics live in kubelet.ts, apiserver.ts, heartbeat.ts, lastseen.ts and
 // strategies.ts; faults in faults.ts; checks in invariants.ts and outcome.ts.
-import type { ParentStateName, ParentState } from '../core/types.js';
+import { type ParentState, type ParentStateName, type Reason, reasonText } from '../core/types.js';
 import { ApiServer, type StoredBeat } from './apiserver.js';
 import { NodeClock } from './clock.js';
 import { startSidecar } from './heartbeat.js';
@@ -188,7 +188,8 @@ export class World {
     });
   }
 
-  onTransition(node: SimNode, key: string, from: ParentStateName, to: ParentStateName, reason: string, s: ParentState): void {
+  onTransition(node: SimNode, key: string, from: ParentStateName, to: ParentStateName, r: Reason, s: ParentState): void {
+    const reason = reasonText(r);
     this.log(node.name, 'core', from === to ? `${s.id} ${to}: ${reason}` : `${s.id} ${from} -> ${to}: ${reason}`, key);
     this.record(`core/${node.name}/${key}`, to);
     this.invariants.transition(node, key, from, to, node.clock.mono(this.q.now));

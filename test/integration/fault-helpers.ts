@@ -157,11 +157,17 @@ export interface Transition {
   at: number;
 }
 
-/** The agent's state transitions from log line `since` on. */
+/**
+ * The agent's state transitions from log line `since` on, and its notes (a reason change without a
+ * state change) as transitions from a state to itself; `reason` is `Code: message`.
+ */
 export function transitions(p: Proc, since = 0): Transition[] {
   const out: Transition[] = [];
   p.logs.forEach((l, i) => {
-    if (i >= since && l.msg === 'transition') out.push({ from: String(l.from), to: String(l.to), reason: String(l.reason), at: i });
+    if (i < since) return;
+    const reason = `${String(l.reason)}: ${String(l.message)}`;
+    if (l.msg === 'transition') out.push({ from: String(l.from), to: String(l.to), reason, at: i });
+    else if (l.msg === 'reason noted') out.push({ from: String(l.state), to: String(l.state), reason, at: i });
   });
   return out;
 }

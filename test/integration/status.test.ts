@@ -70,7 +70,8 @@ const parent = (key: string, state: ParentStatus['state'], extra: Partial<Parent
   lastSeen: T,
   checkpointStored: true,
   checkpointActive: false,
-  reason: 'fresh',
+  reason: 'Ready',
+  message: 'fresh',
   lastTransitionTime: T,
   ...extra,
 });
@@ -106,10 +107,10 @@ beforeAll(async () => {
   expect((await kubectl(['-n', ns, 'patch', 'pod', `agent-${NODE_A}`, '--subresource=status', '--type=merge', '-p', JSON.stringify(ready)])).stderr).toBe('');
   await setStatus(NODE_GONE, [parent('apiserver', 'Healthy')]);
   await setStatus(NODE_A, [
-    parent('apiserver', 'Active', { phase: '', checkpointActive: true, reason: 'no beat for 20s, confirmed live', policyOverrides: ['kube-apiserver'] }),
+    parent('apiserver', 'Active', { phase: '', checkpointActive: true, reason: 'SilenceConfirmed', message: 'no beat for 20s, confirmed live', policyOverrides: ['kube-apiserver'] }),
     parent('scheduler', 'Healthy'),
   ]);
-  await setStatus(NODE_B, [parent('apiserver', 'Starting', { phase: 'Starting', checkpointStored: false, reason: 'beats resumed' })]);
+  await setStatus(NODE_B, [parent('apiserver', 'Starting', { phase: 'Starting', checkpointStored: false, reason: 'BeatResumed', message: 'beats resumed' })]);
   const leases = [
     lease(`apiserver.${NODE_A}`, NODE_A, 'apiserver', 'Ready', 300_000),
     lease(`apiserver.${NODE_A}.checkpoint`, NODE_A, 'apiserver', 'Ready', 1_000, 'checkpoint'),
@@ -131,28 +132,28 @@ describe('lastseen status', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const [header, ...rows] = cells(r.stdout);
-    expect(header).toEqual(['NODE', 'NAMESPACE', 'PARENT', 'PHASE', 'LAST SEEN', 'STATE', 'CHECKPOINT', 'REASON']);
+    expect(header).toEqual(['NODE', 'NAMESPACE', 'PARENT', 'PHASE', 'LAST SEEN', 'STATE', 'CHECKPOINT', 'REASON', 'MESSAGE']);
     const mine = rows.filter((row) => row[0] === NODE_A || row[0] === NODE_B);
     expect(mine).toEqual([
       // The Lease's phase (Ready) wins over the agent's last report (none): it is the parent's own latest word.
-      [NODE_A, ns, 'apiserver', 'Ready', expect.stringMatching(/^5m\d*s?$/), 'Active', 'active', 'no beat for 20s, confirmed live'],
-      [NODE_A, ns, 'scheduler', 'Ready', expect.stringMatching(/^[3-9]s$/), 'Healthy', 'stored', 'fresh'],
+      [NODE_A, ns, 'apiserver', 'Ready', expect.stringMatching(/^5m\d*s?$/), 'Active', 'active', 'SilenceConfirmed', 'no beat for 20s, confirmed live'],
+      [NODE_A, ns, 'scheduler', 'Ready', expect.stringMatching(/^[3-9]s$/), 'Healthy', 'stored', 'Ready', 'fresh'],
       // NODE_B runs no Ready agent: its last report is shown, marked stale.
-      [NODE_B, ns, 'apiserver', 'Starting', expect.stringMatching(/^\d+s$/), 'Starting (stale: no Ready agent)', '-', 'beats resumed'],
+      [NODE_B, ns, 'apiserver', 'Starting', expect.stringMatching(/^\d+s$/), 'Starting (stale: no Ready agent)', '-', 'BeatResumed', 'beats resumed'],
       // A heartbeat no agent has reported on yet.
-      [NODE_B, ns, 'cni', 'Ready', expect.stringMatching(/^\d+s$/), '<no report>', '-', '-'],
+      [NODE_B, ns, 'cni', 'Ready', expect.stringMatching(/^\d+s$/), '<no report>', '-', '-', '-'],
     ]);
     // A NodeCheckpoint whose Node is gone.
-    expect(rows.filter((row) => row[0] === NODE_GONE)).toEqual([[NODE_GONE, ns, 'apiserver', 'Ready', expect.any(String), 'Healthy (node gone)', 'stored', 'fresh']]);
+    expect(rows.filter((row) => row[0] === NODE_GONE)).toEqual([[NODE_GONE, ns, 'apiserver', 'Ready', expect.any(String), 'Healthy (node gone)', 'stored', 'Ready', 'fresh']]);
   });
 
   it('--node limits the table to one node; -o wide adds holder, sequence, Lease, transition and overrides', async () => {
     const r = await status(...admin(), '--node', NODE_A, '-o', 'wide');
     expect(r.code).toBe(0);
     const [header, ...rows] = cells(r.stdout);
-    expect(header?.slice(8)).toEqual(['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT']);
+    expect(header?.slice(8)).toEqual(['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT', 'MESSAGE']);
     expect(rows.map((row) => row[0])).toEqual([NODE_A, NODE_A]);
-    expect(rows[0]?.slice(8)).toEqual([`apiserver-${NODE_A}`, '42', `apiserver.${NODE_A}`, expect.stringMatching(/^\d+s$/), 'kube-apiserver', 'Ready']);
+    expect(rows[0]?.slice(8)).toEqual([`apiserver-${NODE_A}`, '42', `apiserver.${NODE_A}`, expect.stringMatching(/^\d+s$/), 'kube-apiserver', 'Ready', 'no beat for 20s, confirmed live']);
   });
 
   it('-o json and -o yaml carry the same rows for programs', async () => {
@@ -181,8 +182,8 @@ describe('lastseen status', () => {
       expect(out.match(/^NODE /gm)).toHaveLength(1);
 
       await setStatus(NODE_A, [
-        parent('apiserver', 'Active', { phase: '', checkpointActive: true, reason: 'no beat for 20s, confirmed live' }),
-        parent('scheduler', 'Silent', { reason: 'no beat for 20s; confirming' }),
+        parent('apiserver', 'Active', { phase: '', checkpointActive: true, reason: 'SilenceConfirmed', message: 'no beat for 20s, confirmed live' }),
+        parent('scheduler', 'Silent', { reason: 'WindowExpired', message: 'no beat for 20s; confirming' }),
       ]);
       const second = await waitFor(
         () => {
@@ -191,7 +192,7 @@ describe('lastseen status', () => {
         },
         { what: 'a second table after the NodeCheckpoint changed', timeoutMs: 30_000 },
       );
-      expect(second.find((row) => row[2] === 'scheduler')?.slice(5)).toEqual(['Silent', 'stored', 'no beat for 20s; confirming']);
+      expect(second.find((row) => row[2] === 'scheduler')?.slice(5)).toEqual(['Silent', 'stored', 'WindowExpired', 'no beat for 20s; confirming']);
 
       const stopping = lease(`scheduler.${NODE_A}`, NODE_A, 'scheduler', 'Stopping', 0);
       expect((await kubectl(['apply', '-f', '-'], { input: JSON.stringify(stopping) })).code).toBe(0);
