@@ -9,11 +9,16 @@
  * healthy.
  *
  * Assumes: no kube-controller-manager, scheduler or kubelet run. So there is no garbage collector,
- * namespaces never finish terminating, no pod is ever scheduled, and no default ServiceAccount
- * exists (the ServiceAccount admission plugin is off). Tests must not wait for any of that.
+ * namespaces never finish terminating and no pod is ever scheduled; tests must not wait for any of
+ * that. The api-server runs a real cluster's admission chain (the default plugins, ServiceAccount
+ * among them, plus NodeRestriction; authorization Node,RBAC), so a pod needs its ServiceAccount and
+ * gets the `kube-api-access-*` volume: what the controller-manager would create in a namespace (the
+ * `default` ServiceAccount, the `kube-root-ca.crt` ConfigMap) `useNamespace()` and global-setup.ts
+ * create themselves (`namespaceBasics`).
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -105,7 +110,23 @@ export async function useNamespace(prefix = 'test'): Promise<string> {
   const api = kubeConfigFor('admin').makeApiClient(CoreV1Api);
   await api.createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/test': 'true' } } } });
   namespaces.add(name);
+  await namespaceBasics(api, name, await readFile(controlPlane().caFile, 'utf8'));
   return name;
+}
+
+/**
+ * What kube-controller-manager gives every namespace and the integration control plane lacks: the
+ * `default` ServiceAccount (the ServiceAccount admission plugin refuses pods without theirs) and the
+ * `kube-root-ca.crt` ConfigMap (every pod's `kube-api-access-*` volume projects it). Idempotent.
+ */
+export async function namespaceBasics(api: CoreV1Api, namespace: string, caPem: string): Promise<void> {
+  const exists = (e: unknown) => (e as { code?: number }).code === 409;
+  await api.createNamespacedServiceAccount({ namespace, body: { metadata: { name: 'default' } } }).catch((e: unknown) => {
+    if (!exists(e)) throw e;
+  });
+  await api.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'kube-root-ca.crt' }, data: { 'ca.crt': caPem } } }).catch((e: unknown) => {
+    if (!exists(e)) throw e;
+  });
 }
 
 export interface KubectlResult {
