@@ -4,7 +4,7 @@
 // static pod. The copy must read its files, and see each with the owner, group and mode the parent
 // sees in its own volumes. Before, the copies were root's 0600 files in 0700 folders (hostPath
 // volumes honour neither fsGroup nor defaultMode), and the copy failed with EACCES.
-import { statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +28,18 @@ setInterval(() => {}, 1 << 30);
 `;
 
 let tb: Testbed;
+let lastProblem = '';
+
+/** Waits for `pod` to print; on a timeout, says what kubectl and the pod's status said. */
+async function waitSeen(pod: string): Promise<Record<string, unknown>> {
+  try {
+    await tb.waitFor(`${pod} to print what it sees`, 120, () => seen(pod) !== undefined);
+  } catch (e) {
+    const status = await tb.kubectl(['get', 'pod', '-n', NS, pod, '-o', 'jsonpath={.status}']).catch((err: Error) => err.message);
+    throw new Error(`${(e as Error).message}; ${lastProblem}; status: ${status}`);
+  }
+  return seen(pod)!;
+}
 beforeAll(() => {
   if (process.getuid?.() !== 0) throw new Error('the real-node tests need root (the kubelet mounts volumes and makes cgroups): run them as root');
   tb = new Testbed();
@@ -36,11 +48,27 @@ afterAll(async () => {
   await tb?.node('down');
 });
 
-/** What the container of `pod` printed, parsed (undefined until it has). */
-async function seen(pod: string): Promise<Record<string, unknown> | undefined> {
-  const logs = await tb.kubectl(['logs', '-n', NS, pod, '-c', 'app']).catch(() => '');
-  const line = logs.split('\n').find((l) => l.startsWith(MARK));
-  return line ? JSON.parse(line.slice(MARK.length)) : undefined;
+/**
+ * What the container of `pod` printed, parsed (undefined until it has). Read from the kubelet's log
+ * folder: the test-bed node has no address, so the api-server cannot proxy `kubectl logs`.
+ */
+function seen(pod: string): Record<string, unknown> | undefined {
+  const root = join(tb.env.dir, 'pod-logs');
+  const dirs = existsSync(root) ? readdirSync(root).filter((d) => d.startsWith(`${NS}_${pod}_`)) : [];
+  lastProblem = dirs.length === 0 ? `no log folder ${NS}_${pod}_* in ${root}` : '';
+  for (const d of dirs) {
+    const folder = join(root, d, 'app');
+    for (const f of existsSync(folder) ? readdirSync(folder) : []) {
+      // CRI log lines: `<time> stdout F <text>`.
+      const line = readFileSync(join(folder, f), 'utf8')
+        .split('\n')
+        .map((l) => l.split(' ').slice(3).join(' '))
+        .find((l) => l.startsWith(MARK));
+      if (line) return JSON.parse(line.slice(MARK.length));
+      lastProblem = `${join(folder, f)} holds no line starting ${MARK.trim()}`;
+    }
+  }
+  return undefined;
 }
 
 describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', () => {
@@ -68,7 +96,7 @@ describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', ()
         },
       },
     ]);
-    const parentSees = await tb.waitFor('the parent to print what it sees', 120, async () => (await seen(PARENT)) !== undefined).then(() => seen(PARENT));
+    const parentSees = await waitSeen(PARENT);
     log(`the parent sees ${JSON.stringify(parentSees)}`);
     expect(parentSees).toMatchObject({ uid: 1000, key: { text: 'demo-value' } });
 
@@ -92,8 +120,7 @@ describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', ()
     await new ManifestDir({ dir: MANIFESTS }).activate(id, copy!.manifest);
     const mirror = `${PARENT}-${tb.env.nodeName}`;
     const t0 = Date.now();
-    await tb.waitFor('the checkpoint to print what it sees', 120, async () => (await seen(mirror)) !== undefined);
-    const copySees = await seen(mirror);
+    const copySees = await waitSeen(mirror);
     log(`the checkpoint sees ${JSON.stringify(copySees)} (${((Date.now() - t0) / 1000).toFixed(1)}s after its manifest)`);
 
     // The copy reads every file, each with the owner, group and mode the parent saw in its own volumes.
