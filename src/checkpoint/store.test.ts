@@ -394,3 +394,35 @@ describe('Store crash consistency', () => {
     );
   });
 });
+
+describe('Store: re-captures of re-created pods (issue 17, item 5)', () => {
+  /** The fixture pod as the ServiceAccount admission plugin would have made it, with its own suffix. */
+  async function recreated(suffix: string): Promise<Version> {
+    const pod = parentPod();
+    pod.metadata!.name = `kube-apiserver-${suffix}`;
+    pod.metadata!.uid = `uid-${suffix}`;
+    pod.spec!.volumes![2]!.name = `kube-api-access-${suffix}`;
+    pod.spec!.containers[0]!.volumeMounts![2]!.name = `kube-api-access-${suffix}`;
+    const store = new Store({ stateDir });
+    const opts = { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: '2026-01-02T03:05:00.000Z', lastReadyAt: null };
+    const r = await capture(pod, opts, memoryResolver());
+    return { capture: r.capture, data: r.data };
+  }
+
+  it('the manifest already active keeps finding every folder it mounts after a re-capture from the next pod', async () => {
+    const store = new Store({ stateDir });
+    const first = await recreated('ab12c');
+    await store.save(ID, first.capture, first.data);
+    const active = first.capture.manifest; // what the kubelet's folder holds while the copy runs
+    const next = await recreated('zz9x8');
+    await store.save(ID, next.capture, next.data);
+    const stored = (await store.load(ID))!.manifest;
+    for (const manifest of [active, stored]) {
+      for (const v of manifest.spec!.volumes!.filter((x) => x.hostPath?.path.startsWith(store.checkpointDir(ID)))) {
+        expect([v.name, (await fsp.stat(v.hostPath!.path)).isDirectory()]).toEqual([v.name, true]);
+      }
+    }
+    expect(stored.spec!.volumes).toEqual(active.spec!.volumes);
+    expect(stored.spec!.containers[0]!.volumeMounts).toEqual(active.spec!.containers[0]!.volumeMounts);
+  });
+});
