@@ -65,9 +65,10 @@ export async function writeNewFile(fs: FsPort, path: string, bytes: Uint8Array, 
   }
   try {
     await handle.writeFile(bytes);
-    // chown before chmod: a chown clears the set-id bits a mode may hold.
-    if (owner.uid !== undefined || owner.gid !== undefined) await handle.chown(owner.uid ?? -1, owner.gid ?? -1);
+    // chmod while the file is still the writer's own (no CAP_FOWNER needed), then give it away.
+    // Copies' modes hold no set-id bits, which a chown of a file would clear.
     await handle.chmod(mode);
+    if (owner.uid !== undefined || owner.gid !== undefined) await handle.chown(owner.uid ?? -1, owner.gid ?? -1);
     await handle.sync();
   } catch (err) {
     await handle.close().catch(() => {});

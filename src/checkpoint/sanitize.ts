@@ -14,7 +14,7 @@
 // - secret, configMap and projected volumes become hostPath folders (`type: Directory`) under the
 //   checkpoint folder: `secrets/<volume>`, `configmaps/<volume>`, `projected/<volume>`. Each file
 //   and folder is planned with the owner, group and mode the kubelet would give it in the parent's
-//   own volume (`volumeAccess`), since a hostPath volume honours neither `defaultMode` nor `fsGroup`.
+//   own volume (`volumeAccessRules`, `fileAccess`, `folderAccess`), since a hostPath volume honours neither `defaultMode` nor `fsGroup`.
 // - the volume the ServiceAccount admission plugin adds (`kube-api-access-<5 random>`, a new name
 //   for every pod) is named `kube-api-access` in the copy, mounts included: re-captures of
 //   re-created pods give the same manifest and folder, and a running copy's folder stays its own.
