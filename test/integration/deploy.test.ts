@@ -397,7 +397,11 @@ describe('admission: a node’s credentials are good for that node only', () => 
     const label = await patch(`hb-${RUN}`, { metadata: { labels: { app: 'hijacked' } } });
     expect(label.status).toBe(403);
     expect(label.text).toContain('spec, labels, finalizers and owners must stay');
-    const image = await patch(`hb-${RUN}`, { spec: { containers: [{ name: 'c', image: 'example.invalid/evil:1' }] } });
+    // The whole container with a new image (a merge patch replaces the list; dropping the
+    // kube-api-access mount the ServiceAccount admission plugin added would be refused as invalid
+    // before the policy is asked).
+    const own = JSON.parse((await kubectl(['get', 'pod', `hb-${RUN}`, '-n', NS, '-o', 'json'])).stdout);
+    const image = await patch(`hb-${RUN}`, { spec: { containers: [{ ...own.spec.containers[0], image: 'example.invalid/evil:1' }] } });
     expect(image.status).toBe(403);
     expect(image.text).toContain('lastseen-heartbeat-pod-annotations');
     const read = await kubectl(['get', 'pod', `hb-${RUN}`, '-n', NS, '-o', 'jsonpath={.spec.containers[0].image}']);

@@ -82,13 +82,16 @@ export function kubeConfigFor(identity: 'admin' | 'user' = 'admin'): KubeConfig 
 // module is loaded (vitest loads it afresh for each file). That keeps useNamespace() callable from
 // anywhere: a test, a beforeAll, or a describe body.
 const namespaces = new Set<string>();
+const nodes = new Set<string>();
 const outage = { apiserver: false, etcd: false };
 
 afterAll(async () => {
   if (outage.etcd) await startEtcd();
   if (outage.apiserver) await startApiserver();
-  if (namespaces.size === 0) return;
   const api = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+  await Promise.all([...nodes].map((name) => api.deleteNode({ name }).catch(() => undefined)));
+  nodes.clear();
+  if (namespaces.size === 0) return;
   await Promise.all(
     [...namespaces].map((name) =>
       // Background: there is no namespace controller to finalize it; we only want it out of the way.
@@ -111,6 +114,21 @@ export async function useNamespace(prefix = 'test'): Promise<string> {
   await api.createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/test': 'true' } } } });
   namespaces.add(name);
   await namespaceBasics(api, name, await readFile(controlPlane().caFile, 'utf8'));
+  return name;
+}
+
+/**
+ * Registers a Node object named `name` (no kubelet behind it) and deletes it after the current file.
+ * A real cluster has one for every node its pods are bound to, and the api-server refuses a
+ * TokenRequest bound to a Node that does not exist: the agent's capture of a parent with a
+ * `kube-api-access-*` volume mints one such token. Idempotent.
+ */
+export async function useNode(name: string): Promise<string> {
+  const api = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+  await api.createNode({ body: { metadata: { name, labels: { 'lastseen.dev/test': 'true' } } } }).catch((e: unknown) => {
+    if ((e as { code?: number }).code !== 409) throw e;
+  });
+  nodes.add(name);
   return name;
 }
 
