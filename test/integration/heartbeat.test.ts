@@ -14,10 +14,10 @@ import { CoordinationV1Api, CoreV1Api, type V1Lease } from '@kubernetes/client-n
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Role } from '../../src/core/types.js';
-import { beatFromFile } from '../../src/heartbeat/local.js';
 import { startHeartbeat } from '../../src/index.js';
 import { beatFromPod } from '../../src/kube/annotation.js';
 import { beatFromLease } from '../../src/kube/lease.js';
+import { beatFromFile } from '../../src/heartbeat/local.js';
 import { controlPlane, kubeConfigFor, kubectl, restartApiserver, useNamespace, waitFor } from './harness.js';
 
 const SIX_DIGITS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
