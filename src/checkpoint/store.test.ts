@@ -8,6 +8,7 @@ import { StoreError } from './errors.js';
 import { FaultFs } from './fault-fs.js';
 import { memoryResolver, parentPod } from './fixtures.js';
 import { Store } from './store.js';
+import { tokenCopy } from './tokens.js';
 
 const ID = 'kube-system/kube-apiserver';
 let stateDir: string;
@@ -171,6 +172,11 @@ describe('Store modes', () => {
     await fsp.chmod(join(dir, 'projected/kube-api-access/token'), 0o600);
     expect(await store.load(ID)).toEqual(r.capture);
     expect((await stat('projected/kube-api-access/token')).mode).toBe('640');
+    // A token minted again in place keeps its owner, group and mode.
+    const fresh = Buffer.from('fresh-token');
+    await store.replaceToken(ID, tokenCopy('projected/kube-api-access/token', { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, Date.now()), fresh);
+    expect(await stat('projected/kube-api-access/token')).toEqual({ mode: '640', uid, gid });
+    expect(await fsp.readFile(join(dir, 'projected/kube-api-access/token'))).toEqual(fresh);
     // A new plan for the same bytes (another defaultMode) is a new copy, not 'unchanged'.
     pod.spec!.volumes![0]!.secret!.defaultMode = 0o600;
     const r2 = await capture(pod, opts, memoryResolver());
