@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { KubeClient } from '../kube/client.js';
-import { leaseWithBeat } from '../kube/lease.js';
-import { makeActuators } from './actuators.js';
+import { leaseWithBeat } from '../channels/lease.js';
+import { makeActuators, withoutPortSharing } from './actuators.js';
 import type { ParentView } from './agent.js';
 
 const NODE = 'n1';
@@ -36,6 +36,27 @@ function client(read: () => Promise<unknown>): KubeClient & { closed: number; re
 
 const parent = { id: 'ns/demo', namespace: 'ns', key: 'demo', pod: null } as unknown as ParentView;
 const timeout = () => Promise.reject(Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' }));
+
+describe('withoutPortSharing', () => {
+  it('removes --permit-port-sharing (and =true) from every container, and nothing else', () => {
+    const manifest = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      spec: {
+        containers: [
+          { name: 'kube-apiserver', command: ['kube-apiserver', '--secure-port=6443', '--permit-port-sharing'], args: ['--permit-port-sharing=true', '--v=2'] },
+          { name: 'heartbeat', args: ['heartbeat', '--permit-port-sharing-note'] },
+        ],
+      },
+    };
+    const out = withoutPortSharing(manifest);
+    expect(out.spec!.containers[0]!.command).toEqual(['kube-apiserver', '--secure-port=6443']);
+    expect(out.spec!.containers[0]!.args).toEqual(['--v=2']);
+    expect(out.spec!.containers[1]!.args).toEqual(['heartbeat', '--permit-port-sharing-note']);
+    // The stored manifest itself is untouched (the shared copy is written again when the verdict ends).
+    expect(manifest.spec.containers[0]!.command).toContain('--permit-port-sharing');
+  });
+});
 
 describe('readLive', () => {
   it('reads on a fresh client, not the pooled one, and closes it', async () => {

@@ -12,14 +12,33 @@ import { sanitize } from '../checkpoint/sanitize.js';
 import type { Store } from '../checkpoint/store.js';
 import { leaseName, localBeatFile } from '../core/names.js';
 import type { Action, Beat, Channel } from '../core/types.js';
-import { beatFromPod } from '../kube/annotation.js';
+import { beatFromPod } from '../channels/annotation.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
-import { beatFromLease } from '../kube/lease.js';
+import { beatFromLease } from '../channels/lease.js';
 import { type Actuators, CollectRefusedError, type LiveRead, type ParentView } from './agent.js';
 import { parentsOnNode } from './parents.js';
 
 export const COMPONENT = 'lastseen-agent';
+
+/** The flag that lets kube-apiserver (and the scheduler, controller-manager) bind with SO_REUSEPORT. */
+const PORT_SHARING_FLAG = /^--permit-port-sharing(=(true|1|t|T|TRUE|True))?$/;
+
+/**
+ * The checkpoint's manifest without port sharing: `--permit-port-sharing` (and `=true`) removed
+ * from every container's command and args. A copy started from it binds its ports alone, so a
+ * crash-looping known-bad parent (which shares) fails to bind instead of taking a share of the
+ * connections (Linux refuses a SO_REUSEPORT bind on a port held without it, and vice versa).
+ */
+export function withoutPortSharing(manifest: V1Pod): V1Pod {
+  const strip = (xs: string[] | undefined) => xs?.filter((x) => !PORT_SHARING_FLAG.test(x));
+  const copy = structuredClone(manifest);
+  for (const c of [...(copy.spec?.containers ?? []), ...(copy.spec?.initContainers ?? [])]) {
+    if (c.command) c.command = strip(c.command)!;
+    if (c.args) c.args = strip(c.args)!;
+  }
+  return copy;
+}
 /** Where the api-server keeps Events about cluster-scoped objects (as it does for Nodes). */
 export const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
 
@@ -93,7 +112,15 @@ export function kubeResolver(k: KubeClient, node: string): DataResolver {
   };
 }
 
-export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extract<Action, { type: 'event' }>): Promise<void> } {
+/** A namespaced object an agent Event can be about. */
+export interface EventTarget {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace: string;
+}
+
+export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extract<Action, { type: 'event' }>, about?: EventTarget): Promise<void> } {
   const wallNow = d.wallNow ?? Date.now;
   const kube = (what: string): KubeClient => {
     const k = d.kube();
@@ -124,10 +151,10 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       d.logger.info({ parent: p.id, specHash: r.capture.specHash, written, warnings: r.warnings }, 'checkpoint captured');
       return { specHash: r.capture.specHash };
     },
-    async activate(p) {
+    async activate(p, _reason, exclusive) {
       const c = await d.store.load(p.id);
       if (!c) throw new Error(`cannot activate ${p.id}: no complete checkpoint in ${d.store.checkpointDir(p.id)}`);
-      await d.manifests.activate(p.id, c.manifest);
+      await d.manifests.activate(p.id, exclusive === true ? withoutPortSharing(c.manifest) : c.manifest);
     },
     async retire(p) {
       await d.manifests.retire(p.id);
@@ -203,9 +230,14 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       // does not match event.namespace). The message names the parent's namespace and key.
       await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, p.key, { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
-    /** An Event about the node's agent itself (a refused policy), on its NodeCheckpoint. */
-    async nodeEvent(e) {
-      await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
+    /**
+     * An Event about the node's agent itself (a refused or missing policy): on `about` (the policy
+     * ConfigMap or the agent's pod, in the agent's namespace, where an operator looks), else on the
+     * cluster-scoped NodeCheckpoint in `default`.
+     */
+    async nodeEvent(e, about) {
+      if (about) await recordEvent(about.namespace, 'lastseen', about, e);
+      else await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
   };
 

@@ -6,7 +6,7 @@ import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
 import { Agent, type Actuators, type HandoverRecord, type LiveRead } from './agent.js';
-import { flush, LoopTime } from './loop-time.test-helpers.js';
+import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
 import { AgentMetrics } from './metrics.js';
 import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
 import { buildStatus } from './status.js';
@@ -20,7 +20,7 @@ const policy = (() => {
 })();
 
 function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: HandoverRecord) {
-  const time = new LoopTime();
+  const time = new FakeTime();
   const calls: string[] = [];
   const actuators: Actuators = {
     capture: async (_p, pod) => {
@@ -38,7 +38,7 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
   };
   const agent = new Agent({
     node: 'n1',
-    clock: { now: () => time.now },
+    clock: time,
     timers: time,
     logger: pino({ level: 'silent' }),
     actuators,
@@ -53,6 +53,28 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
 }
 
 describe('Agent loop', () => {
+  it('an unprobed Ready (--probe none) is captured only once the pod status says Ready (issue 11, item 4)', async () => {
+    const { time, calls, agent, beat } = setup();
+    const withStatus = (ready: 'True' | 'False') =>
+      new Map([
+        [
+          'kube-system/kube-apiserver',
+          { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid: 'u1', name: 'apiserver-n1' }, status: { conditions: [{ type: 'Ready', status: ready }] } }, labels: {} },
+        ],
+      ]);
+    agent.api(true);
+    agent.podsObserved(withStatus('False'));
+    for (let i = 0; i < 4; i++) {
+      agent.beat('kube-system', 'kube-apiserver', { ...beat('Ready'), unprobed: true });
+      await time.advance(1000);
+    }
+    expect(agent.views()[0]!.state.state).toBe('Healthy');
+    expect(calls).toEqual([]);
+    agent.podsObserved(withStatus('True'));
+    await flush();
+    expect(calls).toEqual(['capture:h-u1']);
+  });
+
   it('captures from a Ready parent, activates after confirmed silence, retires when Ready returns', async () => {
     const { time, calls, agent, beat, pod } = setup();
     agent.api(true);
@@ -69,7 +91,7 @@ describe('Agent loop', () => {
     expect(agent.views()[0]!.state.checkpoint.active).toBe(true);
     // The running copy's token lifetime is in the status (issue 17 item 4), and only while it runs.
     const expiry = (id: string) => (id === 'kube-system/kube-apiserver' ? '2026-01-02T03:10:00.000Z' : undefined);
-    const active = buildStatus('n1', agent.views(), time.now, Date.now(), [], expiry);
+    const active = buildStatus('n1', agent.views(), time.now(), Date.now(), [], expiry);
     expect(active.parents?.[0]?.tokensExpireAt).toBe('2026-01-02T03:10:00.000Z');
     expect(nodeCheckpointStatusSchema.safeParse(active).success).toBe(true);
     agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
@@ -77,7 +99,7 @@ describe('Agent loop', () => {
     expect(calls.slice(-2)).toEqual(['event:CheckpointRetired', 'retire']);
     expect(agent.views()[0]!.state.state).toBe('Healthy');
     expect(agent.views()[0]!.state.checkpoint.active).toBe(false);
-    expect(buildStatus('n1', agent.views(), time.now, Date.now(), [], expiry).parents?.[0]?.tokensExpireAt).toBeUndefined();
+    expect(buildStatus('n1', agent.views(), time.now(), Date.now(), [], expiry).parents?.[0]?.tokensExpireAt).toBeUndefined();
     await agent.stop();
   });
 
@@ -96,8 +118,8 @@ describe('Agent loop', () => {
     expect(calls.filter((c) => c === 'event:WindowBelowInterval')).toHaveLength(1);
     const view = agent.views()[0]!;
     expect(view.state.state).toBe('Healthy');
-    expect(buildStatus('n1', agent.views(), time.now, Date.now(), []).parents?.[0]?.reason).toMatch(/^WindowBelowInterval: the parent declares a 5s interval; judged by 10s/);
-    metrics.observe(agent.views(), time.now);
+    expect(buildStatus('n1', agent.views(), time.now(), Date.now(), []).parents?.[0]?.reason).toMatch(/^WindowBelowInterval: the parent declares a 5s interval; judged by 10s/);
+    metrics.observe(agent.views(), time.now());
     expect(await metrics.registry.metrics()).toContain('lastseen_window_below_interval{parent="kube-system/kube-apiserver"} 1\n');
     await agent.stop();
   });

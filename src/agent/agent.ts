@@ -10,23 +10,9 @@ import { beatFingerprint, decide, handoverToPersist, initialState, type Recovere
 import { parentId } from '../core/names.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
+import type { Clock, Timers } from '../core/time.js';
 
-export interface Clock {
-  /** Monotonic milliseconds. */
-  now(): number;
-}
-
-export interface Timers {
-  set(fn: () => void, ms: number): unknown;
-  clear(handle: unknown): void;
-}
-
-export const realTimers: Timers = {
-  set: (fn, ms) => setTimeout(fn, ms),
-  clear: (h) => clearTimeout(h as NodeJS.Timeout),
-};
-
-export const monotonicClock: Clock = { now: () => Math.floor(performance.now()) };
+export { type Clock, monotonicClock, realTimers, type Timers } from '../core/time.js';
 
 /** What the agent knows of a parent beyond the core's state: the pod to capture from, its labels. */
 export interface ParentView {
@@ -59,7 +45,8 @@ export class CollectRefusedError extends Error {
 export interface Actuators {
   /** `reason`: the core's, for logs (the simulator checks its invariants with it). */
   capture(p: ParentView, pod: PodInfo, reason: string): Promise<{ specHash: string }>;
-  activate(p: ParentView, reason: string): Promise<void>;
+  /** `exclusive`: write the manifest without port sharing (see ParentState.knownBad). */
+  activate(p: ParentView, reason: string, exclusive?: boolean): Promise<void>;
   retire(p: ParentView, reason: string): Promise<void>;
   collect(p: ParentView, reason: string): Promise<void>;
   /** Read the parent's api channels live (no cache). */
@@ -93,6 +80,8 @@ export interface AgentOptions {
   actuators: Actuators;
   /** Spec hash of the checkpoint a pod would give (sanitize(pod).specHash). */
   specHash(pod: unknown): string;
+  /** Restarts of the pod's main containers as its kubelet reports them (undefined: unknown). Default: podRestarts below. */
+  podRestarts?(pod: unknown): number | undefined;
   hooks?: AgentHooks;
   policy?: Policy;
   /** Hand-overs in progress survive a restart through this record (none: they do not). */
@@ -106,6 +95,16 @@ export interface AgentOptions {
 
 interface Entry extends ParentView {
   wakeAt: number | null;
+}
+
+/**
+ * Restarts of a V1Pod's main containers (`status.containerStatuses[].restartCount`, summed; init
+ * and sidecar containers are not counted: a native sidecar outlives its main container's exits).
+ */
+export function podRestarts(pod: unknown): number | undefined {
+  const statuses = (pod as { status?: { containerStatuses?: Array<{ restartCount?: number }> } }).status?.containerStatuses;
+  if (!Array.isArray(statuses)) return undefined;
+  return statuses.reduce((n, c) => n + (typeof c.restartCount === 'number' ? c.restartCount : 0), 0);
 }
 
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
@@ -237,8 +236,13 @@ export class Agent {
   }
 
   private podInfo(pod: unknown): PodInfo {
-    const m = (pod as { metadata?: { uid?: string; name?: string } }).metadata ?? {};
-    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod) };
+    const p = pod as { metadata?: { uid?: string; name?: string }; status?: { conditions?: Array<{ type?: string; status?: string }> } };
+    const m = p.metadata ?? {};
+    const restarts = (this.o.podRestarts ?? podRestarts)(pod);
+    // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
+    // without a status says nothing either way.
+    const ready = p.status ? { ready: (p.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True') } : {};
+    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}), ...ready };
   }
 
   private feed(e: Entry, input: Input): void {
@@ -296,8 +300,8 @@ export class Agent {
         run('capture', A.capture(e, a.pod, a.reason).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input));
         return;
       case 'activate':
-        log.info({ parent: e.id, reason: a.reason }, 'activating checkpoint');
-        run('activate', A.activate(e, a.reason).then(() => ({ type: 'activated' }) as Input));
+        log.info({ parent: e.id, reason: a.reason, exclusive: a.exclusive === true }, 'activating checkpoint');
+        run('activate', A.activate(e, a.reason, a.exclusive === true).then(() => (a.exclusive === true ? { type: 'activated', exclusive: true } : { type: 'activated' }) as Input));
         return;
       case 'retire':
         log.info({ parent: e.id, reason: a.reason }, 'retiring checkpoint');

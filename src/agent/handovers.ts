@@ -11,6 +11,10 @@ interface Entry {
   deadlineWall: number;
   attempts: number;
   nextBackoffMs: number;
+  /** false: no hand-over in progress, the entry keeps only the known-bad verdict (absent: true). */
+  inProgress?: boolean;
+  /** The spec that failed a hand-over (or exited beside an overlap checkpoint): not handed over to again. */
+  knownBad?: { specHash: string; podUid: string };
 }
 
 export class HandoverFile {
@@ -36,7 +40,10 @@ export class HandoverFile {
     try {
       const doc = JSON.parse(text) as Record<string, Entry>;
       for (const [id, e] of Object.entries(doc)) {
-        if (typeof e?.deadlineWall === 'number' && typeof e.attempts === 'number' && typeof e.nextBackoffMs === 'number') this.entries.set(id, e);
+        if (typeof e?.deadlineWall !== 'number' || typeof e.attempts !== 'number' || typeof e.nextBackoffMs !== 'number') continue;
+        const kb = e.knownBad;
+        const knownBad = kb && typeof kb.specHash === 'string' && typeof kb.podUid === 'string' ? { knownBad: { specHash: kb.specHash, podUid: kb.podUid } } : {};
+        this.entries.set(id, { deadlineWall: e.deadlineWall, attempts: e.attempts, nextBackoffMs: e.nextBackoffMs, ...(e.inProgress === false ? { inProgress: false } : {}), ...knownBad });
       }
       return null;
     } catch (e) {
@@ -46,7 +53,14 @@ export class HandoverFile {
 
   recovered(id: string): RecoveredHandover | undefined {
     const e = this.entries.get(id);
-    return e ? { remainingMs: e.deadlineWall - this.wallNow(), attempts: e.attempts, nextBackoffMs: e.nextBackoffMs } : undefined;
+    if (!e) return undefined;
+    return {
+      remainingMs: e.deadlineWall - this.wallNow(),
+      attempts: e.attempts,
+      nextBackoffMs: e.nextBackoffMs,
+      ...(e.inProgress === false ? { inProgress: false } : {}),
+      ...(e.knownBad ? { knownBad: { ...e.knownBad } } : {}),
+    };
   }
 
   /**
@@ -56,7 +70,16 @@ export class HandoverFile {
    */
   set(id: string, h: RecoveredHandover | null): Promise<unknown> {
     const before = JSON.stringify(this.entries.get(id) ?? null);
-    if (h) this.entries.set(id, { deadlineWall: this.wallNow() + h.remainingMs, attempts: h.attempts, nextBackoffMs: h.nextBackoffMs });
+    if (h) {
+      this.entries.set(id, {
+        // A record that only keeps a verdict has no deadline: a fixed value, so it is not rewritten on every transition.
+        deadlineWall: h.inProgress === false ? 0 : this.wallNow() + h.remainingMs,
+        attempts: h.attempts,
+        nextBackoffMs: h.nextBackoffMs,
+        ...(h.inProgress === false ? { inProgress: false } : {}),
+        ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
+      });
+    }
     else this.entries.delete(id);
     if (JSON.stringify(this.entries.get(id) ?? null) === before) return this.writing;
     const body = Buffer.from(`${JSON.stringify(Object.fromEntries(this.entries))}\n`);

@@ -19,9 +19,10 @@
 // The holder file (`path`, e.g. /var/lib/lastseen/agent.lock) is for people and for that check:
 // who holds the lock, with which pid, since when. Its time is never compared with anything.
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
+import { writeFileAtomic } from '../checkpoint/atomic.js';
 
 /** How often the holder re-checks that it still holds the lock (the socket and the holder file). */
 export const LOCK_RENEW_MS = 2_000;
@@ -78,9 +79,7 @@ export class NodeLock {
 
   private async writeHolder(body: HolderFile | { holder: ''; token: ''; pid: 0; since: '' }): Promise<void> {
     await mkdir(dirname(this.o.path), { recursive: true, mode: 0o700 });
-    const tmp = join(dirname(this.o.path), `.${this.token}.lock.tmp`);
-    await writeFile(tmp, JSON.stringify(body), { mode: 0o600 });
-    await rename(tmp, this.o.path);
+    await writeFileAtomic(this.o.path, Buffer.from(JSON.stringify(body), 'utf8'), { mode: 0o600 });
   }
 
   private mine(): HolderFile {

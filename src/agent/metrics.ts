@@ -3,6 +3,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ParentStateName } from '../core/types.js';
 import type { ParentView } from './agent.js';
+import { VERSION } from '../version.js';
 
 const STATES: ParentStateName[] = ['Pending', 'Healthy', 'Starting', 'Silent', 'Active', 'HandingOver', 'Orphaned'];
 /** Label values of the counters that alerts take `increase()` of (deploy/monitoring/rules.yaml). */
@@ -38,10 +39,13 @@ export class AgentMetrics {
   readonly policyMissing = new Gauge({ name: 'lastseen_policy_missing', help: '1 while no policy file or ConfigMap is found (the last good policy, or the built-in defaults if none, stays in force)', registers: [this.registry] });
   readonly apiReachable = new Gauge({ name: 'lastseen_api_reachable', help: '1 when the api-server answers /readyz', registers: [this.registry] });
   readonly badInputs = new Counter({ name: 'lastseen_bad_inputs_total', help: 'Leases, annotations or files ignored as malformed or foreign, by source', labelNames: ['source'], registers: [this.registry] });
+  /** Always 1; its labels say which lastseen and which Node.js runtime an agent runs. */
+  readonly buildInfo = new Gauge({ name: 'lastseen_build_info', help: 'Always 1: the lastseen version and the Node.js runtime of this agent', labelNames: ['version', 'runtime'], registers: [this.registry] });
   readonly watchHealthy = new Gauge({ name: 'lastseen_watch_healthy', help: '1 while a watch is connected and synced', labelNames: ['resource'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry });
+    this.buildInfo.set({ version: VERSION, runtime: process.version }, 1);
     this.policyValid.set(1);
     this.policyMissing.set(0);
     this.apiReachable.set(0);

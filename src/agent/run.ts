@@ -8,21 +8,21 @@ import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ManifestDir } from '../checkpoint/manifests.js';
 import { Store } from '../checkpoint/store.js';
-import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
-import { beatFromPod } from '../kube/annotation.js';
+import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
+import { beatFromPod } from '../channels/annotation.js';
 import { type KubeClient, loadKubeConfig, makeKubeClient } from '../kube/client.js';
 import { makeInformer } from '../kube/informer.js';
-import { beatFromLease } from '../kube/lease.js';
+import { beatFromLease } from '../channels/lease.js';
 import type { Condition } from '../kube/nodecheckpoint-types.js';
 import { formatDuration } from '../policy/duration.js';
-import { kubeResolver, makeActuators, specHashOf } from './actuators.js';
+import { type EventTarget, kubeResolver, makeActuators, specHashOf } from './actuators.js';
 import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './agent.js';
 import { serveHealth } from './health.js';
 import { LOCK_RENEW_MS, LOCK_RETRY_MS, NodeLock } from './lock.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
-import { configMapPolicySource, filePolicySource, type PolicySource } from './observe/policy-source.js';
+import { configMapPolicySource, filePolicySource, POLICY_CONFIGMAP_NAME, type PolicySource } from './observe/policy-source.js';
 import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
 import { isAgentCopy, SelfCheckpoint } from './self.js';
 import { StatusWriter } from './status.js';
@@ -229,6 +229,11 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   else if (persisted) log.info({ file: lastGoodFile.path }, 'read the persisted last good policy');
   const lastGood = persisted?.ok ? { policy: persisted.policy, origin: `persisted ${lastGoodFile.path}` } : null;
   let firstPolicy: () => void = () => {};
+  // Policy Events go where an operator looks for the policy: on the ConfigMap it came from, or on
+  // the agent's own pod when it reads a file.
+  const policyEventTarget: EventTarget = o.policyFile
+    ? { apiVersion: 'v1', kind: 'Pod', name: o.podName, namespace: o.namespace }
+    : { apiVersion: 'v1', kind: 'ConfigMap', name: POLICY_CONFIGMAP_NAME, namespace: o.namespace };
   const onPolicy = (policy: Parameters<Agent['setPolicy']>[0], origin: string, text?: string) => {
     firstPolicy();
     metrics.policyValid.set(1);
@@ -246,7 +251,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       using === 'last-good'
         ? `no policy at ${origin}: keeping the last good policy (persisted in ${lastGoodFile.path}), not the built-in defaults; restore the policy to change it`
         : `no policy at ${origin} and no last good one: using the built-in defaults; create the policy to change them`;
-    void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'PolicyMissing', message });
+    void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'PolicyMissing', message }, policyEventTarget);
     status.poke();
   };
   const onInvalid = (errors: Array<{ path: string; message: string }>, origin: string) => {
@@ -257,7 +262,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       .slice(0, 5)
       .map((e) => `${e.path}: ${e.message}`)
       .join('; ')}`;
-    void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'PolicyRefused', message });
+    void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'PolicyRefused', message }, policyEventTarget);
     status.poke();
   };
   policySource = o.policyFile

@@ -1,7 +1,7 @@
 // The node's NodeCheckpoint status, rebuilt from the agent's views on every write (never patched
 // piecemeal), written on transitions only and coalesced: a burst of transitions costs one write.
 // Times in status are wall-clock ISO strings derived from the agent's monotonic observations.
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { classifyKubeError } from '../kube/errors.js';
 import {
@@ -12,6 +12,7 @@ import {
   type NodeCheckpoint,
   type NodeCheckpointStatus,
   newNodeCheckpoint,
+  type NodeOwner,
   type ParentStatus,
   summarize,
 } from '../kube/nodecheckpoint-types.js';
@@ -46,6 +47,18 @@ export function buildStatus(
     ...(v.state.checkpoint.active && tokensExpireAt(v.id) ? { tokensExpireAt: tokensExpireAt(v.id) } : {}),
   }));
   return summarize(node, parents, conditions, new Date(wallNow).toISOString());
+}
+
+/**
+ * Kubernetes' rule for conditions: lastTransitionTime moves only when the status changes. A
+ * condition whose status is the one already recorded keeps the recorded time (from the object just
+ * read, so it also holds across agent restarts).
+ */
+export function keepTransitionTimes(recorded: readonly Condition[] | undefined, next: Condition[]): Condition[] {
+  return next.map((c) => {
+    const was = recorded?.find((r) => r.type === c.type);
+    return was && was.status === c.status && was.lastTransitionTime ? { ...c, lastTransitionTime: was.lastTransitionTime } : c;
+  });
 }
 
 export interface StatusWriterOptions {
@@ -106,6 +119,21 @@ export class StatusWriter {
     this.timer = null;
   }
 
+  /**
+   * The node's Node object as the NodeCheckpoint's owner, so the cluster's garbage collector removes
+   * the NodeCheckpoint once the Node is deleted: the api-server's word, not the agent's guess. No
+   * Node to be read (a test cluster, a missing permission): no owner, said once.
+   */
+  private async nodeOwner(): Promise<NodeOwner | undefined> {
+    try {
+      const n = await this.o.kubeConfig.makeApiClient(CoreV1Api).readNode({ name: this.o.node });
+      if (n.metadata?.uid) return { apiVersion: 'v1', kind: 'Node', name: this.o.node, uid: n.metadata.uid };
+    } catch (e) {
+      this.o.logger.info({ err: classifyKubeError(e, `node ${this.o.node}`).message }, 'NodeCheckpoint created without an owner: it stays if the Node is deleted');
+    }
+    return undefined;
+  }
+
   private async write(): Promise<void> {
     const base = { group: NODECHECKPOINT_GROUP, version: NODECHECKPOINT_VERSION, plural: NODECHECKPOINT_PLURAL, name: this.o.node };
     let obj: NodeCheckpoint;
@@ -113,9 +141,10 @@ export class StatusWriter {
       obj = (await this.api.getClusterCustomObject(base)) as NodeCheckpoint;
     } catch (e) {
       if (classifyKubeError(e, `nodecheckpoint ${this.o.node}`).kind !== 'notFound') throw e;
-      obj = (await this.api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node) })) as NodeCheckpoint;
+      obj = (await this.api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node, await this.nodeOwner()) })) as NodeCheckpoint;
     }
-    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), this.o.conditions(), this.o.tokensExpireAt);
+    const conditions = keepTransitionTimes(obj.status?.conditions, this.o.conditions());
+    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), conditions, this.o.tokensExpireAt);
     await this.api.replaceClusterCustomObjectStatus({ ...base, body: { ...obj, status } });
     this.writes += 1;
   }

@@ -8,11 +8,11 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { capture, type DataResolver } from '../checkpoint/capture.js';
-import { memoryResolver, parentPod } from '../checkpoint/fixtures.js';
+import { memoryResolver, parentPod } from '../checkpoint/fixtures.test-helpers.js';
 import { ManifestDir } from '../checkpoint/manifests.js';
 import { Store } from '../checkpoint/store.js';
 import { jwt } from '../checkpoint/tokens.test-helpers.js';
-import { LoopTime } from './loop-time.test-helpers.js';
+import { FakeTime } from '../core/fake-time.test-helpers.js';
 import { startTokenRefresh, TOKEN_CHECK_MS, TokenRefresher, type TokenRefreshResult } from './token-refresh.js';
 
 const ID = 'kube-system/kube-apiserver';
@@ -108,7 +108,7 @@ describe('TokenRefresher', () => {
 
   it('runs every TOKEN_CHECK_MS on the injected timers until stopped', async () => {
     await manifests.activate(ID, (await store.load(ID))!.manifest);
-    const time = new LoopTime();
+    const time = new FakeTime();
     const passes: TokenRefreshResult[][] = [];
     let settled: () => void = () => {};
     const stop = startTokenRefresh(refresher(), time, (results) => {

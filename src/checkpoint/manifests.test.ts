@@ -6,8 +6,8 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isTempName, writeFileAtomic } from './atomic.js';
 import { StoreError } from './errors.js';
-import { FaultFs } from './fault-fs.js';
-import { parentPod } from './fixtures.js';
+import { FaultFs } from './fault-fs.test-helpers.js';
+import { parentPod } from './fixtures.test-helpers.js';
 import { ManifestDir } from './manifests.js';
 import { sanitize } from './sanitize.js';
 

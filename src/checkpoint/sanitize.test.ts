@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { CaptureError, capture, downwardValue } from './capture.js';
-import { memoryResolver, parentPod } from './fixtures.js';
+import { capture, CaptureError, downwardValue } from './capture.js';
+import { memoryResolver, parentPod } from './fixtures.test-helpers.js';
 import { canonicalJson, SanitizeError, sanitize } from './sanitize.js';
 
 const DIR = '/var/lib/lastseen/checkpoints/kube-system_kube-apiserver';

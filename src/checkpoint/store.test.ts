@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type Capture, capture } from './capture.js';
 import { StoreError } from './errors.js';
-import { FaultFs } from './fault-fs.js';
-import { memoryResolver, parentPod } from './fixtures.js';
+import { FaultFs } from './fault-fs.test-helpers.js';
+import { memoryResolver, parentPod } from './fixtures.test-helpers.js';
 import { Store } from './store.js';
 import { tokenCopy } from './tokens.js';
 

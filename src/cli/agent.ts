@@ -2,8 +2,9 @@
 // a flag with the DESIGN default so it can run unprivileged in tests. JSON logs (pino) on stdout.
 import type { Command } from 'commander';
 import { pino } from 'pino';
-import { DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
+import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { parseDuration } from '../policy/duration.js';
+import { API_FAILURE_THRESHOLD, API_PROBE_INTERVAL_MS } from '../agent/observe/api-probe.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MANIFEST_DIR, DEFAULT_STATE_DIR, runAgent } from '../agent/run.js';
 import { CliError } from './errors.js';
 
@@ -38,7 +39,7 @@ export function register(program: Command): void {
     .description('run the node agent: watch parents on this node, keep their checkpoints, cover silent ones')
     .option('--node <name>', 'this node (env NODE_NAME)')
     .option('--pod-name <name>', 'this agent pod (env POD_NAME)')
-    .option('--namespace <ns>', "the agent's namespace, which holds the lastseen-policy ConfigMap (env POD_NAMESPACE)")
+    .option('--namespace <ns>', "the agent's namespace, which holds the lastseen-policy ConfigMap and receives the policy Events (env POD_NAMESPACE; default lastseen-system)")
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
     .option('--manifest-dir <dir>', "the kubelet's static-pod folder", DEFAULT_MANIFEST_DIR)
     .option('--state-dir <dir>', 'checkpoints and the node lock', DEFAULT_STATE_DIR)
@@ -49,7 +50,7 @@ export function register(program: Command): void {
     .option('--health-host <host>', 'address for the health endpoints', '0.0.0.0')
     .option('--watchdog <duration>', 're-open a watch silent for this long (default 90s)')
     .option('--local-poll <duration>', 'scan the heartbeat folder this often (default 1s)')
-    .option('--api-probe <duration>', "probe the api-server's /readyz this often")
+    .option('--api-probe <duration>', `probe the api-server's /readyz this often (default ${API_PROBE_INTERVAL_MS / 1000}s; unreachable after ${API_FAILURE_THRESHOLD} failures in a row, reachable after one success)`)
     .option('--log-level <level>', 'pino level', 'info')
     .action(async (flags: Flags) => {
       const env = process.env;

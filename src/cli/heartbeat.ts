@@ -8,7 +8,7 @@ import { parentKey } from '../core/names.js';
 import type { Channel, Role } from '../core/types.js';
 import type { HeartbeatIdentity } from '../heartbeat/beat.js';
 import { startHeartbeat } from '../heartbeat/heartbeat.js';
-import { DEFAULT_HEARTBEAT_DIR } from '../heartbeat/local.js';
+import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { classifyKubeError } from '../kube/errors.js';
 import { loadKubeConfig, makeKubeClient } from '../kube/client.js';
 import { parseDuration } from '../policy/duration.js';
@@ -17,6 +17,26 @@ import { CliError } from './errors.js';
 /** Reading our own pod (parent key, labels) at start: tries, and the timeout of each. */
 const POD_LOOKUP_ATTEMPTS = 3;
 const POD_LOOKUP_TIMEOUT_MS = 2_000;
+
+/** `heartbeat --help`'s section on what each probe mode proves (issue 11, item 4; issue 17, item 2). */
+export const PROBE_MODES = `
+Probe modes (--probe), checked every interval:
+  http://HOST:PORT/PATH, https://…
+      Ready when (a) a process of this pod listens on PORT: its listening socket is an open
+      file of a process this sidecar sees, which needs shareProcessNamespace: true on the pod
+      and the capabilities SYS_PTRACE and DAC_READ_SEARCH on this container; a socket of another pod on the host
+      network (the parent's checkpoint) does not count; and (b) GET answers 2xx/3xx on fresh
+      connections: one, or, while other sockets share the port (SO_REUSEPORT), as many in a
+      row as keep the chance that all reached the others at 1e-6 (20 beside one checkpoint).
+  tcp://HOST:PORT
+      Ready when (a) holds and a connection is accepted.
+  none (the default)
+      Nothing is probed: Ready only says that this sidecar runs, and the beat says so. The
+      agent keeps a copy as last known good only once the api-server reports the pod's own
+      Ready condition True, and an unprobed Ready hands the node back from a checkpoint at
+      once. Give a probe to every parent that has a port.
+Anything short of Ready is Starting; the log line "heartbeat phase" says which proof failed.
+`;
 
 interface Flags {
   node?: string;
@@ -46,7 +66,7 @@ export function register(program: Command): void {
     .option('--pod-uid <uid>', "this pod's uid (env POD_UID)")
     .option('--parent-key <key>', 'parent key (env LASTSEEN_PARENT_KEY; default: derived from the pod)')
     .option('--role <role>', 'parent or checkpoint (env LASTSEEN_ROLE; default parent)')
-    .option('--probe <spec>', 'readiness of the main container: none, http://…, https://…, tcp://host:port', 'none')
+    .option('--probe <spec>', 'what makes a beat Ready (else Starting): none, http://…, https://…, tcp://host:port (see "Probe modes" below)', 'none')
     .option('--probe-ca <file>', 'CA bundle for an https probe')
     .option('--probe-insecure', 'do not verify the https probe certificate')
     .option('--channels <list>', 'comma-separated: lease, annotation, local (default: the policy)')
@@ -55,6 +75,7 @@ export function register(program: Command): void {
     .option('--interval <duration>', 'beat interval, overriding the policy (e.g. 500ms, 5s)')
     .option('--labels-file <file>', "this pod's labels as the downward API writes them (env LASTSEEN_LABELS_FILE)")
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
+    .addHelpText('after', PROBE_MODES)
     .action(async (flags: Flags) => {
       const logger = pino(pino.destination({ dest: 1, sync: true }));
       await run(flags, logger);

@@ -4,17 +4,22 @@
 // With --watch: list once, then follow both with watches and re-print whenever a row changes
 // in a way a person would notice (state, phase, checkpoint, reason, holder; a routine Lease
 // renewal alone does not re-print). A watch that ends is re-listed and re-opened after a pause.
-import { CoordinationV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, Watch } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
 import { LABEL_MANAGED_BY, LABEL_NODE, MANAGED_BY } from '../core/names.js';
+import { loadKubeConfig } from '../kube/client.js';
 import { NODECHECKPOINT_GROUP, NODECHECKPOINT_PLURAL, NODECHECKPOINT_VERSION } from '../kube/nodecheckpoint-types.js';
-import { buildRows, type LeaseObject, type NodeCheckpointObject, type OutputFormat, render, significant } from '../kube/status-table.js';
+import { buildRows, type LeaseObject, type NodeCheckpointObject, type NodeHealth, type OutputFormat, render, significant } from '../kube/status-table.js';
 import { CliError } from './errors.js';
 
 /** A list that takes longer than this is reported instead of hanging the terminal. */
 const REQUEST_TIMEOUT_MS = 30_000;
 /** Pause before re-listing after a watch ends: fast enough to feel live, slow enough not to hammer. */
 const REWATCH_DELAY_MS = 1_000;
+/** --watch: how often the nodes and agent pods are listed again. */
+const HEALTH_REFRESH_MS = 15_000;
+/** The agent DaemonSet's pods (deploy/base/agent-daemonset.yaml). */
+const AGENT_POD_SELECTOR = 'app.kubernetes.io/name=lastseen,app.kubernetes.io/component=agent';
 /**
  * A list answered with 429 or 5xx is tried again (as kubectl does): right after a CRD is installed
  * or the api-server restarts, its cache answers "storage is (re)initializing" for a few seconds.
@@ -48,7 +53,7 @@ export function register(program: Command): void {
       const source = new StatusSource(kc, opts.node);
       const world = await withTimeout(source.list(), kc);
       const print = () => {
-        const { rows, invalid } = buildRows([...world.checkpoints.values()], [...world.leases.values()]);
+        const { rows, invalid } = buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health);
         for (const name of invalid) process.stderr.write(`lastseen: NodeCheckpoint ${name} has a status this version cannot read; skipped\n`);
         process.stdout.write(render(rows, opts.output, Date.now()));
         return significant(rows);
@@ -61,7 +66,7 @@ export function register(program: Command): void {
         pending = true;
         setTimeout(() => {
           pending = false;
-          const { rows } = buildRows([...world.checkpoints.values()], [...world.leases.values()]);
+          const { rows } = buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health);
           if (significant(rows) === last) return;
           process.stdout.write(opts.output === 'yaml' ? '---\n' : '\n');
           last = print();
@@ -71,15 +76,11 @@ export function register(program: Command): void {
 }
 
 function loadConfig(file: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
   try {
-    if (file) kc.loadFromFile(file);
-    else kc.loadFromDefault();
+    return loadKubeConfig(file);
   } catch (e) {
-    throw new CliError(`cannot load kubeconfig ${file ?? '(default)'}: ${(e as Error).message}`, 'EKUBECONFIG', 2);
+    throw new CliError((e as Error).message, 'EKUBECONFIG', 2);
   }
-  if (!kc.getCurrentCluster()) throw new CliError(`no current cluster in kubeconfig ${file ?? '(default)'}`, 'EKUBECONFIG', 2);
-  return kc;
 }
 
 async function withTimeout<T>(p: Promise<T>, kc: KubeConfig): Promise<T> {
@@ -98,6 +99,8 @@ async function withTimeout<T>(p: Promise<T>, kc: KubeConfig): Promise<T> {
 }
 
 interface World {
+  /** Which nodes exist and which run a Ready agent (refreshed every HEALTH_REFRESH_MS in --watch). */
+  health: NodeHealth;
   checkpoints: Map<string, NodeCheckpointObject>;
   leases: Map<string, LeaseObject>;
   checkpointsVersion: string;
@@ -172,10 +175,29 @@ class StatusSource {
   }
 
   async list(): Promise<World> {
-    const world: World = { checkpoints: new Map(), leases: new Map(), checkpointsVersion: '', leasesVersion: '' };
+    const world: World = { health: { nodes: null, readyAgents: null }, checkpoints: new Map(), leases: new Map(), checkpointsVersion: '', leasesVersion: '' };
     await this.listCheckpoints(world);
     await this.listLeases(world);
+    world.health = await this.health();
     return world;
+  }
+
+  /**
+   * The nodes that exist and those where a Ready agent pod runs, so a report no agent stands behind
+   * any more is marked, not shown as current. Best effort: a reader without the right to list
+   * nodes or pods (an older lastseen-viewer binding) gets the table without the mark.
+   */
+  async health(): Promise<NodeHealth> {
+    const core = this.kc.makeApiClient(CoreV1Api);
+    const nodes = await withTimeout(core.listNode(), this.kc).then(
+      (l) => new Set(l.items.map((n) => n.metadata?.name ?? '')),
+      () => null,
+    );
+    const readyAgents = await withTimeout(core.listPodForAllNamespaces({ labelSelector: AGENT_POD_SELECTOR }), this.kc).then(
+      (l) => new Set(l.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).map((p) => p.spec?.nodeName ?? '')),
+      () => null,
+    );
+    return { nodes, readyAgents };
   }
 
   private async listCheckpoints(world: World): Promise<void> {
@@ -255,6 +277,13 @@ class StatusSource {
       };
       run('checkpoints');
       run('leases');
+      // Agents come and go without touching a NodeCheckpoint: look again now and then.
+      setInterval(() => {
+        void this.health().then((h) => {
+          world.health = h;
+          changed();
+        });
+      }, HEALTH_REFRESH_MS).unref();
     });
   }
 }

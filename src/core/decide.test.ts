@@ -1,7 +1,7 @@
 // Table tests for the core: every state (reached by driving decide() from a fresh start) against
 // every kind of input, then the time-driven rules one by one.
 import { describe, expect, it } from 'vitest';
-import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, handoverWindowMs, initialState, judgingWindowMs } from './decide.js';
+import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, handoverToPersist, handoverWindowMs, initialState, judgingWindowMs } from './decide.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import type { Action, Input, ParentState } from './types.js';
 
@@ -443,6 +443,100 @@ describe('decide: rules over time', () => {
       expect(d.state.knownBad).toBeNull();
     });
 
+    it('survives an agent restart: the persisted record brings the verdict back, and no hand-over follows', () => {
+      const bad = run(BAD, 100_000);
+      const rec = handoverToPersist(bad.state, 100_000);
+      expect(rec).toMatchObject({ inProgress: false, knownBad: { specHash: 'h-bad', podUid: 'u2' } });
+      // The agent restarts with the checkpoint still active; the same pod runs Starting.
+      const restarted = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 200_000, checkpoint: { stored: true, active: true, specHash: 'h1' }, handover: rec! });
+      expect(restarted.state).toBe('Active');
+      expect(restarted.knownBad).toMatchObject({ specHash: 'h-bad', podUid: 'u2' });
+      const after = run(BAD, 500_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
+      expect(after.handovers).toEqual([]);
+      expect(after.state.checkpoint.active).toBe(true);
+      expect(after.state.reason).toMatch(/^KnownBadSpec/);
+      // Without the record (the earlier behaviour) the restarted agent hands over to it again.
+      const forgetful = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 200_000, checkpoint: { stored: true, active: true, specHash: 'h1' } });
+      expect(run(BAD, 500_000, drive(forgetful, [[200_000, { type: 'api', reachable: true }]]).state, 200_200).handovers.length).toBeGreaterThan(0);
+    });
+
+    it('a record that only keeps a verdict resumes no hand-over', () => {
+      const s = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 0, checkpoint: { stored: true, active: false, specHash: 'h1' }, handover: { remainingMs: 0, attempts: 1, nextBackoffMs: 5000, inProgress: false, knownBad: { specHash: 'h-bad', podUid: 'u2' } } });
+      expect(s.state).toBe('Pending');
+      expect(s.handover.deadline).toBeNull();
+      expect(s.knownBad).toMatchObject({ specHash: 'h-bad' });
+    });
+
+    describe('overlap: an exit beside the sharing checkpoint is the verdict, and the checkpoint stops sharing', () => {
+      const overlap = { ...POLICY, handover: 'overlap' as const };
+      /** Active (overlap) on h1 with the bad pod here, reporting `restarts`, Starting beats in between. */
+      /** The copy's own beat: Ready (holder `cp1`, a copy started from the manifest as written). */
+      const copyReady = (): Input => ({ type: 'beat', beat: beat('Ready', { role: 'checkpoint', holder: 'kube-apiserver-checkpoint-n1', holderUid: 'cp1', channel: 'local' }) });
+      function overlapRun(restarts: number[], spec = BAD, copySeenReady = true) {
+        let s = fixtures(overlap).Active!.state;
+        if (copySeenReady) s = decide(s, copyReady(), 6900).state;
+        const actions: Action[] = [];
+        let t = 7000;
+        for (const r of restarts) {
+          t += 1000;
+          let d = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid }) }, t);
+          d = decide(d.state, { type: 'pod', pod: { ...spec, restarts: r } }, t + 1);
+          for (const a of d.actions) {
+            actions.push(a);
+            if (a.type === 'activate') d = decide(d.state, a.exclusive ? { type: 'activated', exclusive: true } : { type: 'activated' }, t + 2);
+          }
+          s = d.state;
+        }
+        return { state: s, actions, t };
+      }
+
+      it('a restart of a new spec that never reported Ready: known-bad, and the manifest rewritten without sharing', () => {
+        const r = overlapRun([0, 0, 1, 1, 2]);
+        expect(r.state.knownBad).toMatchObject({ specHash: 'h-bad', podUid: 'u2' });
+        const activations = r.actions.filter((a) => a.type === 'activate');
+        expect(activations).toEqual([expect.objectContaining({ exclusive: true })]); // once, not again on the next restart
+        expect(r.actions.filter((a) => a.type === 'event' && a.reason === 'KnownBadSpec')).toHaveLength(1);
+        expect(r.state.checkpoint).toMatchObject({ active: true, exclusive: true });
+        expect(r.actions.some((a) => a.type === 'retire')).toBe(false);
+        expect(r.state.state).toBe('Active');
+      });
+
+      it("no verdict without a rise (first sighting), nor for the checkpoint's own spec", () => {
+        expect(overlapRun([3, 3, 3]).state.knownBad).toBeNull();
+        expect(overlapRun([0, 1, 2], { ...POD, uid: 'u1' }).state.knownBad).toBeNull();
+      });
+
+      it('exits count only beside a copy seen Ready since the manifest was written, and not across an outage', () => {
+        // No Ready beat from the copy yet (it may still be starting, or an exclusive one draining).
+        expect(overlapRun([0, 1, 2], BAD, false).state.knownBad).toBeNull();
+        // An outage between two listings: the rise may predate the shared copy; the next one counts.
+        let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
+        s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid }) }, 6950).state;
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 0 } }, 7000).state;
+        s = decide(s, { type: 'api', reachable: false }, 7100).state;
+        s = decide(s, { type: 'api', reachable: true }, 7200).state;
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 2 } }, 7300).state;
+        expect(s.knownBad).toBeNull();
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 3 } }, 7400).state;
+        expect(s.knownBad).toMatchObject({ specHash: 'h-bad' });
+        // The rewritten (exclusive) manifest starts the watch again: the copy that ran before it does not count.
+        expect(s.exitWatch.ready).toBe(true);
+        const rewritten = decide(s, { type: 'activated', exclusive: true }, 7500).state;
+        expect(rewritten.exitWatch).toEqual({ notHolder: 'cp1', ready: false, base: null });
+        expect(decide(rewritten, copyReady(), 7600).state.exitWatch.ready).toBe(false); // the old copy's late beat
+      });
+
+      it('a new spec ends the verdict: the checkpoint shares its ports again for the overlap hand-over', () => {
+        const r = overlapRun([0, 1]);
+        const next = { uid: 'u3', name: 'kube-apiserver-n1-3', specHash: 'h3', restarts: 0 };
+        const d = decide(r.state, { type: 'pod', pod: next }, r.t + 500);
+        expect(d.state.knownBad).toBeNull();
+        expect(d.actions).toContainEqual({ type: 'activate', reason: expect.any(String) });
+        const shared = decide(d.state, { type: 'activated' }, r.t + 600);
+        expect(shared.state.checkpoint.exclusive).toBe(false);
+      });
+    });
+
     it('with the pod unknown (no word from the api-server) nothing is judged', () => {
       let s = f.Active!.state;
       s = { ...s, pod: null };
@@ -468,6 +562,26 @@ describe('decide: rules over time', () => {
     // A Ready beat from another pod (a different uid) does not capture this pod.
     const other = decide(f.Healthy!.state, { type: 'beat', beat: beat('Ready', { holderUid: 'someone-else' }) }, 2100);
     expect(kinds(decide(other.state, { type: 'pod', pod: { ...POD, specHash: 'h3' } }, 2200).actions)).not.toContain('capture');
+  });
+
+  it('last known good (issue 11): an unprobed Ready (--probe none) is captured only once the api-server reports the pod Ready', () => {
+    // A pod whose main container never ran: the sidecar beats Ready without a probe, the pod's own
+    // Ready condition is False (or not reported yet).
+    let s = decide(f.Healthy!.state, { type: 'beat', beat: beat('Ready', { unprobed: true }) }, 2050).state;
+    const first = decide(s, { type: 'pod', pod: { ...POD, specHash: 'h2', ready: false } }, 2100);
+    expect(kinds(first.actions)).not.toContain('capture');
+    s = first.state;
+    for (let t = 2200; t < 10_000; t += 1000) {
+      const d = decide(s, { type: 'beat', beat: beat('Ready', { unprobed: true }) }, t);
+      expect(d.state.state).toBe('Healthy');
+      expect(kinds(d.actions)).not.toContain('capture');
+      s = d.state;
+    }
+    const d = decide(s, { type: 'pod', pod: { ...POD, specHash: 'h2', ready: true } }, 10_100);
+    expect(d.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2', ready: true }, reason: 'the Ready parent runs a new spec' });
+    // A probed Ready needs no word from the api-server on the pod's condition.
+    const probed = decide(s, { type: 'beat', beat: beat('Ready') }, 10_200);
+    expect(kinds(probed.actions)).toContain('capture');
   });
 
   it('no capture while the api-server is unreachable', () => {
@@ -512,6 +626,28 @@ describe('decide: rules over time', () => {
       expect(kinds(early.actions)).not.toContain('collect');
       expect(kinds(decide(early.state, { type: 'tick' }, due + 11 * POLICY.gcGraceMs).actions)).toContain('collect');
     }
+  });
+
+  it('a failed action backs off on its own: a failing capture does not delay an activation (issue 12)', () => {
+    // A capture fails, again and again (disk full in the store's folder).
+    let s = f.Silent!.state;
+    s = decide(s, { type: 'actionFailed', action: 'capture', error: 'ENOSPC' }, 6500).state;
+    s = decide(s, { type: 'actionFailed', action: 'capture', error: 'ENOSPC' }, 6550).state;
+    expect(s.retry.capture).toEqual({ at: 6550 + 10_000, failures: 2 });
+    // The silence is confirmed right after: the activation goes out at once, not after the capture's back-off.
+    const act = decide(s, { type: 'confirmed', outcome: 'unchanged' }, 6600);
+    expect(kinds(act.actions)).toContain('activate');
+    // Its own failures double from ACTION_RETRY_MS; a success clears them.
+    const f1 = decide(act.state, { type: 'actionFailed', action: 'activate', error: 'EIO' }, 6700);
+    expect(f1.state.retry.activate).toEqual({ at: 11_700, failures: 1 });
+    const again = decide(f1.state, { type: 'tick' }, 11_700);
+    expect(kinds(again.actions)).toContain('activate');
+    const f2 = decide(again.state, { type: 'actionFailed', action: 'activate', error: 'EIO' }, 11_800);
+    expect(f2.state.retry.activate).toEqual({ at: 21_800, failures: 2 });
+    expect(kinds(decide(f2.state, { type: 'tick' }, 21_799).actions)).not.toContain('activate');
+    const ok = decide(decide(f2.state, { type: 'tick' }, 21_800).state, { type: 'activated' }, 21_900);
+    expect(ok.state.retry.activate).toBeUndefined();
+    expect(ok.state.retry.capture).toEqual({ at: 16_550, failures: 2 });
   });
 
   it('a failed action is retried after a pause, a lost report after a timeout', () => {

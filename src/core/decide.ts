@@ -8,8 +8,8 @@
 // - Silence is judged only after `graceUntil` (agent start, api-server return) and must be
 //   confirmed by a live read before activating when the parent writes to api channels and the
 //   api-server is reachable. Fresh on any channel means alive.
-// - The checkpoint is activated only if a copy is stored (captured from a pod that reported Ready:
-//   last known good), retired when the parent's own beats return, and handed over with a deadline
+// - The checkpoint is activated only if a copy is stored (captured from a pod that reported Ready,
+//   by a probe or, for an unprobed beat, by the api-server's Ready condition: last known good), retired when the parent's own beats return, and handed over with a deadline
 //   and exponential backoff. It is collected only with the api-server's word after `gcGrace`.
 // - `whenApiUnreachable: hold` never activates while the api-server is unreachable; `activate`
 //   treats the api-server's absence as the failure and covers without confirmation.
@@ -21,14 +21,16 @@
 //
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
-import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
+import { backoffMs } from './backoff.js';
+import type { Action, ActionKind, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
 /** After a live read could not reach the api-server, ask again after this long. */
 export const CONFIRM_RETRY_MS = 5_000;
-/** After an actuator failure (disk full, read-only folder), retry no sooner than this. */
+/** After an actuator failure (disk full, read-only folder), retry that action after this long, doubling per failure in a row up to ACTION_RETRY_MAX_MS. */
 export const ACTION_RETRY_MS = 5_000;
+export const ACTION_RETRY_MAX_MS = 60_000;
 /** An action whose result was never reported (a lost report) is asked again after this long. */
 export const ACTION_TIMEOUT_MS = 60_000;
 /** Beat rounds remembered to recognise one round arriving on several channels: a few intervals' worth. */
@@ -55,12 +57,19 @@ export interface InitialStateArgs {
   rebooted?: boolean;
 }
 
-/** What the caller persists about a hand-over in progress, so a restart keeps its deadline. */
+/**
+ * What the caller persists about a hand-over in progress, so a restart keeps its deadline, and
+ * about a known-bad spec, so a restart does not hand over to it again.
+ */
 export interface RecoveredHandover {
   /** Time left until the deadline (may be negative: already passed). */
   remainingMs: number;
   attempts: number;
   nextBackoffMs: number;
+  /** false: no hand-over is in progress, the record only keeps `knownBad` (absent: true). */
+  inProgress?: boolean;
+  /** The known-bad verdict (ParentState.knownBad) in force when the record was written. */
+  knownBad?: { specHash: string; podUid: string };
 }
 
 /**
@@ -73,15 +82,19 @@ function clampRemaining(remainingMs: number, p: ParentPolicy): number {
 
 /** The persistable part of a hand-over in progress (null when not handing over). */
 export function handoverToPersist(s: ParentState, now: number): RecoveredHandover | null {
-  if (s.state !== 'HandingOver' || s.handover.deadline === null) return null;
-  return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs };
+  const knownBad = s.knownBad ? { knownBad: { specHash: s.knownBad.specHash, podUid: s.knownBad.podUid } } : {};
+  if (s.state === 'HandingOver' && s.handover.deadline !== null) {
+    return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs, ...knownBad };
+  }
+  if (s.knownBad) return { remainingMs: 0, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs, inProgress: false, ...knownBad };
+  return null;
 }
 
 /** A parent as the agent first knows it after starting: grace running, nothing seen yet. */
 export function initialState(a: InitialStateArgs): ParentState {
   const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
   const recovered = checkpoint.active;
-  const resumed = !recovered && checkpoint.stored && a.handover !== undefined;
+  const resumed = !recovered && checkpoint.stored && a.handover !== undefined && a.handover.inProgress !== false;
   const noGrace = a.rebooted === true && !a.apiReachable && a.policy.whenApiUnreachable === 'activate';
   return {
     id: `${a.namespace}/${a.key}`,
@@ -118,8 +131,10 @@ export function initialState(a: InitialStateArgs): ParentState {
     handover: resumed
       ? { attempts: a.handover!.attempts, deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy), notBefore: a.now, nextBackoffMs: a.handover!.nextBackoffMs }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
-    knownBad: null,
-    retryAt: null,
+    knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
+    exitWatch: { notHolder: null, ready: false, base: null },
+    checkpointHolder: null,
+    retry: {},
   };
 }
 
@@ -130,10 +145,12 @@ function copy(s: ParentState): ParentState {
     seen: { ...s.seen },
     checkpoint: { ...s.checkpoint },
     inflight: { ...s.inflight },
+    retry: { ...s.retry },
     handover: { ...s.handover },
     confirm: s.confirm ? { ...s.confirm } : null,
     pod: s.pod ? { ...s.pod } : null,
     rounds: [...s.rounds],
+    exitWatch: { ...s.exitWatch, base: s.exitWatch.base ? { ...s.exitWatch.base } : null },
   };
 }
 
@@ -221,6 +238,8 @@ function observe(s: ParentState, input: Input, now: number): void {
       // A fresh start after the api-server returns: watches re-list, beats need a window to show.
       if (input.reachable) s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
       s.apiReachable = input.reachable;
+      // Exits reported after an outage may have happened before the copy shared its ports.
+      s.exitWatch.base = null;
       // The api-server's word on scheduling is only trusted while it can be heard, and the clock
       // towards GC starts again after any outage.
       s.unscheduledSince = null;
@@ -229,14 +248,17 @@ function observe(s: ParentState, input: Input, now: number): void {
       delete s.inflight.collect;
       s.unscheduledSince = null;
       return;
-    case 'pod':
+    case 'pod': {
       if (!s.apiReachable) return;
       s.pod = input.pod ? { ...input.pod } : null;
+      if (exitedBesideSharingCheckpoint(s)) s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
+      s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
       // A new spec is a new candidate: the verdict on the old one does not carry over.
       if (input.pod && s.knownBad !== null && input.pod.specHash !== s.knownBad.specHash) s.knownBad = null;
       if (input.pod) s.unscheduledSince = null;
       else s.unscheduledSince ??= now;
       return;
+    }
     case 'policy':
       // A grace still running is re-measured from its start under the new policy.
       if (s.graceUntil > now) s.graceUntil += input.policy.startupGraceMs - s.policy.startupGraceMs;
@@ -245,34 +267,66 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     case 'captured':
       delete s.inflight.capture;
+      delete s.retry.capture;
       s.capturingHash = null;
       s.checkpoint = { ...s.checkpoint, stored: true, specHash: input.specHash };
       return;
     case 'activated':
       delete s.inflight.activate;
-      s.checkpoint = { ...s.checkpoint, active: true };
+      delete s.retry.activate;
+      s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'retired':
       delete s.inflight.retire;
-      s.checkpoint = { ...s.checkpoint, active: false };
+      delete s.retry.retire;
+      s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
       return;
     case 'collected':
       delete s.inflight.collect;
+      delete s.retry.collect;
       s.checkpoint = { stored: false, active: false, specHash: null };
       return;
     case 'actionFailed': {
       const a = input.action;
-      if (a === 'capture' || a === 'activate' || a === 'retire' || a === 'collect') delete s.inflight[a];
+      if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect') return;
+      delete s.inflight[a];
       if (a === 'capture') s.capturingHash = null;
-      s.retryAt = now + ACTION_RETRY_MS;
+      const failures = (s.retry[a]?.failures ?? 0) + 1;
+      s.retry[a] = { at: now + backoffMs(failures, { initialMs: ACTION_RETRY_MS, maxMs: ACTION_RETRY_MAX_MS }), failures };
       return;
     }
   }
 }
 
+/**
+ * An overlap parent's container exited while it started beside its active checkpoint: the pod here
+ * is the one seen before, its restart count rose since a copy that shares the ports was seen
+ * Ready (exitWatch), it runs a spec other than the checkpoint's and it has not reported Ready.
+ * With port sharing the checkpoint cannot have kept it from its ports, so the exit is the spec's
+ * own: a verdict, as a failed hand-over is for `release`. Exits while an exclusive copy ran or
+ * drained, or reported after an outage, are not counted.
+ */
+function exitedBesideSharingCheckpoint(s: ParentState): boolean {
+  const pod = s.pod;
+  const base = s.exitWatch.base;
+  if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return false;
+  if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return false;
+  if (pod.restarts <= base.restarts || pod.specHash === s.checkpoint.specHash || s.phase === 'Ready') return false;
+  return s.knownBad === null || s.knownBad.specHash !== pod.specHash;
+}
+
 function observeBeat(s: ParentState, b: Beat, now: number): void {
   if (b.role === 'checkpoint') {
     s.checkpointPhase = b.phase;
+    s.checkpointHolder = b.holderUid;
+    // A copy started from the manifest as last written, serving: from now on exits count.
+    if (b.phase === 'Ready' && !s.exitWatch.ready && b.holderUid !== s.exitWatch.notHolder && s.checkpoint.active && s.checkpoint.exclusive !== true) {
+      s.exitWatch.ready = true;
+      // The pod as last listed is the base (not after an outage: its count may be older than the copy).
+      if (s.apiReachable && s.pod?.restarts !== undefined) s.exitWatch.base = { uid: s.pod.uid, restarts: s.pod.restarts };
+    }
     return;
   }
   const fp = beatFingerprint(b);
@@ -299,6 +353,7 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
     s.startingSince = null;
   }
   s.phase = b.phase;
+  s.phaseUnprobed = b.unprobed === true;
   s.holderUid = b.holderUid;
   s.confirm = null;
 }
@@ -442,10 +497,14 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         return enter(s, 'Healthy', 'ParentReady: the parent reports Ready; checkpoint retired', now, actions);
       }
       // Overlap: the parent binds beside the checkpoint (shared ports), so nothing is retired until
-      // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving.
-      if (s.phase === 'Starting' && p.handover === 'overlap') return false;
+      // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving;
+      // one whose spec is known-bad finds it holding the ports without sharing (reconcile).
+      if (p.handover === 'overlap') {
+        if (knownBad(s)) announceKnownBad(s, now, actions);
+        return false;
+      }
       if (s.phase === 'Starting' && knownBad(s)) {
-        holdNote(s, `KnownBadSpec: the parent runs spec ${s.knownBad!.specHash}, which failed a hand-over; the checkpoint keeps the node until the spec changes or the parent reports Ready`, actions);
+        announceKnownBad(s, now, actions);
         return false;
       }
       if (s.phase === 'Starting' && now >= s.handover.notBefore) {
@@ -509,6 +568,20 @@ function resetHandover(s: ParentState): void {
   s.knownBad = null;
 }
 
+/**
+ * A verdict reached outside a hand-over (an overlap parent's exit, or one restored after an agent
+ * restart) is announced once, with the reason that also persists it (the transition).
+ */
+function announceKnownBad(s: ParentState, now: number, actions: Action[]): void {
+  const kb = s.knownBad!;
+  const reason = `KnownBadSpec: the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`;
+  if (s.reason === reason) return;
+  if (s.policy.handover === 'overlap' && kb.since === now) {
+    event(actions, 'Warning', 'KnownBadSpec', `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports; the checkpoint now holds them without sharing until the spec changes or reports Ready`);
+  }
+  holdNote(s, reason, actions);
+}
+
 /** The parent here still runs the spec that failed a hand-over (see ParentState.knownBad). */
 function knownBad(s: ParentState): boolean {
   return s.knownBad !== null && s.pod !== null && s.pod.specHash === s.knownBad.specHash;
@@ -516,10 +589,11 @@ function knownBad(s: ParentState): boolean {
 
 // ---- reconciling: bring the node's files in line with the state (desired vs. reported) ----
 
-function due(s: ParentState, kind: keyof ParentState['inflight'], now: number): boolean {
+function due(s: ParentState, kind: ActionKind, now: number): boolean {
   const at = s.inflight[kind];
   if (at !== undefined && now - at < ACTION_TIMEOUT_MS) return false;
-  return s.retryAt === null || now >= s.retryAt;
+  const retry = s.retry[kind];
+  return retry === undefined || now >= retry.at;
 }
 
 function reconcile(s: ParentState, now: number, actions: Action[]): void {
@@ -533,16 +607,30 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     return;
   }
   const wantActive = s.state === 'Active';
-  if (wantActive && !s.checkpoint.active && s.checkpoint.stored) ask('activate', s.reason);
+  // An overlap parent's known-bad spec must not bind beside the checkpoint: the manifest is
+  // rewritten without port sharing (and back with it once the spec changes or the verdict ends).
+  // Also while the pod is unknown (an agent restarted with a persisted verdict, before its first
+  // pod list): sharing again would let the bad spec bind, and undoing it costs a copy's restart.
+  const exclusive = wantActive && s.policy.handover === 'overlap' && s.knownBad !== null && (s.pod === null || s.pod.specHash === s.knownBad.specHash);
+  const activate = (reason: string) => {
+    if (!due(s, 'activate', now)) return;
+    s.inflight.activate = now;
+    actions.push(exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason });
+  };
+  if (wantActive && !s.checkpoint.active && s.checkpoint.stored) activate(s.reason);
+  else if (wantActive && s.checkpoint.active && s.checkpoint.stored && (s.checkpoint.exclusive === true) !== exclusive) activate(s.reason);
   if (!wantActive && s.checkpoint.active) ask('retire', s.reason);
 
-  // Last known good: refresh the copy only from the pod whose own beat says Ready.
+  // Last known good: refresh the copy only from the pod whose own beat says Ready, and, when that
+  // Ready was not probed (`--probe none`: the sidecar runs, nothing more), whose own Ready
+  // condition the api-server reports True (issue 11: pods that never ran were kept as good).
   const pod = s.pod;
   if (
     s.state === 'Healthy' &&
     s.apiReachable &&
     pod !== null &&
     s.phase === 'Ready' &&
+    (s.phaseUnprobed !== true || pod.ready === true) &&
     (s.holderUid === pod.uid || s.holderUid === '') &&
     s.checkpoint.specHash !== pod.specHash &&
     s.capturingHash !== pod.specHash &&
@@ -552,7 +640,6 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     s.capturingHash = pod.specHash;
     actions.push({ type: 'capture', pod: { ...pod }, reason: s.checkpoint.stored ? 'the Ready parent runs a new spec' : 'first capture from a Ready parent' });
   }
-  if (s.retryAt !== null && now >= s.retryAt) s.retryAt = null;
 }
 
 // ---- waking: the earliest time at which the answer could change without new input ----
@@ -570,7 +657,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   if (s.confirm && s.state === 'Silent') add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
   if (s.state === 'Active') add(s.handover.notBefore);
   add(s.handover.deadline);
-  add(s.retryAt);
+  for (const r of Object.values(s.retry)) add(r.at);
   for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);
   return times.length === 0 ? null : Math.min(...times);
 }

@@ -10,6 +10,11 @@ export const ANNOTATION_ROLE = 'lastseen.dev/role';
 export const ANNOTATION_HOLDER_UID = 'lastseen.dev/holder-uid';
 /** The writer's beat interval in milliseconds (a decimal string), on its Lease and on the pod. */
 export const ANNOTATION_INTERVAL_MS = 'lastseen.dev/interval-ms';
+/**
+ * "true" when the writer probes nothing (`--probe none`): its Ready proves only that the sidecar
+ * runs. Written on every beat (Lease and pod); absent (an older writer) reads as probed.
+ */
+export const ANNOTATION_UNPROBED = 'lastseen.dev/unprobed';
 /** On a heartbeat's Lease: why its policy file is not in use (invalid, unreadable); removed once it is. */
 export const ANNOTATION_POLICY_PROBLEM = 'lastseen.dev/policy-problem';
 export const LABEL_NODE = 'lastseen.dev/node';

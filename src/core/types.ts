@@ -31,6 +31,12 @@ export interface Beat {
    * agent never judges a parent by a window shorter than twice this (see decide.ts).
    */
   intervalMs?: number;
+  /**
+   * A Ready that no probe checked (`--probe none`): the sidecar runs, nothing more is known. Such a
+   * beat keeps the parent alive, but a copy is kept as last known good only when the api-server
+   * also reports the pod Ready (decide.ts). Absent: the phase came from a probe.
+   */
+  unprobed?: boolean;
 }
 
 /** What the api-server says about pods for this parent key on this node. */
@@ -39,6 +45,14 @@ export interface PodInfo {
   name: string;
   /** Hash of the sanitized spec: what a checkpoint captured from this pod would contain. */
   specHash: string;
+  /**
+   * Restarts of the pod's main containers as its kubelet reports them to the api-server (the sum of
+   * `restartCount`; absent: unknown). A rise while the pod starts beside a port-sharing checkpoint
+   * is an exit the checkpoint cannot have caused (see ParentState.knownBad).
+   */
+  restarts?: number;
+  /** The pod's own Ready condition as the api-server reports it (absent: no status, as in the simulator). */
+  ready?: boolean;
 }
 
 export type ParentStateName = 'Pending' | 'Healthy' | 'Starting' | 'Silent' | 'Active' | 'HandingOver' | 'Orphaned';
@@ -50,7 +64,15 @@ export interface CheckpointInfo {
   active: boolean;
   /** Spec hash of the stored copy (null when none). */
   specHash: string | null;
+  /**
+   * The active manifest was written without port sharing (`--permit-port-sharing` removed), so a
+   * crash-looping known-bad parent cannot bind beside it (absent: false).
+   */
+  exclusive?: boolean;
 }
+
+/** The actions that change files on the node (each tracked in flight and retried on its own). */
+export type ActionKind = 'capture' | 'activate' | 'retire' | 'collect';
 
 export interface ParentState {
   /** `<namespace>/<parent key>` */
@@ -71,6 +93,8 @@ export interface ParentState {
   lastLocalChangeAt: number | null;
   /** Phase of the parent's most recently changed beat. */
   phase: Phase | null;
+  /** That beat's Ready was not probed (`--probe none`); see Beat.unprobed. */
+  phaseUnprobed?: boolean;
   /** Holder uid of that beat. */
   holderUid: string | null;
   /** Observer time the parent began its current unbroken run of Starting beats. */
@@ -105,7 +129,7 @@ export interface ParentState {
    */
   confirm: { since: number; result: 'pending' | 'unchanged' | 'unavailable' } | null;
   /** Actions handed to actuators and not yet reported, with the time they were asked for. */
-  inflight: Partial<Record<'capture' | 'activate' | 'retire' | 'collect', number>>;
+  inflight: Partial<Record<ActionKind, number>>;
   /** Spec hash of the capture in flight (so a new spec is not asked for twice). */
   capturingHash: string | null;
   handover: {
@@ -120,13 +144,29 @@ export interface ParentState {
   };
   /**
    * No hand-over to a known-bad spec: the parent spec (and pod) that failed a hand-over while it
-   * differed from the checkpoint's, last known good, spec. The checkpoint keeps the node until the
-   * api-server's pod here changes spec or the parent reports Ready on its own. A failure of the
-   * checkpoint's own spec is a race with the kubelet's back-off, not a verdict: it is not recorded.
+   * differed from the checkpoint's, last known good, spec, or (handover: overlap) whose container
+   * exited while it started beside the port-sharing checkpoint, which cannot have kept it from its
+   * ports. The checkpoint keeps the node until the api-server's pod here changes spec or the parent
+   * reports Ready on its own; an overlap parent's checkpoint then holds its ports without sharing.
+   * A failure of the checkpoint's own spec is a race with the kubelet's back-off, not a verdict: it
+   * is not recorded. Persisted with the hand-over record, so an agent restart keeps it.
    */
   knownBad: { specHash: string; podUid: string; since: number } | null;
-  /** Actuator failures: retry the named action no earlier than this. */
-  retryAt: number | null;
+  /**
+   * Overlap: exits of the parent are counted only beside a copy known to share its ports. Reset
+   * on every (re)write of the checkpoint manifest: `notHolder` is the copy that ran before it
+   * (its late beats do not count), `ready` is set by a Ready beat of another copy, `base` is the
+   * pod's restart count seen since then (null: none yet, or lost to an api-server outage).
+   */
+  exitWatch: { notHolder: string | null; ready: boolean; base: { uid: string; restarts: number } | null };
+  /** Holder uid of the checkpoint copy's latest beat. */
+  checkpointHolder: string | null;
+  /**
+   * Actuator failures, per action: retry that action no earlier than `at`; `failures` in a row
+   * set the back-off (ACTION_RETRY, doubling). A failed capture never delays a needed activation.
+   * Cleared when the action succeeds.
+   */
+  retry: Partial<Record<ActionKind, { at: number; failures: number }>>;
 }
 
 /** Inputs: everything the core can be told. */
@@ -150,7 +190,7 @@ export type Input =
   | { type: 'policy'; policy: ParentPolicy }
   /** Actuator reports. */
   | { type: 'captured'; specHash: string }
-  | { type: 'activated' }
+  | { type: 'activated'; exclusive?: boolean }
   | { type: 'retired' }
   | { type: 'collected' }
   | { type: 'actionFailed'; action: Action['type']; error: string };
@@ -163,8 +203,11 @@ export type Action =
   | { type: 'capture'; pod: PodInfo; reason: string }
   /** Read the parent's api channels live and report `confirmed`. */
   | { type: 'confirm'; channels: Channel[] }
-  /** Put the checkpoint manifest into the kubelet directory. */
-  | { type: 'activate'; reason: string }
+  /**
+   * Put the checkpoint manifest into the kubelet directory (or rewrite it). `exclusive`: without
+   * port sharing (the checkpoint holds its ports against a known-bad overlap parent).
+   */
+  | { type: 'activate'; reason: string; exclusive?: boolean }
   /** Remove the checkpoint manifest from the kubelet directory (the copy stays on disk). */
   | { type: 'retire'; reason: string }
   /** Delete the checkpoint: manifest and stored copy. */

@@ -16,7 +16,11 @@ export interface BeatCounter {
   sequence: number;
 }
 
-export type ProbeResult = { ok: true } | { ok: false; error: string };
+/**
+ * A probe's verdict. `unprobed`: Ready only because nothing was probed (`--probe none`); the beat
+ * says so, and the agent wants the pod's own Ready condition before calling it last known good.
+ */
+export type ProbeResult = { ok: true; unprobed?: boolean } | { ok: false; error: string };
 
 /** Phase for this beat: a stopping writer says so; otherwise the probe decides. */
 export function choosePhase(probe: ProbeResult, stopping: boolean): Phase {
@@ -35,8 +39,9 @@ export function microTime(wallMs: number, extraMicros = 0): string {
  * The next beat: one more than the last sequence, the phase the probe chose, now on the writer's
  * clock, and the interval the writer beats at now (declared, so the agent can judge it by it).
  */
-export function nextBeat(counter: BeatCounter, id: HeartbeatIdentity, channel: Channel, phase: Phase, wallMs: number, intervalMs: number): Beat {
+export function nextBeat(counter: BeatCounter, id: HeartbeatIdentity, channel: Channel, phase: Phase, wallMs: number, intervalMs: number, unprobed = false): Beat {
   return {
+    ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}),
     channel,
     holder: id.podName,
     holderUid: id.podUid,

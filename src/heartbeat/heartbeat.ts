@@ -10,20 +10,20 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Logger, pino } from 'pino';
 import type { Channel } from '../core/types.js';
-import { AnnotationChannel } from '../kube/annotation.js';
+import { AnnotationChannel } from '../channels/annotation.js';
 import { type KubeClient, loadKubeConfig, makeKubeClient } from '../kube/client.js';
-import { LeaseChannel, type LeaseTarget } from '../kube/lease.js';
+import { LeaseChannel, type LeaseTarget } from '../channels/lease.js';
 import { type ParentPolicy, type Policy, policyFor } from '../policy/policy.js';
 import { CHANNELS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import type { HeartbeatIdentity } from './beat.js';
-import { type BeatWriter, type Clock, systemClock } from './channel.js';
-import { DEFAULT_HEARTBEAT_DIR, LocalChannel } from './local.js';
+import { type BeatWriter, type Clock, systemClock } from '../channels/channel.js';
+import { DEFAULT_HEARTBEAT_DIR, LocalChannel } from '../channels/local.js';
 import { type Heartbeat, runHeartbeatLoop } from './loop.js';
 import { POLICY_RELOAD_MS, PolicyFile, type PolicyOrigin } from './policy-file.js';
 import { makeProbe, type Probe, parseProbe } from './probe.js';
 
 export type { HeartbeatIdentity } from './beat.js';
-export type { BeatWriter, Clock } from './channel.js';
+export type { BeatWriter, Clock } from '../channels/channel.js';
 export type { ChannelStats, Heartbeat } from './loop.js';
 
 /** Probes get 40% of the interval: the writes that follow need the rest. */

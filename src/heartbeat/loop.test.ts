@@ -2,9 +2,9 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { Beat, Channel } from '../core/types.js';
 import type { HeartbeatIdentity, ProbeResult } from './beat.js';
-import type { BeatWriter } from './channel.js';
+import type { BeatWriter } from '../channels/channel.js';
 import { runHeartbeatLoop } from './loop.js';
-import { FakeClock, settle } from './testing/fake-clock.js';
+import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 
 const identity: HeartbeatIdentity = { namespace: 'kube-system', podName: 'api-1', podUid: 'u-1', key: 'kube-apiserver', node: 'n1', role: 'parent' };
 
@@ -36,7 +36,7 @@ function memoryLogger() {
 
 describe('runHeartbeatLoop', () => {
   it('beats every interval on all channels, one sequence per round, then a Stopping beat on stop', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock({ io: true });
     const lease = new Recorder('lease', clock);
     const local = new Recorder('local', clock);
     const { logger } = memoryLogger();
@@ -61,7 +61,7 @@ describe('runHeartbeatLoop', () => {
   });
 
   it('every beat declares the interval of its round, which follows a changed interval (issue 11, item 1)', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock({ io: true });
     const lease = new Recorder('lease', clock);
     const { logger } = memoryLogger();
     let interval = 1000;
@@ -74,7 +74,7 @@ describe('runHeartbeatLoop', () => {
   });
 
   it('a failing channel does not stop the others, and is logged with structured fields', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock({ io: true });
     const lease = new Recorder('lease', clock, 'fail');
     const annotation = new Recorder('annotation', clock, 'throw-sync');
     const local = new Recorder('local', clock);
@@ -94,7 +94,7 @@ describe('runHeartbeatLoop', () => {
   });
 
   it('the probe chooses the phase', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock({ io: true });
     const local = new Recorder('local', clock);
     const answers: ProbeResult[] = [{ ok: false, error: 'connection refused' }, { ok: false, error: 'HTTP 503' }, { ok: true }, { ok: false, error: 'HTTP 500' }];
     let i = 0;
@@ -102,12 +102,18 @@ describe('runHeartbeatLoop', () => {
     const hb = runHeartbeatLoop({ identity, intervalMs: 100, writers: [local], probe: async () => answers[i++] ?? { ok: true }, clock, logger });
     await clock.advance(350);
     expect(local.beats.map((b) => b.phase)).toEqual(['Starting', 'Starting', 'Ready', 'Starting']);
-    expect(lines.filter((l) => l.msg === 'heartbeat phase').map((l) => l.phase)).toEqual(['Starting', 'Ready', 'Starting']);
+    // A new phase is logged, and so is a Starting whose reason changes (which proof fails).
+    expect(lines.filter((l) => l.msg === 'heartbeat phase').map((l) => [l.phase, l.probeError])).toEqual([
+      ['Starting', 'connection refused'],
+      ['Starting', 'HTTP 503'],
+      ['Ready', undefined],
+      ['Starting', 'HTTP 500'],
+    ]);
     await hb.stop();
   });
 
   it('a round that overruns skips the ticks it missed instead of bunching up', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock({ io: true });
     const slow = new Recorder('lease', clock, 'hang');
     const { logger, lines } = memoryLogger();
     const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [slow], probe: async () => ({ ok: true }), clock, logger });

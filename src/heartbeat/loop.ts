@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { Channel, Phase } from '../core/types.js';
 import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat, type ProbeResult } from './beat.js';
-import type { BeatWriter, Clock } from './channel.js';
+import type { BeatWriter, Clock } from '../channels/channel.js';
 
 export interface LoopOptions {
   identity: HeartbeatIdentity;
@@ -47,6 +47,7 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
   let intervalMs = interval();
   let counter: BeatCounter = { sequence: 0 };
   let lastPhase: Phase | null = null;
+  let lastWhy: string | null = null;
   let stopping = false;
   const wake = new AbortController();
   const stats: Record<string, ChannelStats> = {};
@@ -65,14 +66,18 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     const deadline = started + intervalMs;
     const probe: ProbeResult = stop ? { ok: true } : await opts.probe();
     const phase = choosePhase(probe, stop);
-    if (phase !== lastPhase) {
+    // A new phase, or a Starting whose reason changed (which proof fails), is logged once.
+    const why = probe.ok ? null : probe.error.replace(/\d+/g, '#');
+    if (phase !== lastPhase || why !== lastWhy) {
       logger.info({ phase, previous: lastPhase, probeError: probe.ok ? undefined : probe.error }, 'heartbeat phase');
       lastPhase = phase;
+      lastWhy = why;
     }
     counter = advance(counter);
     const wallMs = clock.wallNow();
     // async: a writer that throws synchronously still only fails its own channel.
-    const results = await Promise.allSettled(writers.map(async (w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs), deadline)));
+    const unprobed = probe.ok && probe.unprobed === true;
+    const results = await Promise.allSettled(writers.map(async (w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed), deadline)));
     results.forEach((r, i) => {
       const channel: Channel = writers[i]!.channel;
       const s = stats[channel]!;

@@ -2,12 +2,12 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
-import { leaseWithBeat } from '../kube/lease.js';
+import { leaseWithBeat } from '../channels/lease.js';
 import type { HeartbeatIdentity } from './beat.js';
-import type { BeatWriter } from './channel.js';
+import type { BeatWriter } from '../channels/channel.js';
 import { startHeartbeat } from './heartbeat.js';
 import { POLICY_RELOAD_MS } from './policy-file.js';
-import { FakeClock, settle } from './testing/fake-clock.js';
+import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 
 const identity: HeartbeatIdentity = { namespace: 'kube-system', podName: 'api-1', podUid: 'u-1', key: 'kube-apiserver', node: 'n1', role: 'parent' };
 const FILE = '/etc/lastseen/policy.yaml';
@@ -31,7 +31,7 @@ class Recorder implements BeatWriter {
 }
 
 function setup(initial: string | null) {
-  const clock = new FakeClock();
+  const clock = new FakeClock({ io: true });
   const lease = new Recorder('lease', clock);
   const lines: Array<Record<string, unknown>> = [];
   const logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(JSON.parse(s)) });

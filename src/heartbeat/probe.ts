@@ -1,12 +1,17 @@
 // Readiness probe of the parent's main container, which chooses a beat's phase (Ready/Starting).
 // Like the kubelet's probes: HTTP(S) GET succeeds on a 2xx/3xx status, TCP on an accepted
-// connection; `none` is always Ready (the sidecar then only proves the pod is running). Each probe
-// uses a new connection and ends by its timeout, which the caller keeps below the interval.
+// connection; each uses a new connection and ends by its timeout, which the caller keeps below the
+// interval. On top, the pod's own process must hold the probed port (ready-proof.ts), so a
+// checkpoint answering on the same port is never taken for the parent. `none` probes nothing: its
+// beats say Ready with `unprobed`, which proves only that the sidecar runs; the agent then takes
+// the pod's own Ready condition from the api-server before it keeps a copy as last known good.
 import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import * as net from 'node:net';
 import type { ProbeResult } from './beat.js';
+import type { OwnershipOptions } from './ownership.js';
+import { proveReady } from './ready-proof.js';
 
 export type ProbeSpec =
   | { kind: 'none' }
@@ -19,6 +24,8 @@ export interface ProbeOptions {
   caFile?: string;
   /** Skip certificate verification (https only): for self-signed serving certificates. */
   insecure?: boolean;
+  /** Where to look for the port's owner (tests: a fixture folder). Default /proc. */
+  ownership?: OwnershipOptions;
 }
 
 export type Probe = () => Promise<ProbeResult>;
@@ -46,10 +53,12 @@ export function parseProbe(text: string): { ok: true; spec: ProbeSpec } | { ok: 
 
 /** A probe function for `spec`. The CA file is read once, here, so a missing file fails at start. */
 export function makeProbe(spec: ProbeSpec, opts: ProbeOptions): Probe {
-  if (spec.kind === 'none') return async () => ({ ok: true });
-  if (spec.kind === 'tcp') return () => probeTcp(spec.host, spec.port, opts.timeoutMs);
+  if (spec.kind === 'none') return async () => ({ ok: true, unprobed: true });
+  const base = { timeoutMs: opts.timeoutMs, ownershipOptions: opts.ownership };
+  if (spec.kind === 'tcp') return () => proveReady({ ...base, kind: 'tcp', port: spec.port, once: (t) => probeTcp(spec.host, spec.port, t) });
   const ca = spec.url.protocol === 'https:' && opts.caFile ? readFileSync(opts.caFile) : undefined;
-  return () => probeHttp(spec.url, opts.timeoutMs, ca, opts.insecure === true);
+  const port = spec.url.port ? Number(spec.url.port) : spec.url.protocol === 'https:' ? 443 : 80;
+  return () => proveReady({ ...base, kind: 'http', port, once: (t) => probeHttp(spec.url, t, ca, opts.insecure === true) });
 }
 
 function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, insecure: boolean): Promise<ProbeResult> {

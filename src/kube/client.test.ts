@@ -1,8 +1,11 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeKubeClient } from './client.js';
+import { loadKubeConfig, makeKubeClient } from './client.js';
 import { classifyKubeError } from './errors.js';
 
 let server: Server | null = null;
@@ -73,5 +76,36 @@ describe('makeKubeClient', () => {
     const kc = new KubeConfig();
     kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://x' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
     expect(() => makeKubeClient(kc, { requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs/);
+  });
+});
+
+describe('loadKubeConfig', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'lastseen-kc-'));
+  const good = join(dir, 'good.yaml');
+  writeFileSync(
+    good,
+    'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+  );
+  const noHome = join(dir, 'home');
+
+  it('names the source it tried: a missing --kubeconfig or $KUBECONFIG file is not "the default"', () => {
+    expect(() => loadKubeConfig(join(dir, 'nope'), {}, noHome)).toThrow(`kubeconfig ${join(dir, 'nope')} (--kubeconfig) does not exist`);
+    expect(() => loadKubeConfig(undefined, { KUBECONFIG: '/nonexistent' }, noHome)).toThrow('kubeconfig /nonexistent ($KUBECONFIG) does not exist');
+  });
+
+  it('with no kubeconfig anywhere and not in a pod, says so instead of falling back to http://localhost:8080', () => {
+    expect(() => loadKubeConfig(undefined, {}, noHome)).toThrow(/^no kubeconfig: --kubeconfig not given, \$KUBECONFIG unset, .*home\/\.kube\/config missing, and not in a pod/);
+  });
+
+  it('loads a good file from --kubeconfig and from $KUBECONFIG', () => {
+    expect(loadKubeConfig(good, {}, noHome).getCurrentCluster()?.server).toBe('https://10.0.0.1:6443');
+    const saved = process.env.KUBECONFIG;
+    process.env.KUBECONFIG = good;
+    try {
+      expect(loadKubeConfig(undefined, process.env, noHome).getCurrentCluster()?.server).toBe('https://10.0.0.1:6443');
+    } finally {
+      if (saved === undefined) delete process.env.KUBECONFIG;
+      else process.env.KUBECONFIG = saved;
+    }
   });
 });

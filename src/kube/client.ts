@@ -15,6 +15,9 @@
 // only the dispatcher and the signal are replaced, in a middleware that runs after it.
 import { CoordinationV1Api, CoreV1Api, createConfiguration, KubeConfig, type RequestContext, ServerConfiguration } from '@kubernetes/client-node';
 import { Agent, type Dispatcher } from 'undici';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
 
 /**
  * Sockets per client. A heartbeat sends one request per channel per beat; the agent a few watches
@@ -22,12 +25,39 @@ import { Agent, type Dispatcher } from 'undici';
  */
 const MAX_SOCKETS = 8;
 
-/** Load a KubeConfig: the given file, else $KUBECONFIG / ~/.kube/config, else in-cluster. */
-export function loadKubeConfig(kubeconfigPath?: string): KubeConfig {
+/** A kubeconfig that cannot be used; the message names the source tried and what to do. */
+export class KubeConfigError extends Error {}
+
+/**
+ * Load a KubeConfig: the given file, else $KUBECONFIG, else ~/.kube/config, else in-cluster. Each
+ * failure names the source it tried (a missing $KUBECONFIG file is not "the default"), and finding
+ * none at all says so, instead of client-node's fallback to http://localhost:8080.
+ */
+export function loadKubeConfig(kubeconfigPath?: string, env: NodeJS.ProcessEnv = process.env, home: string = homedir()): KubeConfig {
   const kc = new KubeConfig();
-  if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
-  else kc.loadFromDefault();
-  if (!kc.getCurrentCluster()) throw new Error(`no current cluster in ${kubeconfigPath ?? 'the default kubeconfig'}`);
+  const fromEnv = env.KUBECONFIG?.split(delimiter).filter(Boolean) ?? [];
+  const homeConfig = join(home, '.kube', 'config');
+  let source: string;
+  if (kubeconfigPath) {
+    source = `${kubeconfigPath} (--kubeconfig)`;
+    if (!existsSync(kubeconfigPath)) throw new KubeConfigError(`kubeconfig ${source} does not exist`);
+  } else if (fromEnv.length > 0) {
+    source = `${env.KUBECONFIG} ($KUBECONFIG)`;
+    if (!fromEnv.some((f) => existsSync(f))) throw new KubeConfigError(`kubeconfig ${source} does not exist`);
+  } else if (existsSync(homeConfig)) {
+    source = homeConfig;
+  } else if (env.KUBERNETES_SERVICE_HOST) {
+    source = 'in-cluster (service account)';
+  } else {
+    throw new KubeConfigError(`no kubeconfig: --kubeconfig not given, $KUBECONFIG unset, ${homeConfig} missing, and not in a pod (KUBERNETES_SERVICE_HOST unset); pass --kubeconfig FILE`);
+  }
+  try {
+    if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
+    else kc.loadFromDefault();
+  } catch (e) {
+    throw new KubeConfigError(`cannot load kubeconfig ${source}: ${(e as Error).message}`);
+  }
+  if (!kc.getCurrentCluster()) throw new KubeConfigError(`no current cluster in kubeconfig ${source}`);
   return kc;
 }
 

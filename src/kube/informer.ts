@@ -28,11 +28,12 @@
 // tokens and proxies still work) and our own AbortSignal. Each request gets its own agent
 // (applyToHTTPSOptions builds one; not keep-alive), so a re-opened watch never reuses a socket
 // that the stall left behind.
-import * as http from 'node:http';
-import * as https from 'node:https';
 import type { KubeConfig, V1ObjectMeta } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { classifyKubeError } from './errors.js';
+import { kubeGet, queryString, readBody } from './http.js';
+import { backoffMs } from '../core/backoff.js';
+import type { Clock, Timers } from '../core/time.js';
 
 /**
  * Silence after which a watch is presumed stalled. The api-server bookmarks about every 60 s;
@@ -62,15 +63,7 @@ export const MAX_LINE_BYTES = 16 * 1024 * 1024;
 /** A watch that closes cleanly sooner than this, having delivered nothing, counts as a failure (no tight reconnect loop). */
 export const MIN_CLEAN_WATCH_MS = 1_000;
 
-/** Time as the agent injects it (structurally the agent's Clock and Timers in src/agent/agent.ts). */
-export interface Clock {
-  /** Monotonic milliseconds. */
-  now(): number;
-}
-export interface Timers {
-  set(fn: () => void, ms: number): unknown;
-  clear(handle: unknown): void;
-}
+export type { Clock, Timers } from '../core/time.js';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -248,7 +241,7 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
           failures = 0;
           continue;
         }
-        const delayMs = Math.round(Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** (failures - 1)) * (0.5 + this.random()));
+        const delayMs = Math.round(backoffMs(failures, this.backoff, this.random));
         if (this.o.relistAfterFailure) this.resourceVersion = '';
         this.setHealth(false, e.message);
         this.log.warn({ kind: e.kind, status: e.status, reason: e.reason, failures, retryInMs: delayMs }, 'list/watch failed; will retry');
@@ -479,50 +472,7 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
   }
 }
 
-// ---- HTTPS ----
-
-function queryString(q: Record<string, string>): string {
-  const p = new URLSearchParams(q).toString();
-  return p ? `?${p}` : '';
-}
-
-/**
- * Sends GET `pathAndQuery` to the KubeConfig's current cluster with its TLS material and auth.
- * Resolves with the response as soon as its headers arrive (any status). `signal` aborts it.
- */
-export async function kubeGet(kc: KubeConfig, pathAndQuery: string, signal: AbortSignal): Promise<http.IncomingMessage> {
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new Error('the kubeconfig has no current cluster');
-  const url = new URL(cluster.server.replace(/\/+$/, '') + pathAndQuery);
-  const opts: https.RequestOptions = {};
-  await kc.applyToHTTPSOptions(opts);
-  signal.throwIfAborted();
-  const send = url.protocol === 'http:' ? http.request : https.request;
-  return new Promise((resolve, reject) => {
-    const req = send(url, { ...opts, method: 'GET', headers: { ...opts.headers, accept: 'application/json' }, signal }, resolve);
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** Reads a whole response body as text (bounded). */
-export function readBody(res: http.IncomingMessage, maxBytes: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    res.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > maxBytes) {
-        res.destroy(new Error(`response larger than ${maxBytes} bytes`));
-        return;
-      }
-      chunks.push(c);
-    });
-    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    res.on('error', reject);
-    res.on('close', () => reject(new Error('connection closed before the response ended')));
-  });
-}
+// ---- HTTPS transport (plain GETs from ./http.ts) ----
 
 /** A list is at most LIST_PAGE_LIMIT objects; a pod is rarely over 64 KiB. */
 const MAX_LIST_BYTES = 64 * 1024 * 1024;

@@ -71,14 +71,22 @@ export type NodeCheckpointStatus = z.infer<typeof nodeCheckpointStatusSchema>;
 export interface NodeCheckpoint {
   apiVersion: typeof NODECHECKPOINT_API_VERSION;
   kind: typeof NODECHECKPOINT_KIND;
-  metadata: { name: string; resourceVersion?: string; uid?: string; creationTimestamp?: string };
+  metadata: { name: string; resourceVersion?: string; uid?: string; creationTimestamp?: string; ownerReferences?: NodeOwner[] };
   spec?: Record<string, never>;
   status?: NodeCheckpointStatus;
 }
 
+/** The Node that owns a NodeCheckpoint (garbage-collected with it). */
+export interface NodeOwner {
+  apiVersion: 'v1';
+  kind: 'Node';
+  name: string;
+  uid: string;
+}
+
 /** A new NodeCheckpoint for `node` (metadata only: status is written through the subresource). */
-export function newNodeCheckpoint(node: string): NodeCheckpoint {
-  return { apiVersion: NODECHECKPOINT_API_VERSION, kind: NODECHECKPOINT_KIND, metadata: { name: node } };
+export function newNodeCheckpoint(node: string, owner?: NodeOwner): NodeCheckpoint {
+  return { apiVersion: NODECHECKPOINT_API_VERSION, kind: NODECHECKPOINT_KIND, metadata: { name: node, ...(owner ? { ownerReferences: [owner] } : {}) } };
 }
 
 /**

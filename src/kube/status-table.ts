@@ -31,6 +31,23 @@ export interface StatusRow {
   lease: string | null;
   lastTransitionTime: string | null;
   overrides: string[];
+  /**
+   * Whether the node's report can still be believed: `Ready` (a Ready agent pod runs on the node),
+   * `NoReadyAgent` (none: the report is as old as its last write), `NodeGone` (no Node object any
+   * more); null when not known (the reader may not list nodes or pods).
+   */
+  agent: AgentCell | null;
+}
+
+export type AgentCell = 'Ready' | 'NoReadyAgent' | 'NodeGone';
+
+/**
+ * What the cluster says about the reporters: the nodes that exist and the nodes where a Ready
+ * lastseen agent pod runs; null for a list the reader could not make.
+ */
+export interface NodeHealth {
+  nodes: ReadonlySet<string> | null;
+  readyAgents: ReadonlySet<string> | null;
 }
 
 /** The few fields read from a NodeCheckpoint, as a list or a watch returns it. */
@@ -66,7 +83,7 @@ function checkpointCell(p: ParentStatus): CheckpointCell {
 const rowKey = (node: string, namespace: string, parent: string) => `${node}\u0000${namespace}\u0000${parent}`;
 
 /** Join NodeCheckpoints and Leases into rows sorted by node, namespace and parent. */
-export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: readonly LeaseObject[]): BuildResult {
+export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: readonly LeaseObject[], health: NodeHealth = { nodes: null, readyAgents: null }): BuildResult {
   const rows = new Map<string, StatusRow>();
   const invalid: string[] = [];
   const blank = (node: string, namespace: string, parent: string): StatusRow => ({
@@ -83,6 +100,7 @@ export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: 
     lease: null,
     lastTransitionTime: null,
     overrides: [],
+    agent: agentCell(node, health),
   });
 
   for (const nc of checkpoints) {
@@ -135,6 +153,20 @@ export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: 
   return { rows: sorted, invalid };
 }
 
+function agentCell(node: string, h: NodeHealth): AgentCell | null {
+  if (h.nodes && !h.nodes.has(node)) return 'NodeGone';
+  if (h.readyAgents) return h.readyAgents.has(node) ? 'Ready' : 'NoReadyAgent';
+  return null;
+}
+
+/** STATE as printed: the agent's word, marked stale when no Ready agent stands behind it. */
+function stateCell(r: StatusRow): string {
+  const state = r.state ?? '<no report>';
+  if (r.agent === 'NodeGone') return `${state} (node gone)`;
+  if (r.agent === 'NoReadyAgent' && r.state !== null) return `${state} (stale: no Ready agent)`;
+  return state;
+}
+
 /**
  * Age as kubectl prints it (apimachinery's duration.HumanDuration): `45s`, `3m20s`, `45m`,
  * `3h20m`, `30h`, `3d5h`, `120d`, `2y30d`. Negative ages (a writer's clock ahead of ours) print as `0s`.
@@ -162,7 +194,7 @@ function ageOf(t: string | null, now: number): string {
 }
 
 const HEADERS = ['NODE', 'NAMESPACE', 'PARENT', 'PHASE', 'LAST SEEN', 'STATE', 'CHECKPOINT', 'REASON'];
-const WIDE_HEADERS = ['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES'];
+const WIDE_HEADERS = ['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT'];
 
 /** Columns aligned with three spaces, like kubectl; no trailing spaces. */
 function align(lines: string[][]): string {
@@ -177,7 +209,7 @@ export function renderTable(rows: readonly StatusRow[], now: number, wide = fals
   if (rows.length === 0) return 'No parents found.\n';
   const lines = [wide ? [...HEADERS, ...WIDE_HEADERS] : HEADERS];
   for (const r of rows) {
-    const cells = [r.node, r.namespace, r.parent, r.phase ?? '-', ageOf(r.lastSeen, now), r.state ?? '<no report>', r.checkpoint, r.reason || '-'];
+    const cells = [r.node, r.namespace, r.parent, r.phase ?? '-', ageOf(r.lastSeen, now), stateCell(r), r.checkpoint, r.reason || '-'];
     if (wide) {
       cells.push(
         r.holder ?? '-',
@@ -185,6 +217,7 @@ export function renderTable(rows: readonly StatusRow[], now: number, wide = fals
         r.lease ?? '-',
         r.lastTransitionTime === null ? '-' : ageOf(r.lastTransitionTime, now),
         r.overrides.length > 0 ? r.overrides.join(',') : '-',
+        r.agent ?? '-',
       );
     }
     lines.push(cells);
@@ -218,5 +251,5 @@ export function render(rows: readonly StatusRow[], format: OutputFormat, now: nu
 
 /** What a watch re-print cares about: a renewal alone (new renew time, sequence) is not a change. */
 export function significant(rows: readonly StatusRow[]): string {
-  return JSON.stringify(rows.map((r) => [r.node, r.namespace, r.parent, r.phase, r.state, r.checkpoint, r.reason, r.holder, r.overrides]));
+  return JSON.stringify(rows.map((r) => [r.node, r.namespace, r.parent, r.phase, r.state, r.checkpoint, r.reason, r.holder, r.overrides, r.agent]));
 }

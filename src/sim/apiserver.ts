@@ -12,6 +12,8 @@ export interface ApiPod {
   name: string;
   node: string;
   spec: PodSpec;
+  /** Restarts of its container, as its kubelet last reported them (status.containerStatuses[].restartCount). */
+  restarts: number;
 }
 
 export interface StoredBeat {
@@ -78,10 +80,18 @@ export class ApiServer {
   /** Create the pod directly (cluster bootstrap, before any api-server runs). */
   createPod(node: string, spec: PodSpec): ApiPod {
     const uid = `uid-${++this.nextUid}`;
-    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec };
+    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0 };
     this.pods.set(uid, pod);
     this.world.onApiPodsChanged(node);
     return pod;
+  }
+
+  /** A kubelet pushed a pod's status: its agent's pod watch sees a changed restart count. */
+  reportRestarts(uid: string, restarts: number): void {
+    const p = this.pods.get(uid);
+    if (!p || p.restarts === restarts) return;
+    p.restarts = restarts;
+    this.world.onApiPodStatus(p.node);
   }
 
   deletePod(uid: string): void {

@@ -53,6 +53,12 @@ export interface KubeletModel {
   apiRelistAfterOutageMs: number;
   /** From deciding to stop a container to the SIGTERM reaching it. */
   killMs: number;
+  /**
+   * Static pods of the same full name start one at a time: a changed manifest's new pod waits until
+   * the old one has terminated (pod_workers.go, `waitingToStartStaticPodsByFullname`, kubelet
+   * >= 1.22). Without it the new pod starts at once, beside the old one still holding its ports.
+   */
+  staticPodsOneAtATime: boolean;
 }
 
 /** Measured with a real kubelet v1.36.3 on the project's test machines (docs/simulator-kubelet.md). */
@@ -80,6 +86,8 @@ export const KUBELET_V1_36: KubeletModel = {
   apiRelistAfterOutageMs: 19_500,
   // Manifest removed -> port free 0.01 / 0.02 / 1.04 s for a process that exits on SIGTERM.
   killMs: 20,
+  // Not measured: the kubelet's source (pod_workers.go, allowStaticPodStart) since 1.22.
+  staticPodsOneAtATime: true,
 };
 
 /** The kubelet of the background issue, as the simulator modelled it before the calibration. */
@@ -96,6 +104,7 @@ export const KUBELET_V1_5: KubeletModel = {
   backoffSurvivesReboot: false,
   apiRelistAfterOutageMs: 0,
   killMs: 0,
+  staticPodsOneAtATime: false,
 };
 
 export const KUBELET_MODEL_BY_NAME: Record<KubeletModelName, KubeletModel> = { 'v1.36': KUBELET_V1_36, 'v1.5': KUBELET_V1_5 };

@@ -143,13 +143,15 @@ export class Kubelet {
       if (p.source !== 'static' || p.removed || p.manifestFile === null) continue;
       const m = disk.get(p.manifestFile);
       if (!m) this.kill(p, `manifest ${p.manifestFile} removed`);
-      else if (m.spec?.hash !== p.spec?.hash) this.kill(p, `manifest ${p.manifestFile} changed`);
+      else if (m.spec?.hash !== p.spec?.hash || m.spec?.portSharing !== p.spec?.portSharing) this.kill(p, `manifest ${p.manifestFile} changed`);
     }
     for (const [file, m] of disk) {
-      const running = [...this.pods.values()].some((p) => p.manifestFile === file && !p.removed);
+      // The same file is the same static pod name: with staticPodsOneAtATime the new pod waits for
+      // the old one's termination (kill() looks at the folder again when it is done).
+      const running = [...this.pods.values()].some((p) => p.manifestFile === file && (!p.removed || this.model.staticPodsOneAtATime));
       if (running) continue;
       const name = file === AGENT_MANIFEST ? 'lastseen-agent' : `${m.spec!.key}-checkpoint-${this.node.name}`;
-      this.add({ name, role: m.role, source: 'static', manifestFile: file, spec: m.spec, uid: `${this.node.name}/static/${++this.nextUid}`, identity: `static/${file}/${m.spec?.hash ?? ''}` });
+      this.add({ name, role: m.role, source: 'static', manifestFile: file, spec: m.spec, uid: `${this.node.name}/static/${++this.nextUid}`, identity: `static/${file}/${m.spec?.hash ?? ''}${m.exclusive ? '/exclusive' : ''}` });
     }
   }
 
@@ -357,12 +359,16 @@ export class Kubelet {
       this.pods.delete(p.uid);
       this.node.disk.containers.delete(p.identity);
       this.report(p);
+      // A static pod of the same name may have been waiting for this one to end.
+      if (p.source === 'static' && this.model.staticPodsOneAtATime) this.checkFiles();
     });
   }
 
   /** Push a container state to the api-server, if one is reachable. */
   private report(p: KPod): void {
     if (!this.connected) return;
+    // The pod's status in the api-server: its restart count (containerStatuses[].restartCount).
+    if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts);
     if (this.staleStatus) {
       // The pod phase: Pending until a container starts, then Running, crash loops included.
       p.reported = p.removed ? 'terminated' : p.everStarted ? 'running' : 'pending';

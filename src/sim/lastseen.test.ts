@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { parentId } from '../core/names.js';
 import type { SimLastseen } from './lastseen.js';
+import { scheduleFaults } from './faults.js';
 import { parseScenario } from './schema.js';
 import { World } from './world.js';
 
@@ -92,6 +93,47 @@ describe('the production agent in the simulator: garbage collection', () => {
     expect(w1.disk.checkpoints.has(id)).toBe(true);
     expect(w.logs.some((l) => l.node === 'w1' && l.text.startsWith('collected checkpoint'))).toBe(false);
     expect(w.logs.some((l) => l.node === 'w1' && l.kind === 'core' && /Orphaned -> (Active|Pending): CollectionCancelled/.test(l.text))).toBe(true);
+    expect(w.invariants.violations).toEqual([]);
+  });
+});
+
+describe('the production agent in the simulator: a known-bad spec survives an agent restart', () => {
+  function badRollout(overlap: boolean): World {
+    const r = parseScenario({
+      name: 'bad-rollout-agent-restart',
+      duration: '15m',
+      nodes: [{ name: 'm1', master: true }],
+      parents: [{ key: 'kube-apiserver', kind: 'apiserver', ...(overlap ? { portSharing: true } : {}), policy: { whenApiUnreachable: 'activate', ...(overlap ? { handover: 'overlap' } : {}) } }],
+      faults: [
+        { type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false },
+        // After the verdict (release: the first hand-over's window ends about 5m55s; overlap: the
+        // bad pod's first exit, about 3m51s), well before the bad pod stops restarting.
+        { type: 'agent-restart', at: overlap ? '5m' : '7m', node: 'm1' },
+      ],
+    });
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    const w = new World(r.scenario, 1, 'lastseen');
+    w.bootstrap();
+    scheduleFaults(w);
+    return w;
+  }
+  const count = (w: World, what: RegExp) => w.logs.filter((l) => what.test(l.text)).length;
+
+  it('release: one hand-over to the bad spec, none after the restart', async () => {
+    const w = badRollout(false);
+    expect(await run(w, 900_000)).toBe(true);
+    expect(count(w, /^Normal HandoverStarted/)).toBe(1);
+    expect(count(w, /^agent started; 1 checkpoint/)).toBeGreaterThanOrEqual(1); // the restart happened
+    expect(w.nodes.get('m1')!.disk.handovers.get(parentId('kube-system', 'kube-apiserver'))?.knownBad?.specHash).toMatch(/g2$/);
+    expect(w.invariants.violations).toEqual([]);
+  });
+
+  it('overlap: the restarted agent keeps the checkpoint holding its ports alone (no second rewrite, no steal)', async () => {
+    const w = badRollout(true);
+    expect(await run(w, 900_000)).toBe(true);
+    expect(count(w, /without port sharing\)$/)).toBe(1);
+    expect(count(w, /^kube-apiserver-checkpoint-m1 is Ready/)).toBe(2); // the shared copy, then the exclusive one
+    expect(count(w, /^Normal HandoverStarted/)).toBe(0);
     expect(w.invariants.violations).toEqual([]);
   });
 });

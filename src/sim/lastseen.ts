@@ -95,11 +95,20 @@ export class SimLastseen implements AgentProcess {
       logger: SILENT,
       actuators: this.actuators(),
       specHash: (pod) => (pod as PodObject).sim.spec.hash,
+      podRestarts: (pod) => (pod as PodObject).sim.restarts,
       policy: scenarioPolicy(w.parentsOn(node.name)),
       rebooted,
       handovers: {
         set: (id, h) => {
-          if (h) node.disk.handovers.set(id, { deadlineWall: node.clock.wall(w.q.now) + h.remainingMs, attempts: h.attempts, nextBackoffMs: h.nextBackoffMs });
+          if (h) {
+            node.disk.handovers.set(id, {
+              deadlineWall: h.inProgress === false ? 0 : node.clock.wall(w.q.now) + h.remainingMs,
+              attempts: h.attempts,
+              nextBackoffMs: h.nextBackoffMs,
+              ...(h.inProgress === false ? { inProgress: false } : {}),
+              ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
+            });
+          }
           else node.disk.handovers.delete(id);
           return this.settled(undefined);
         },
@@ -115,8 +124,17 @@ export class SimLastseen implements AgentProcess {
       const cp = node.disk.checkpoints.get(id);
       if (!cp) continue;
       const h = node.disk.handovers.get(id);
-      const handover = h ? { remainingMs: h.deadlineWall - node.clock.wall(w.q.now), attempts: h.attempts, nextBackoffMs: h.nextBackoffMs } : undefined;
-      const checkpoint = { stored: true, active: node.disk.manifests.has(manifestFile(def.namespace, def.key)), specHash: cp.spec.hash };
+      const handover = h
+        ? {
+            remainingMs: h.deadlineWall - node.clock.wall(w.q.now),
+            attempts: h.attempts,
+            nextBackoffMs: h.nextBackoffMs,
+            ...(h.inProgress === false ? { inProgress: false } : {}),
+            ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
+          }
+        : undefined;
+      const m = node.disk.manifests.get(manifestFile(def.namespace, def.key));
+      const checkpoint = { stored: true, active: m !== undefined, specHash: cp.spec.hash, exclusive: m?.exclusive === true };
       this.enter(() => this.agent.restore(def.namespace, def.key, checkpoint, {}, handover));
       restored++;
     }
@@ -213,7 +231,7 @@ export class SimLastseen implements AgentProcess {
     for (const def of this.world.parentsOn(this.node.name)) {
       const pod = this.world.api.podFor(this.node.name, def.key);
       if (!pod) continue;
-      const obj: PodObject = { metadata: { uid: pod.uid, name: pod.name, namespace: def.namespace }, sim: pod };
+      const obj: PodObject = { metadata: { uid: pod.uid, name: pod.name, namespace: def.namespace }, sim: { ...pod } };
       parents.set(parentId(def.namespace, def.key), { namespace: def.namespace, key: def.key, pod: obj, labels: {} });
     }
     this.agent.podsObserved(parents);
@@ -271,13 +289,18 @@ export class SimLastseen implements AgentProcess {
           w.log(node.name, 'agent', `captured ${p.id} generation ${pod.spec.generation} (${reason})`, p.key);
           return { specHash: pod.spec.hash };
         }),
-      activate: (p, reason) => {
+      activate: (p, reason, exclusive) => {
         w.invariants.activating(node, p.key, reason);
         return this.work(T.actuatorMs, () => {
           const cp = node.disk.checkpoints.get(p.id);
           if (!cp) throw new Error('no stored checkpoint');
-          node.disk.manifests.set(file(p), { role: 'checkpoint', spec: cp.spec });
-          w.log(node.name, 'agent', `wrote manifest ${file(p)} (generation ${cp.spec.generation})`, p.key);
+          const x = exclusive === true && cp.spec.portSharing;
+          const before = node.disk.manifests.get(file(p));
+          // As ManifestDir.activate: an unchanged manifest is not written again (the kubelet sees nothing).
+          if (before && before.spec?.hash === cp.spec.hash && (before.exclusive === true) === x) return;
+          // Without port sharing: the same copy with --permit-port-sharing removed.
+          node.disk.manifests.set(file(p), x ? { role: 'checkpoint', spec: { ...cp.spec, portSharing: false }, exclusive: true } : { role: 'checkpoint', spec: cp.spec });
+          w.log(node.name, 'agent', `wrote manifest ${file(p)} (generation ${cp.spec.generation}${x ? ', without port sharing' : ''})`, p.key);
         });
       },
       retire: (p) =>

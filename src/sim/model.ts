@@ -43,6 +43,8 @@ export interface StoredCheckpoint {
 export interface Manifest {
   role: PodRole;
   spec: PodSpec | null;
+  /** A checkpoint written without port sharing (the copy's spec then has portSharing false). */
+  exclusive?: boolean;
 }
 
 /**
@@ -77,7 +79,7 @@ export interface NodeDisk {
   /** /var/lib/lastseen/checkpoints: parent id -> copy. Survives reboots. */
   checkpoints: Map<string, StoredCheckpoint>;
   /** /var/lib/lastseen/handovers.json: parent id -> hand-over in progress (deadline on the wall clock). Survives reboots. */
-  handovers: Map<string, { deadlineWall: number; attempts: number; nextBackoffMs: number }>;
+  handovers: Map<string, { deadlineWall: number; attempts: number; nextBackoffMs: number; inProgress?: boolean; knownBad?: { specHash: string; podUid: string } }>;
   /** /var/lib/lastseen/boot-id: the boot the agent last started in. Survives reboots. */
   agentBootId?: number;
 }

@@ -5,7 +5,7 @@ import { parseScenario, type Scenario, type ScenarioInput } from './schema.js';
 
 type FaultInput = NonNullable<ScenarioInput['faults']>[number];
 
-/** A random scenario: 1-3 masters, an api-server and a CNI parent, 1-3 faults in the first minutes; odd seeds on kubelet v1.36, even on v1.5. */
+/** A random scenario: 1-3 masters, an api-server and a CNI parent, 1-3 faults in the first minutes; odd seeds on kubelet v1.36, even on v1.5; the api-server shares its port (overlap) in seeds 2-3 modulo 4. */
 export function randomScenario(seed: number): Scenario {
   const rng = new Rng(seed).fork('schedule');
   const masters = rng.int(1, 3);
@@ -56,8 +56,12 @@ export function randomScenario(seed: number): Scenario {
     // Both kubelet models, alternating by seed (not drawn: the schedules stay those of earlier sweeps).
     kubelet: { model: seed % 2 === 0 ? 'v1.5' : 'v1.36' },
     nodes,
+    // The api-server as deploy/base/policy.yaml recommends it (port sharing, overlap hand-over) in
+    // seeds 2-3 modulo 4, so both hand-overs meet both kubelet models (not drawn either).
     parents: [
-      { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
+      Math.floor(seed / 2) % 2 === 1
+        ? { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } }
+        : { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
       { key: 'kube-flannel', kind: 'app' },
     ],
     faults,

@@ -173,11 +173,47 @@ NAMED['testbed-reboot'] = {
 NAMED['bad-rollout-overlap'] = {
   ...NAMED['bad-rollout']!,
   name: 'bad-rollout-overlap',
-  description: 'bad-rollout with port sharing and handover: overlap: the crashing spec never takes the port from the checkpoint.',
+  description:
+    'bad-rollout with port sharing and handover: overlap: the crashing spec shares the port and takes its share of the connections until its first exit makes it known-bad; the checkpoint then holds the port without sharing.',
   parents: [sharedApiserver],
-  // Issue 10's goal (60 s unserved) does not hold: the crashing spec shares the port and takes its
-  // share of the connections while it starts, on every restart (as measured on the real node).
-  expect: { ...NAMED['bad-rollout']!.expect },
+  // Issue 10's goal is 60 s unserved. What remains (seeds 1..200: 60.0-60.4 s) is 15.8 s of the
+  // checkpoint's start after the old pod's deletion, 14.4 s of the bad spec's first run sharing the
+  // port (its exit is the verdict), and about 30 s to replace the shared copy by an exclusive one
+  // (the old copy's 15 s drain, while the bad spec's second run would take its share anyway, then
+  // the new copy's 15 s start). The expectation guards the figure, not the goal.
+  expect: { ...NAMED['bad-rollout']!.expect, maxUnserved: '61s' },
+};
+NAMED['bad-then-good-rollout-overlap'] = {
+  ...NAMED['bad-rollout-overlap']!,
+  name: 'bad-then-good-rollout-overlap',
+  description:
+    'bad-rollout-overlap, then a rollout that fixes it: the verdict ends with the spec, the checkpoint shares its port again and the new spec takes over beside it.',
+  duration: '20m',
+  faults: [
+    { type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false },
+    { type: 'rollout', at: '8m', key: 'kube-apiserver', healthy: true },
+  ],
+  expect: { served: true, parentServed: true, checkpointGeneration: 3 },
+};
+// The other stories of issue 10 with the api-server as deploy/base/policy.yaml recommends it.
+NAMED['agent-restart-mid-handover-overlap'] = {
+  ...NAMED['agent-restart-mid-handover']!,
+  name: 'agent-restart-mid-handover-overlap',
+  description:
+    'agent-restart-mid-handover with the api-server sharing its port and handover: overlap: the agent is killed while the parent starts beside its checkpoint.',
+  parents: [sharedApiserver],
+  faults: [
+    { type: 'reboot', at: '3m', node: 'm1', down: '40s' },
+    // On v1.36 the parent starts beside its checkpoint about 80 s after the fault and is Ready 15 s later.
+    { type: 'agent-restart', at: '4m25s', node: 'm1' },
+  ],
+  expect: { served: true, parentServed: true, maxUnserved: '76s', maxParentServedAt: '3m' },
+};
+NAMED['full-cluster-reboot-overlap'] = {
+  ...NAMED['full-cluster-reboot']!,
+  name: 'full-cluster-reboot-overlap',
+  description: 'full-cluster-reboot with the api-server sharing its port and handover: overlap.',
+  parents: [sharedApiserver, cni],
 };
 
 export const SCENARIO_NAMES = Object.keys(NAMED);

@@ -92,6 +92,14 @@ describe('lastseen agent, end to end', () => {
       return p?.checkpointActive ? p : undefined;
     }, { what: 'NodeCheckpoint status with the active checkpoint' });
     expect(nc.state).toBe('Active');
+    // A condition's lastTransitionTime moves only when its status does: the policy was valid all
+    // along, so its time is the first status write's, seconds before the latest one.
+    const latest = (await co.getClusterCustomObject({ group: 'lastseen.dev', version: 'v1alpha1', plural: 'nodecheckpoints', name: s.node })) as {
+      status: { observedAt: string; conditions: Array<{ type: string; status: string; lastTransitionTime: string }> };
+    };
+    const policyValid = latest.status.conditions.find((c) => c.type === 'PolicyValid');
+    expect(policyValid?.status).toBe('True');
+    expect(Date.parse(latest.status.observedAt) - Date.parse(policyValid!.lastTransitionTime)).toBeGreaterThan(2000);
 
     process.stdout.write(`[measured] activation after SIGKILL ${activationMs} ms (window 1000 ms, interval 250 ms); retire after Ready ${retireMs} ms; cover after SIGTERM ${coverMs} ms\n`);
     await s.agent.stop();
@@ -129,8 +137,12 @@ describe('lastseen agent, end to end', () => {
     expect(s.agent.logs.some((l) => l.msg === 'no policy found; keeping the last good policy')).toBe(true);
     const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
     await waitFor(
-      async () => ((await core.listNamespacedEvent({ namespace: 'default' })).items.some((e) => e.involvedObject.name === s.node && e.reason === 'PolicyMissing' && e.type === 'Warning') ? true : undefined),
-      { timeoutMs: 30_000, what: 'a PolicyMissing Warning Event' },
+      // On the agent's own pod (it reads a file), in its namespace: where an operator looks.
+      async () =>
+        (await core.listNamespacedEvent({ namespace: s.ns })).items.some((e) => e.involvedObject.kind === 'Pod' && e.involvedObject.name === `agent-${s.node}` && e.reason === 'PolicyMissing' && e.type === 'Warning')
+          ? true
+          : undefined,
+      { timeoutMs: 30_000, what: "a PolicyMissing Warning Event on the agent's pod" },
     );
     await s.agent.stop();
     s.agent = s.startAgent();

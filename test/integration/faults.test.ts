@@ -23,7 +23,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { localBeatText } from '../../src/heartbeat/local.js';
+import { localBeatText } from '../../src/channels/local.js';
 import {
   apiserverPort,
   appears,

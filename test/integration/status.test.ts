@@ -25,6 +25,8 @@ const CLI_TIMEOUT_MS = 60_000;
 const RUN = Math.random().toString(36).slice(2, 8);
 const NODE_A = `st-${RUN}-a`;
 const NODE_B = `st-${RUN}-b`;
+/** A node whose NodeCheckpoint outlived its Node object. */
+const NODE_GONE = `st-${RUN}-gone`;
 const T = new Date(Date.now() - 60_000).toISOString();
 
 let ns: string;
@@ -81,11 +83,28 @@ async function setStatus(node: string, parents: ParentStatus[]): Promise<void> {
 
 beforeAll(async () => {
   ns = await useNamespace('status');
-  for (const node of [NODE_A, NODE_B]) {
+  for (const node of [NODE_A, NODE_B, NODE_GONE]) {
     const r = await kubectl(['create', '-f', '-'], { input: JSON.stringify({ apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', metadata: { name: node } }) });
     expect(r.stderr).toBe('');
   }
-  cleanup.push(['delete', 'nodecheckpoint', NODE_A, NODE_B, '--ignore-not-found']);
+  cleanup.push(['delete', 'nodecheckpoint', NODE_A, NODE_B, NODE_GONE, '--ignore-not-found']);
+  // NODE_A and NODE_B exist; only NODE_A runs a Ready agent pod (its kubelet would set Ready: here
+  // the test writes the pod's status itself). NODE_GONE has no Node object.
+  for (const node of [NODE_A, NODE_B]) {
+    const r = await kubectl(['create', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'Node', metadata: { name: node } }) });
+    expect(r.stderr).toBe('');
+  }
+  cleanup.push(['delete', 'node', NODE_A, NODE_B, '--ignore-not-found']);
+  const agentPod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: `agent-${NODE_A}`, namespace: ns, labels: { 'app.kubernetes.io/name': 'lastseen', 'app.kubernetes.io/component': 'agent' } },
+    spec: { nodeName: NODE_A, automountServiceAccountToken: false, containers: [{ name: 'agent', image: 'lastseen:test' }] },
+  };
+  expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(agentPod) })).stderr).toBe('');
+  const ready = { status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }] } };
+  expect((await kubectl(['-n', ns, 'patch', 'pod', `agent-${NODE_A}`, '--subresource=status', '--type=merge', '-p', JSON.stringify(ready)])).stderr).toBe('');
+  await setStatus(NODE_GONE, [parent('apiserver', 'Healthy')]);
   await setStatus(NODE_A, [
     parent('apiserver', 'Active', { phase: '', checkpointActive: true, reason: 'no beat for 20s, confirmed live', policyOverrides: ['kube-apiserver'] }),
     parent('scheduler', 'Healthy'),
@@ -118,19 +137,22 @@ describe('lastseen status', () => {
       // The Lease's phase (Ready) wins over the agent's last report (none): it is the parent's own latest word.
       [NODE_A, ns, 'apiserver', 'Ready', expect.stringMatching(/^5m\d*s?$/), 'Active', 'active', 'no beat for 20s, confirmed live'],
       [NODE_A, ns, 'scheduler', 'Ready', expect.stringMatching(/^[3-9]s$/), 'Healthy', 'stored', 'fresh'],
-      [NODE_B, ns, 'apiserver', 'Starting', expect.stringMatching(/^\d+s$/), 'Starting', '-', 'beats resumed'],
+      // NODE_B runs no Ready agent: its last report is shown, marked stale.
+      [NODE_B, ns, 'apiserver', 'Starting', expect.stringMatching(/^\d+s$/), 'Starting (stale: no Ready agent)', '-', 'beats resumed'],
       // A heartbeat no agent has reported on yet.
       [NODE_B, ns, 'cni', 'Ready', expect.stringMatching(/^\d+s$/), '<no report>', '-', '-'],
     ]);
+    // A NodeCheckpoint whose Node is gone.
+    expect(rows.filter((row) => row[0] === NODE_GONE)).toEqual([[NODE_GONE, ns, 'apiserver', 'Ready', expect.any(String), 'Healthy (node gone)', 'stored', 'fresh']]);
   });
 
   it('--node limits the table to one node; -o wide adds holder, sequence, Lease, transition and overrides', async () => {
     const r = await status(...admin(), '--node', NODE_A, '-o', 'wide');
     expect(r.code).toBe(0);
     const [header, ...rows] = cells(r.stdout);
-    expect(header?.slice(8)).toEqual(['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES']);
+    expect(header?.slice(8)).toEqual(['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT']);
     expect(rows.map((row) => row[0])).toEqual([NODE_A, NODE_A]);
-    expect(rows[0]?.slice(8)).toEqual([`apiserver-${NODE_A}`, '42', `apiserver.${NODE_A}`, expect.stringMatching(/^\d+s$/), 'kube-apiserver']);
+    expect(rows[0]?.slice(8)).toEqual([`apiserver-${NODE_A}`, '42', `apiserver.${NODE_A}`, expect.stringMatching(/^\d+s$/), 'kube-apiserver', 'Ready']);
   });
 
   it('-o json and -o yaml carry the same rows for programs', async () => {
@@ -220,6 +242,8 @@ describe('lastseen status', () => {
         { what: 'the binding to take effect', timeoutMs: CLI_TIMEOUT_MS },
       );
       expect(cells(r.stdout)).toHaveLength(3);
+      // The role lets the viewer list nodes and agent pods too, so the stale mark is there.
+      expect(cells(r.stdout)[1]?.[5]).toBe('Starting (stale: no Ready agent)');
     } finally {
       // Other files expect the user identity to be refused everywhere.
       await kubectl(['delete', 'clusterrolebinding', binding, '--ignore-not-found']);

@@ -152,7 +152,8 @@ function heartbeatSidecar(env: TestbedEnv, probe: string) {
       { name: 'LASTSEEN_PARENT_KEY', valueFrom: { fieldRef: { fieldPath: "metadata.labels['lastseen.dev/parent']" } } },
       { name: 'LASTSEEN_LABELS_FILE', value: '/etc/podinfo/labels' },
     ],
-    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+    // The probe reads which process holds the port (/proc/<pid>/fd of another user), as deploy/examples says.
+    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['SYS_PTRACE', 'DAC_READ_SEARCH'] } },
     volumeMounts: [
       { name: 'lastseen-heartbeats', mountPath: '/run/lastseen/heartbeats' },
       { name: 'lastseen-policy', mountPath: '/etc/lastseen', readOnly: true },
@@ -186,6 +187,8 @@ function selfHosted(env: TestbedEnv, name: string, command: string[], probe: str
           dnsPolicy: 'ClusterFirstWithHostNet',
           priorityClassName: 'system-node-critical',
           serviceAccountName: 'lastseen-heartbeat',
+          // The heartbeat's probe counts the parent Ready only when a process of this pod holds the port.
+          shareProcessNamespace: true,
           tolerations: [{ operator: 'Exists' }],
           terminationGracePeriodSeconds: 10,
           initContainers: [heartbeatSidecar(env, probe)],
@@ -234,4 +237,63 @@ export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[]
     selfHosted(env, 'kube-scheduler', schedulerCommand(env, SCHEDULER_PORT), `https://127.0.0.1:${SCHEDULER_PORT}/healthz`, true),
     selfHosted(env, 'kube-controller-manager', controllerManagerCommand(env, CONTROLLER_MANAGER_PORT), `https://127.0.0.1:${CONTROLLER_MANAGER_PORT}/healthz`, true),
   ];
+}
+
+/** The ready-proof parent's port on the node's loopback (host network, like the control plane). */
+export const DEMO_PORT = 18080;
+export const DEMO_NAME = 'ready-proof-demo';
+
+/**
+ * The main process of the ready-proof parent (test/node/ready-proof.test.ts), run by the lastseen
+ * image's Node.js. `serve`: answer on DEMO_PORT with SO_REUSEPORT (so a successor can bind beside
+ * its checkpoint, as the overlap hand-over needs). `crash`: wait until someone answers on the port
+ * (the checkpoint), then bind it without SO_REUSEPORT, fail with EADDRINUSE and exit 1, as a
+ * parent does whose checkpoint still holds its port; the kubelet restarts it, again and again.
+ */
+const DEMO_SCRIPT = `
+const http = require('node:http');
+const port = ${DEMO_PORT};
+if (process.env.MODE === 'crash') {
+  const attempt = () => http.get({ host: '127.0.0.1', port, path: '/' }, (res) => {
+    res.resume();
+    const s = http.createServer();
+    s.on('error', (e) => { console.error('listen ' + e.code + ': ' + e.message); process.exit(1); });
+    s.listen({ port, host: '127.0.0.1' }, () => { console.error('bound: nobody held the port; crashing anyway'); process.exit(1); });
+  }).on('error', () => setTimeout(attempt, 200));
+  attempt();
+} else {
+  http.createServer((_req, res) => res.end('ok')).listen({ port, host: '127.0.0.1', reusePort: true }, () => console.log('serving on ' + port));
+}
+`;
+
+/** A small parent in kube-system (the heartbeat's account, role and policy are there), on DEMO_PORT. */
+export function demoParent(env: TestbedEnv, mode: 'serve' | 'crash') {
+  const labels = { 'app.kubernetes.io/name': DEMO_NAME, 'lastseen.dev/parent': DEMO_NAME };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name: DEMO_NAME, namespace: 'kube-system', labels: { 'app.kubernetes.io/name': DEMO_NAME } },
+    spec: {
+      selector: { matchLabels: { 'app.kubernetes.io/name': DEMO_NAME } },
+      updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } },
+      template: {
+        metadata: { labels, annotations: { 'lastseen.dev/checkpoint': 'true' } },
+        spec: {
+          hostNetwork: true,
+          dnsPolicy: 'ClusterFirstWithHostNet',
+          serviceAccountName: 'lastseen-heartbeat',
+          shareProcessNamespace: true,
+          tolerations: [{ operator: 'Exists' }],
+          terminationGracePeriodSeconds: 5,
+          initContainers: [heartbeatSidecar(env, `http://127.0.0.1:${DEMO_PORT}/`)],
+          containers: [{ name: 'app', image: LASTSEEN_IMAGE, imagePullPolicy: 'Never', command: ['/nodejs/bin/node', '-e', DEMO_SCRIPT], env: [{ name: 'MODE', value: mode }] }],
+          volumes: [
+            { name: 'lastseen-heartbeats', hostPath: { path: '/run/lastseen/heartbeats', type: 'DirectoryOrCreate' } },
+            { name: 'lastseen-policy', configMap: { name: 'lastseen-policy' } },
+            { name: 'podinfo', projected: { sources: [{ downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } }] } },
+          ],
+        },
+      },
+    },
+  };
 }

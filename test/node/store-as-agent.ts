@@ -4,7 +4,7 @@
 import { chmod } from 'node:fs/promises';
 import { join } from 'node:path';
 import { capture } from '../../src/checkpoint/capture.js';
-import { memoryResolver, parentPod } from '../../src/checkpoint/fixtures.js';
+import { memoryResolver, parentPod } from '../../src/checkpoint/fixtures.test-helpers.js';
 import { Store } from '../../src/checkpoint/store.js';
 import { tokenCopy } from '../../src/checkpoint/tokens.js';
 

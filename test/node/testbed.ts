@@ -110,8 +110,23 @@ export class Testbed {
     await this.kubectl(['apply', '--server-side', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
   }
 
-  checkpointActive(name: string): boolean {
-    return existsSync(join(MANIFESTS, manifestFile('kube-system', name)));
+  /**
+   * A container's log lines, every restart's, read from the kubelet's pod-logs folder (the test bed's
+   * Node object has no addresses, so `kubectl logs` cannot reach the kubelet). CRI format stripped.
+   */
+  containerLog(namespace: string, pod: string, uid: string, container: string): string[] {
+    const dir = join(this.env.dir, 'pod-logs', `${namespace}_${pod}_${uid}`, container);
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir)
+      .filter((f) => /^\d+\.log$/.test(f))
+      .sort((a, b) => Number.parseInt(a, 10) - Number.parseInt(b, 10))
+      .flatMap((f) => readFileSync(join(dir, f), 'utf8').split('\n'))
+      .filter((l) => l !== '')
+      .map((l) => l.replace(/^\S+ (stdout|stderr) [FP] /, ''));
+  }
+
+  checkpointActive(name: string, namespace = 'kube-system'): boolean {
+    return existsSync(join(MANIFESTS, manifestFile(namespace, name)));
   }
 
   checkpointStored(name: string): boolean {

@@ -24,12 +24,12 @@ import {
   localBeatFile,
 } from '../../src/core/names.js';
 import type { Beat } from '../../src/core/types.js';
-import { type BeatResult, MAX_SEQUENCE } from '../../src/heartbeat/fields.js';
-import { beatFromFile, LOCAL_BEAT_VERSION, localBeatText, MAX_BEAT_FILE_BYTES } from '../../src/heartbeat/local.js';
-import { annotationPatch, beatFromPod } from '../../src/kube/annotation.js';
-import { beatFromLease, leaseWithBeat } from '../../src/kube/lease.js';
+import { type BeatResult, MAX_SEQUENCE } from '../../src/channels/fields.js';
+import { beatFromFile, LOCAL_BEAT_VERSION, localBeatText, MAX_BEAT_FILE_BYTES } from '../../src/channels/local.js';
+import { annotationPatch, beatFromPod } from '../../src/channels/annotation.js';
+import { beatFromLease, leaseWithBeat } from '../../src/channels/lease.js';
 import { parsePolicyText } from '../../src/policy/policy.js';
-import { LoopTime } from '../../src/agent/loop-time.test-helpers.js';
+import { FakeTime } from '../../src/core/fake-time.test-helpers.js';
 
 const RUNS = Number(process.env.LASTSEEN_FUZZ_RUNS ?? 2_000);
 const AGENT_RUNS = Math.max(20, Math.round(RUNS / 10));
@@ -411,7 +411,7 @@ describe('the agent loop fed malformed heartbeats', () => {
     let refused = 0;
     await fc.assert(
       fc.asyncProperty(schedule, async (steps) => {
-        const time = new LoopTime();
+        const time = new FakeTime();
         const calls: string[] = [];
         let real = baseBeat('lease', 1);
         const actuators: Actuators = {
@@ -425,28 +425,28 @@ describe('the agent loop fed malformed heartbeats', () => {
           readLive: async (): Promise<LiveRead> => ({ beats: [real] }),
           event: async (_p, e) => void calls.push(`event:${e.reason}`),
         };
-        const agent = new Agent({ node: NODE, clock: { now: () => time.now }, timers: time, logger: pino({ level: 'silent' }), actuators, specHash: () => 'h1', policy });
+        const agent = new Agent({ node: NODE, clock: time, timers: time, logger: pino({ level: 'silent' }), actuators, specHash: () => 'h1', policy });
         agent.api(true);
         agent.podsObserved(new Map([[`${NS}/${KEY}`, { namespace: NS, key: KEY, pod: { metadata: { uid: UID, name: POD } }, labels: {} }]]));
         let nextBeatAt = 0;
         const beatUntil = async (t: number) => {
           while (nextBeatAt <= t) {
-            await time.advance(nextBeatAt - time.now);
+            await time.advance(nextBeatAt - time.now());
             real = baseBeat('lease', real.sequence + 1);
             agent.beat(NS, KEY, real);
             nextBeatAt += 1000;
           }
-          await time.advance(t - time.now);
+          await time.advance(t - time.now());
         };
         await beatUntil(5_000); // past the startup grace: Healthy, captured
         for (const step of steps) {
-          await beatUntil(time.now + step.advanceMs);
+          await beatUntil(time.now() + step.advanceMs);
           for (const j of step.junk) {
             if (feed(agent, j)) accepted++;
             else refused++;
           }
         }
-        await beatUntil(time.now + 2_000);
+        await beatUntil(time.now() + 2_000);
         const v = agent.views().find((x) => x.id === `${NS}/${KEY}`);
         expect(calls).not.toContain('activate');
         expect(v?.state.state).toBe('Healthy');

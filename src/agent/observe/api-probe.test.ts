@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { probeApiServer } from './api-probe.js';
-import { FakeTime, memoryLogger } from './fake-time.test-helpers.js';
+import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 
 type Mode = 'ok' | 'fail' | 'hang';
 let server: Server;

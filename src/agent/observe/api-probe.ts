@@ -15,7 +15,7 @@
 // connections fail.
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { kubeGet, readBody } from '../../kube/informer.js';
+import { kubeGet, readBody } from '../../kube/http.js';
 import type { Timers } from '../agent.js';
 
 /** Default period. A quarter of the default window: an outage is seen well before parents are judged. */

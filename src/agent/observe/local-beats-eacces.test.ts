@@ -4,7 +4,7 @@ import { mkdtemp, rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { FakeTime, memoryLogger } from './fake-time.test-helpers.js';
+import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import { watchLocalBeats } from './local-beats.js';
 
 vi.mock('node:fs/promises', async (importOriginal) => {

@@ -4,8 +4,8 @@ import { mkdir, mkdtemp, rename, rm, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_BEAT_FILE_BYTES } from '../../heartbeat/local.js';
-import { FakeTime, memoryLogger } from './fake-time.test-helpers.js';
+import { MAX_BEAT_FILE_BYTES } from '../../channels/local.js';
+import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import { isBeatFileName, watchLocalBeats } from './local-beats.js';
 
 let dir: string;
@@ -16,13 +16,14 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function setup(folder = dir) {
+async function setup(folder = dir, notify = false) {
   const time = new FakeTime();
   const { log, records } = await memoryLogger();
   const calls: string[] = [];
   const w = watchLocalBeats({
     dir: folder,
     pollMs: 1_000,
+    notify,
     log,
     timers: time,
     onFile: (name, text) => calls.push(`file ${name} ${text}`),
@@ -162,3 +163,39 @@ async function waitUntil(cond: () => boolean) {
   while (!cond() && Date.now() < giveUpAt) await new Promise((r) => setImmediate(r));
   expect(cond()).toBe(true);
 }
+
+describe('local beats observer with change notifications (fs.watch)', () => {
+  const handedOver = async (calls: string[], what: string) => {
+    const t0 = Date.now();
+    while (!calls.includes(what)) {
+      if (Date.now() - t0 > 5_000) throw new Error(`not handed over within 5 s without a poll: ${what}; got ${JSON.stringify(calls)}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+
+  it('hands a new, changed or removed beat over at once, without waiting for the next poll', async () => {
+    const { w, calls } = await setup(dir, true);
+    w.start(); // the first scan; the fake timers never fire the next poll
+    await w.pollOnce();
+    await writeAtomic('ns_a.json', 'one');
+    await handedOver(calls, 'file ns_a.json one');
+    await writeAtomic('ns_a.json', 'two');
+    await handedOver(calls, 'file ns_a.json two');
+    await rm(join(dir, 'ns_a.json'));
+    await handedOver(calls, 'removed ns_a.json');
+    await w.stop();
+  });
+
+  it('with no folder to watch at start, polling alone carries on (and says so)', async () => {
+    const missing = join(dir, 'later');
+    const { w, calls, records } = await setup(missing, true);
+    w.start();
+    await w.pollOnce();
+    expect(records.some((r) => r.msg === 'no change notifications for the heartbeat folder; polling only')).toBe(true);
+    await mkdir(missing);
+    await writeFile(join(missing, 'ns_b.json'), 'x');
+    await w.pollOnce();
+    expect(calls).toEqual(['file ns_b.json x']);
+    await w.stop();
+  });
+});

@@ -6,21 +6,24 @@
 // temporaries) and anything not ending in `.json` are ignored. A file that cannot be read, or is
 // larger than a beat can be, is logged with its reason (once per distinct problem) and skipped;
 // nothing here throws into the agent. Parsing is not done here: `beatFromFile`
-// (src/heartbeat/local.ts) turns the text into a beat.
+// (src/channels/local.ts) turns the text into a beat.
 //
-// Why polling and not fs.watch: the folder is a hostPath shared with other pods; inotify on such
-// mounts (overlay, bind mounts across mount namespaces, some CSI and network filesystems) misses
-// events or reports none, and a missed event here would read as a silent parent. A readdir and
-// one small read per file each second is cheap and always right.
+// Notice and poll: a change in the folder (fs.watch, inotify on Linux) starts a scan at once, so a
+// Ready beat is seen in milliseconds, not on the next scan. But the folder is a hostPath shared
+// with other pods, and inotify on some mounts (overlay, some CSI and network filesystems) misses
+// events or reports none; a missed event must never read as a silent parent. So the scan every
+// `pollMs` stays as the safety net that is always right, and an fs.watch that cannot start or
+// fails leaves polling alone in charge (logged once).
 //
 // Assumes: writers replace files atomically (dot-prefixed temporary, rename), as the local channel
 // does, so a read sees a whole file; a torn or hand-edited file is still handed over as text and
 // refused later by beatFromFile with a reason.
 import { createHash } from 'node:crypto';
+import { type FSWatcher, watch } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { DEFAULT_HEARTBEAT_DIR, MAX_BEAT_FILE_BYTES } from '../../heartbeat/local.js';
+import { DEFAULT_HEARTBEAT_DIR, MAX_BEAT_FILE_BYTES } from '../../channels/local.js';
 import type { Timers } from '../agent.js';
 
 export { DEFAULT_HEARTBEAT_DIR };
@@ -37,6 +40,8 @@ export interface LocalBeatsOptions {
   dir?: string;
   /** Default LOCAL_POLL_MS. */
   pollMs?: number;
+  /** Scan at once when the folder reports a change (fs.watch); default true. Polling runs either way. */
+  notify?: boolean;
   log: Logger;
   timers: Timers;
   onFile(name: string, text: string): void;
@@ -145,13 +150,40 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
     }
   }
 
+  // A change noticed while a scan runs is scanned again right after it (the running scan may have
+  // read that file before it changed).
+  let rescan = false;
   const pollOnce = (): Promise<void> => {
     running ??= scan()
       .catch((e) => log.error({ error: (e as Error).message }, 'heartbeat folder scan failed unexpectedly'))
       .finally(() => {
         running = null;
+        if (rescan && !stopped) {
+          rescan = false;
+          void pollOnce();
+        }
       });
     return running;
+  };
+
+  let watcher: FSWatcher | null = null;
+  const noticed = () => {
+    if (stopped) return;
+    if (running) rescan = true;
+    else void pollOnce();
+  };
+  const startWatching = () => {
+    try {
+      watcher = watch(dir, { persistent: false }, noticed);
+      watcher.on('error', (e) => {
+        log.warn({ error: e.message }, 'heartbeat folder notifications failed; polling alone from now on');
+        watcher?.close();
+        watcher = null;
+      });
+    } catch (e) {
+      // Typically the folder does not exist yet: polling reports that, and finds it when it does.
+      log.info({ error: (e as Error).message, pollMs }, 'no change notifications for the heartbeat folder; polling only');
+    }
   };
 
   const tick = () => {
@@ -166,10 +198,13 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
     start() {
       if (stopped || started) return;
       started = true;
+      if (opts.notify ?? true) startWatching();
       tick();
     },
     async stop() {
       stopped = true;
+      watcher?.close();
+      watcher = null;
       if (timer !== null) opts.timers.clear(timer);
       timer = null;
       await running;

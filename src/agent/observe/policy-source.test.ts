@@ -8,7 +8,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { InformerTransport } from '../../kube/informer.js';
 import { defaultPolicy, type Policy, type PolicyError, parsePolicyText } from '../../policy/policy.js';
-import { FakeTime, memoryLogger } from './fake-time.test-helpers.js';
+import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import { configMapPolicySource, filePolicySource, type LastGoodPolicy } from './policy-source.js';
 
 const head = 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\n';

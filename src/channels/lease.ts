@@ -20,6 +20,7 @@ import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import {
   ANNOTATION_HOLDER_UID,
   ANNOTATION_INTERVAL_MS,
+  ANNOTATION_UNPROBED,
   ANNOTATION_PHASE,
   ANNOTATION_POLICY_PROBLEM,
   ANNOTATION_ROLE,
@@ -32,11 +33,11 @@ import {
   MANAGED_BY,
 } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
-import type { BeatWriter, Clock } from '../heartbeat/channel.js';
-import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from '../heartbeat/fields.js';
-import type { KubeClient } from './client.js';
-import { classifyKubeError, type KubeError } from './errors.js';
-import { mergePatchOptions } from './patch.js';
+import type { BeatWriter, Clock } from './channel.js';
+import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from './fields.js';
+import type { KubeClient } from '../kube/client.js';
+import { classifyKubeError, type KubeError } from '../kube/errors.js';
+import { mergePatchOptions } from '../kube/patch.js';
 import { backoffMs } from './retry.js';
 
 /** As the kubelet (maxUpdateRetries): enough to ride out a few conflicts, few enough to end a round quickly. */
@@ -105,6 +106,7 @@ function beatAnnotations(beat: Beat): Record<string, string> {
     [ANNOTATION_ROLE]: beat.role,
     [ANNOTATION_HOLDER_UID]: beat.holderUid,
     ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
+    [ANNOTATION_UNPROBED]: String(beat.unprobed === true),
   };
 }
 
@@ -142,7 +144,7 @@ export function beatFromLease(lease: unknown, expectedNode: string): BeatResult 
   if (!renew.ok) return refuse(renew.reason);
   const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
   if (!interval.ok) return refuse(interval.reason);
-  return beatOf('lease', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value });
+  return beatOf('lease', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value, unprobed: ann[ANNOTATION_UNPROBED] === 'true' });
 }
 
 export interface LeaseChannelOptions {

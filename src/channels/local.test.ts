@@ -24,6 +24,13 @@ describe('beatFromFile', () => {
     expect(beatFromFile(good, { ...expected, role: 'parent' }).ok).toBe(true);
   });
 
+  it('carries the unprobed marker of a Ready beat (issue 11, item 4)', () => {
+    const unprobed = { ...beat, phase: 'Ready' as const, unprobed: true };
+    const text = localBeatText(target, unprobed);
+    expect(JSON.parse(text).unprobed).toBe(true);
+    expect(beatFromFile(text, expected)).toEqual({ ok: true, beat: unprobed });
+  });
+
   it('carries the declared interval, and reads a file without one (an older writer) as undeclared (issue 11, item 1)', () => {
     const declared = { ...beat, intervalMs: 5000 };
     const text = localBeatText(target, declared);

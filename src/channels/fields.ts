@@ -37,10 +37,10 @@ const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, rea
 /** The beat a channel read, from its checked fields (an undeclared interval stays absent). */
 export function beatOf(
   channel: Beat['channel'],
-  f: { holder: string; holderUid: string; role: Role; phase: Phase; sequence: number; renewTime: string; intervalMs: number | undefined },
+  f: { holder: string; holderUid: string; role: Role; phase: Phase; sequence: number; renewTime: string; intervalMs: number | undefined; unprobed?: boolean },
 ): BeatResult {
-  const { intervalMs, ...rest } = f;
-  return { ok: true, beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}) } };
+  const { intervalMs, unprobed, ...rest } = f;
+  return { ok: true, beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...(unprobed && f.phase === 'Ready' ? { unprobed: true } : {}) } };
 }
 
 export function show(v: unknown): string {

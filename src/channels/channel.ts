@@ -1,7 +1,8 @@
 // The ports the heartbeat loop owns: where beats go (a BeatWriter per channel) and where time comes
-// from (a Clock). Adapters (kube/lease.ts, kube/annotation.ts, local.ts) implement BeatWriter;
+// from (a Clock). Adapters (lease.ts, annotation.ts, local.ts, all in src/channels/) implement BeatWriter;
 // tests and the simulator supply their own Clock.
 import type { Beat, Channel } from '../core/types.js';
+import type { Clock as MonotonicClock } from '../core/time.js';
 
 export interface BeatWriter {
   readonly channel: Channel;
@@ -15,9 +16,8 @@ export interface BeatWriter {
   close?(): void;
 }
 
-export interface Clock {
-  /** Monotonic milliseconds: deadlines and intervals. */
-  now(): number;
+/** The heartbeat's clock: the shared monotonic clock (src/core/time.ts) plus wall time and sleep. */
+export interface Clock extends MonotonicClock {
   /** Wall-clock milliseconds since the epoch: the renew time written into beats. */
   wallNow(): number;
   /** Resolve after `ms` (early, without error, when `signal` aborts). */

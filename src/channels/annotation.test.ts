@@ -27,10 +27,23 @@ describe('beatFromPod', () => {
           'lastseen.dev/sequence': '3',
           'lastseen.dev/role': 'parent',
           'lastseen.dev/holder-uid': uid,
+          'lastseen.dev/unprobed': 'false',
         },
       },
     });
     expect(beatFromPod(pod(), 'n1')).toEqual({ ok: true, beat });
+  });
+
+  it('marks an unprobed Ready (--probe none) and reads it back; absent reads as probed (issue 11, item 4)', () => {
+    const unprobed = { ...beat, phase: 'Ready' as const, unprobed: true };
+    const p = pod((x) => Object.assign(x.metadata.annotations, annotationPatch(unprobed).metadata.annotations));
+    expect(annotationPatch(unprobed).metadata.annotations['lastseen.dev/unprobed']).toBe('true');
+    expect(beatFromPod(p, 'n1')).toEqual({ ok: true, beat: unprobed });
+    const older = pod((x) => {
+      Object.assign(x.metadata.annotations, annotationPatch({ ...beat, phase: 'Ready' }).metadata.annotations);
+      delete x.metadata.annotations['lastseen.dev/unprobed'];
+    });
+    expect(beatFromPod(older, 'n1')).toEqual({ ok: true, beat: { ...beat, phase: 'Ready' } });
   });
 
   it('declares the interval as an annotation, read back (issue 11, item 1)', () => {

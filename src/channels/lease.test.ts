@@ -2,8 +2,8 @@ import type { V1Lease } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat } from '../core/types.js';
-import { FakeClock } from '../heartbeat/testing/fake-clock.js';
-import type { KubeClient } from './client.js';
+import { FakeTime as FakeClock } from '../core/fake-time.test-helpers.js';
+import type { KubeClient } from '../kube/client.js';
 import { beatFromLease, CONFLICTS_BEFORE_PATCH, LeaseChannel, type LeaseTarget, leaseWithBeat, MAX_UPDATE_RETRIES } from './lease.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the tables below break arbitrary fields of a JSON document on purpose
@@ -40,6 +40,17 @@ describe('leaseWithBeat', () => {
     expect(l.metadata?.annotations?.['someone/else']).toBe('x');
     expect(l.spec?.leaseTransitions).toBe(1);
     expect(leaseWithBeat(l, target, { ...beat, sequence: 8 }).spec?.leaseTransitions).toBe(1);
+  });
+
+  it('marks an unprobed Ready, also when the previous beat on the Lease was probed (issue 11, item 4)', () => {
+    const unprobed = leaseWithBeat(null, target, { ...beat, phase: 'Ready', unprobed: true });
+    expect(unprobed.metadata?.annotations?.['lastseen.dev/unprobed']).toBe('true');
+    expect(beatFromLease(JSON.parse(JSON.stringify(unprobed)), 'n1')).toEqual({ ok: true, beat: { ...beat, phase: 'Ready', unprobed: true } });
+    // The next beat, now probed, overwrites the marker carried over from the stored Lease.
+    const probed = leaseWithBeat(unprobed, target, { ...beat, phase: 'Ready', sequence: beat.sequence + 1 });
+    expect(probed.metadata?.annotations?.['lastseen.dev/unprobed']).toBe('false');
+    expect(beatFromLease(JSON.parse(JSON.stringify(probed)), 'n1')).toMatchObject({ ok: true, beat: { phase: 'Ready' } });
+    expect((beatFromLease(JSON.parse(JSON.stringify(probed)), 'n1') as { beat: object }).beat).not.toHaveProperty('unprobed');
   });
 
   it('declares the interval as an annotation, read back by beatFromLease; none from an older writer (issue 11, item 1)', () => {
@@ -168,7 +179,7 @@ describe('LeaseChannel', () => {
 
   it('creates the Lease, then renews with one PUT per beat from the cached copy', async () => {
     const { state, makeClient } = fakeApi();
-    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock(), random: () => 0.5 });
+    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock({ io: true }), random: () => 0.5 });
     await ch.write(b(1), 1000);
     expect(state.requests).toEqual(['GET', 'POST']);
     state.requests = [];
@@ -180,7 +191,7 @@ describe('LeaseChannel', () => {
   it('a conflict re-reads and retries, not a failure; repeated conflicts fall back to a merge patch', async () => {
     const { state, makeClient } = fakeApi();
     const failures: string[] = [];
-    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock(), onFailure: (e) => failures.push(e.kind) });
+    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock({ io: true }), onFailure: (e) => failures.push(e.kind) });
     await ch.write(b(1), 1000);
     state.requests = [];
     state.conflictNext = 1;
@@ -198,7 +209,7 @@ describe('LeaseChannel', () => {
   it('shows the policy problem of the shared target as an annotation, and removes it once cleared (PUT and merge patch)', async () => {
     const { state, makeClient } = fakeApi();
     const shared = { ...target, policyProblem: 'invalid policy /p.yaml: defaults.interval: bad' as string | null };
-    const ch = new LeaseChannel({ target: shared, makeClient, clock: new FakeClock() });
+    const ch = new LeaseChannel({ target: shared, makeClient, clock: new FakeClock({ io: true }) });
     await ch.write(b(1), 1000);
     expect(state.stored?.metadata?.annotations?.[ANNOTATION_POLICY_PROBLEM]).toBe('invalid policy /p.yaml: defaults.interval: bad');
     shared.policyProblem = null;
@@ -218,7 +229,7 @@ describe('LeaseChannel', () => {
 
   it('re-creates a Lease deleted under it', async () => {
     const { state, makeClient } = fakeApi();
-    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock() });
+    const ch = new LeaseChannel({ target, makeClient, clock: new FakeClock({ io: true }) });
     await ch.write(b(1), 1000);
     state.stored = null;
     state.requests = [];
@@ -228,7 +239,7 @@ describe('LeaseChannel', () => {
 
   it('backs off on failures within the deadline, gets a fresh client after repeats, and gives up with the object named', async () => {
     const { state, makeClient } = fakeApi();
-    const clock = new FakeClock();
+    const clock = new FakeClock({ io: true });
     const ch = new LeaseChannel({ target, makeClient, clock, random: () => 0.5 });
     await ch.write(b(1), 1000);
     state.requests = [];

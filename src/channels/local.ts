@@ -3,10 +3,12 @@
 // It is the channel that still works when no api-server answers, which is exactly when a
 // control-plane checkpoint matters.
 //
-// Writes are atomic: a dot-prefixed temporary file in the same folder, fsync, rename. A reader sees
+// Writes are atomic (writeFileAtomic, the same as the checkpoint store: a dot-prefixed temporary,
+// fsync, rename, folder fsync). A reader sees
 // the old beat or the new one, never half of one; `beatFromFile` still refuses truncated or
 // hand-edited files with a reason, because the folder is shared with every pod on the node.
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
+import { writeFileAtomic } from '../checkpoint/atomic.js';
 import { join } from 'node:path';
 import { localBeatFile } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
@@ -40,6 +42,7 @@ export function localBeatText(t: LocalTarget, beat: Beat): string {
     sequence: beat.sequence,
     renewTime: beat.renewTime,
     ...(beat.intervalMs !== undefined ? { intervalMs: beat.intervalMs } : {}),
+    ...(beat.unprobed ? { unprobed: true } : {}),
   })}\n`;
 }
 
@@ -84,26 +87,9 @@ export function beatFromFile(text: string, expected: ExpectedLocal): BeatResult 
   if (doc.intervalMs !== undefined && typeof doc.intervalMs !== 'number') return { ok: false, reason: `intervalMs is ${show(doc.intervalMs)}, not a number` };
   const interval = parseIntervalMs(doc.intervalMs);
   if (!interval.ok) return interval;
-  return beatOf('local', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value });
+  return beatOf('local', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value, unprobed: doc.unprobed === true });
 }
 
-/** Write `text` to `path` atomically: dot-prefixed temporary in the same folder, fsync, rename. */
-export async function writeFileAtomic(path: string, dir: string, name: string, text: string): Promise<void> {
-  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-  const fh = await open(tmp, 'w', 0o644);
-  try {
-    await fh.writeFile(text, 'utf8');
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  try {
-    await rename(tmp, path);
-  } catch (e) {
-    await rm(tmp, { force: true });
-    throw e;
-  }
-}
 
 export class LocalChannel implements BeatWriter {
   readonly channel = 'local' as const;
@@ -140,7 +126,7 @@ export class LocalChannel implements BeatWriter {
         await mkdir(this.dir, { recursive: true, mode: 0o755 });
         this.dirReady = true;
       }
-      await writeFileAtomic(this.path, this.dir, this.name, localBeatText(this.target, beat));
+      await writeFileAtomic(this.path, Buffer.from(localBeatText(this.target, beat), 'utf8'), { mode: 0o644 });
     } catch (e) {
       this.dirReady = false;
       const err = e as NodeJS.ErrnoException;

@@ -1,0 +1,112 @@
+// Who holds a TCP port: the listening sockets in this network namespace (/proc/net/tcp and tcp6)
+// and which of them belong to a process this sidecar can see (/proc/<pid>/fd).
+//
+// Why: on the host network a parent and its checkpoint share the node's ports (overlap hand-over
+// with SO_REUSEPORT, or a checkpoint still holding the port while the parent's own process failed
+// with EADDRINUSE). A probe of 127.0.0.1:PORT may then be answered by the checkpoint. With
+// `shareProcessNamespace: true` the sidecar sees exactly its own pod's processes, so a listening
+// socket whose inode is among their open files is the pod's own; one that is not belongs to
+// another pod (the checkpoint) or the host.
+//
+// Assumes: listing another user's /proc/<pid>/fd (mode 0500) needs CAP_DAC_READ_SEARCH, and
+// reading its links the ptrace read check (same credentials and a superset of its capabilities,
+// or CAP_SYS_PTRACE); both measured on kernel 6.18. What cannot be read is reported, not guessed.
+// Pure over a `procRoot` folder, so tests run on fixture folders.
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** TCP state LISTEN in /proc/net/tcp's `st` column. */
+const TCP_LISTEN = '0A';
+const SOCKET_LINK = /^socket:\[(\d+)\]$/;
+
+export interface Listener {
+  /** Local address as the kernel writes it (hex), and the port. */
+  address: string;
+  port: number;
+  inode: string;
+  family: 'tcp' | 'tcp6';
+}
+
+/** Listening sockets of one /proc/net/tcp{,6} text. Lines that do not parse are skipped. */
+export function parseListeners(text: string, family: 'tcp' | 'tcp6'): Listener[] {
+  const out: Listener[] = [];
+  for (const line of text.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
+    if (f.length < 10 || f[3] !== TCP_LISTEN) continue;
+    const local = f[1]!.split(':');
+    const port = Number.parseInt(local[1] ?? '', 16);
+    const inode = f[9]!;
+    if (!Number.isInteger(port) || !/^\d+$/.test(inode) || inode === '0') continue;
+    out.push({ address: local[0]!, port, inode, family });
+  }
+  return out;
+}
+
+export interface Ownership {
+  port: number;
+  /** Listening sockets on the port in this network namespace. */
+  listeners: Listener[];
+  /** Of those, the ones held by a visible process, with the pid. */
+  ours: Array<{ inode: string; pid: number }>;
+  /** Pids this sidecar can see (its PID namespace), not counting itself. */
+  visibleProcesses: number;
+  /** Processes whose open files could not be read, with the error code (EACCES: no CAP_DAC_READ_SEARCH or CAP_SYS_PTRACE). */
+  unreadable: Array<{ pid: number; code: string }>;
+}
+
+export interface OwnershipOptions {
+  procRoot?: string;
+  /** Our own pid: scanned, but not counted among the pod's other processes. Default process.pid. */
+  selfPid?: number;
+}
+
+/** Scan `procRoot` for the listeners on `port` and the visible processes holding them. */
+export function portOwnership(port: number, opts: OwnershipOptions = {}): Ownership {
+  const proc = opts.procRoot ?? '/proc';
+  const self = opts.selfPid ?? process.pid;
+  const listeners: Listener[] = [];
+  for (const family of ['tcp', 'tcp6'] as const) {
+    let text: string;
+    try {
+      text = readFileSync(join(proc, 'net', family), 'utf8');
+    } catch {
+      continue; // no IPv6 in this namespace: no tcp6 file
+    }
+    listeners.push(...parseListeners(text, family).filter((l) => l.port === port));
+  }
+  const wanted = new Set(listeners.map((l) => l.inode));
+  const ours: Ownership['ours'] = [];
+  const unreadable: Ownership['unreadable'] = [];
+  let visible = 0;
+  for (const name of readdirSync(proc)) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    // Our own process is scanned too (a parent may run the heartbeat in-process) but not counted.
+    if (pid !== self) visible++;
+    if (wanted.size === 0) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(join(proc, name, 'fd'));
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? 'EIO';
+      if (code !== 'ENOENT') unreadable.push({ pid, code }); // ENOENT: it exited meanwhile
+      continue;
+    }
+    let denied: string | null = null;
+    for (const fd of fds) {
+      let link: string;
+      try {
+        link = readlinkSync(join(proc, name, 'fd', fd));
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code ?? 'EIO';
+        if (code !== 'ENOENT') denied = code;
+        continue;
+      }
+      const m = SOCKET_LINK.exec(link);
+      if (m && wanted.has(m[1]!) && !ours.some((o) => o.inode === m[1])) ours.push({ inode: m[1]!, pid });
+    }
+    if (denied) unreadable.push({ pid, code: denied });
+  }
+  return { port, listeners, ours, visibleProcesses: visible, unreadable };
+}

@@ -1,0 +1,219 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ProbeResult } from './beat.js';
+import { type Ownership, parseListeners, portOwnership } from './ownership.js';
+import { makeProbe, parseProbe } from './probe.js';
+import { FALSE_READY_PER_ROUND, ownershipProblem, probesNeeded, proveReady } from './ready-proof.js';
+
+// /proc/net/tcp as the kernel writes it: a listener on 127.0.0.1:16443 (0x402B), one on
+// 0.0.0.0:10359 (0x287F), an established connection to 16443 (state 01), and a header.
+const TCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:403B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5001 1 0000000000000000 100 0 0 10 0
+   1: 00000000:2877 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5002 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:403B 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 5003 1 0000000000000000 20 4 30 10 -1
+   3: 0100007F:403B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5004 1 0000000000000000 100 0 0 10 0
+`;
+// tcp6: a dual-stack listener on [::]:8080 (0x1F90).
+const TCP6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 6001 1 0000000000000000 100 0 0 10 0
+`;
+
+const dirs: string[] = [];
+const closers: Array<() => void> = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  for (const c of closers.splice(0)) c();
+});
+
+/** A fixture /proc: net/tcp{,6} and, per pid, its fd links (`socket:[inode]` or a file path). */
+function fakeProc(pids: Record<number, string[] | 'unreadable'>, tcp = TCP, tcp6: string | null = TCP6): string {
+  const root = mkdtempSync(join(tmpdir(), 'lastseen-proc-'));
+  dirs.push(root);
+  mkdirSync(join(root, 'net'));
+  writeFileSync(join(root, 'net', 'tcp'), tcp);
+  if (tcp6 !== null) writeFileSync(join(root, 'net', 'tcp6'), tcp6);
+  mkdirSync(join(root, 'self'));
+  for (const [pid, links] of Object.entries(pids)) {
+    mkdirSync(join(root, pid));
+    // A file where the fd folder should be: readdir fails (ENOTDIR), as an unreadable one would (EACCES).
+    if (links === 'unreadable') writeFileSync(join(root, pid, 'fd'), '');
+    else {
+      mkdirSync(join(root, pid, 'fd'));
+      for (const [i, l] of links.entries()) symlinkSync(l, join(root, pid, 'fd', String(i)));
+    }
+  }
+  return root;
+}
+
+describe('parseListeners', () => {
+  it('keeps LISTEN sockets with their port and inode, skips connections and the header', () => {
+    expect(parseListeners(TCP, 'tcp')).toEqual([
+      { address: '0100007F', port: 16443, inode: '5001', family: 'tcp' },
+      { address: '00000000', port: 10359, inode: '5002', family: 'tcp' },
+      { address: '0100007F', port: 16443, inode: '5004', family: 'tcp' },
+    ]);
+    expect(parseListeners(TCP6, 'tcp6')).toEqual([{ address: '00000000000000000000000000000000', port: 8080, inode: '6001', family: 'tcp6' }]);
+  });
+
+  it('skips lines that do not parse', () => {
+    expect(parseListeners('header\n garbage\n 0: zz:yy 0:0 0A x x x 0 0 notanumber\n', 'tcp')).toEqual([]);
+  });
+});
+
+describe('portOwnership over a fixture /proc', () => {
+  it('the pod own process (visible in its PID namespace) holds the port', () => {
+    const proc = fakeProc({ 1: ['/dev/null'], 7: ['/dev/null', 'socket:[5001]', 'pipe:[9]'], 42: ['socket:[77]'] });
+    const o = portOwnership(16443, { procRoot: proc, selfPid: 42 });
+    expect(o.listeners.map((l) => l.inode)).toEqual(['5001', '5004']);
+    expect(o.ours).toEqual([{ inode: '5001', pid: 7 }]);
+    expect(o.visibleProcesses).toBe(2);
+    expect(o.unreadable).toEqual([]);
+    expect(ownershipProblem(o)).toBeNull();
+  });
+
+  it('a port held only by sockets of no visible process (the checkpoint, another pod) is not ours', () => {
+    const proc = fakeProc({ 1: ['/dev/null'], 7: ['socket:[123]'], 42: [] });
+    const o = portOwnership(16443, { procRoot: proc, selfPid: 42 });
+    expect(o.ours).toEqual([]);
+    expect(ownershipProblem(o)).toBe('port 16443 is held by 2 listening socket(s) (inode 5001, 5004) of no process of this pod (another pod on this network, such as its checkpoint, holds it)');
+  });
+
+  it('nothing listening, no shared process namespace, unreadable fds: each says which proof failed', () => {
+    expect(ownershipProblem(portOwnership(9999, { procRoot: fakeProc({ 7: [] }), selfPid: 42 }))).toBe('nothing listens on port 9999');
+    const alone = portOwnership(16443, { procRoot: fakeProc({ 42: ['/dev/null'] }), selfPid: 42 });
+    expect(alone.visibleProcesses).toBe(0);
+    expect(ownershipProblem(alone)).toContain('sees no other process of its pod: set shareProcessNamespace: true');
+    const denied = portOwnership(16443, { procRoot: fakeProc({ 1: [], 7: 'unreadable' }), selfPid: 42 });
+    expect(denied.unreadable).toEqual([{ pid: 7, code: 'ENOTDIR' }]);
+    expect(ownershipProblem(denied)).toContain('process(es) 7 (ENOTDIR) cannot be read: give the heartbeat container the capabilities SYS_PTRACE and DAC_READ_SEARCH');
+  });
+
+  it('a dual-stack listener in tcp6 counts; a namespace without tcp6 is fine', () => {
+    const o = portOwnership(8080, { procRoot: fakeProc({ 7: ['socket:[6001]'] }), selfPid: 42 });
+    expect(o.ours).toEqual([{ inode: '6001', pid: 7 }]);
+    const v4 = portOwnership(10359, { procRoot: fakeProc({ 7: ['socket:[5002]'] }, TCP, null), selfPid: 42 });
+    expect(v4.ours).toEqual([{ inode: '5002', pid: 7 }]);
+  });
+
+  it('on the real /proc: a server of this very process is found as ours', async () => {
+    const server = createServer((_q, r) => r.end('ok'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    closers.push(() => server.close());
+    const port = (server.address() as AddressInfo).port;
+    const o = portOwnership(port);
+    expect(o.listeners).toHaveLength(1);
+    expect(o.ours).toEqual([{ inode: o.listeners[0]!.inode, pid: process.pid }]);
+  });
+});
+
+describe('probesNeeded: N consecutive answers when the port is shared', () => {
+  it.each([
+    [1, 1, 1],
+    [2, 2, 1],
+    [1, 2, 20],
+    [1, 3, 35],
+    [2, 3, 13],
+    [1, 5, 62],
+    [1, 6, null],
+    [0, 2, null],
+  ])('%i of %i listeners ours: %s', (ours, listeners, n) => {
+    expect(probesNeeded(ours, listeners)).toBe(n);
+    if (n !== null && listeners > ours) {
+      // The chance that N answers all came from the other listeners stays within the bound...
+      expect(((listeners - ours) / listeners) ** n).toBeLessThanOrEqual(FALSE_READY_PER_ROUND);
+      // ...and N is the smallest such number.
+      expect(((listeners - ours) / listeners) ** (n - 1)).toBeGreaterThan(FALSE_READY_PER_ROUND);
+    }
+  });
+});
+
+const own = (listeners: number, ours: number): Ownership => ({
+  port: 443,
+  listeners: Array.from({ length: listeners }, (_, i) => ({ address: '0100007F', port: 443, inode: String(100 + i), family: 'tcp' as const })),
+  ours: Array.from({ length: ours }, (_, i) => ({ inode: String(100 + i), pid: 7 })),
+  visibleProcesses: 2,
+  unreadable: [],
+});
+
+describe('proveReady', () => {
+  const counting = (answers: (i: number) => ProbeResult) => {
+    let calls = 0;
+    return { once: async () => answers(++calls), calls: () => calls };
+  };
+
+  it('alone on its port: one answer is Ready', async () => {
+    const p = counting(() => ({ ok: true }));
+    expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: p.once, ownership: () => own(1, 1) })).toEqual({ ok: true });
+    expect(p.calls()).toBe(1);
+  });
+
+  it('sharing the port with the checkpoint: 20 answers in a row, and one failure is Starting', async () => {
+    const all = counting(() => ({ ok: true }));
+    expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: all.once, ownership: () => own(2, 1) })).toEqual({ ok: true });
+    expect(all.calls()).toBe(20);
+    // Our process bound but not ready: the connections the kernel gives it fail.
+    const half = counting((i) => (i === 3 ? { ok: false, error: 'GET https://127.0.0.1/readyz: HTTP 503' } : { ok: true }));
+    expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: half.once, ownership: () => own(2, 1) })).toEqual({
+      ok: false,
+      error: "GET https://127.0.0.1/readyz: HTTP 503 (probe 3 of 20: port 443 is shared by 2 listeners, 1 of them this pod's)",
+    });
+    expect(half.calls()).toBe(3);
+  });
+
+  it('the checkpoint answering while our process does not hold the port is Starting, without a probe', async () => {
+    const p = counting(() => ({ ok: true }));
+    const r = await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: p.once, ownership: () => own(1, 0) });
+    expect(r).toMatchObject({ ok: false, error: expect.stringContaining('of no process of this pod') });
+    expect(p.calls()).toBe(0);
+  });
+
+  it('tcp: ownership plus one accepted connection (the kernel accepts for any listener)', async () => {
+    const p = counting(() => ({ ok: true }));
+    expect(await proveReady({ port: 443, kind: 'tcp', timeoutMs: 1000, once: p.once, ownership: () => own(2, 1) })).toEqual({ ok: true });
+    expect(p.calls()).toBe(1);
+  });
+
+  it('the round keeps to its timeout', async () => {
+    let t = 0;
+    const slow = async (): Promise<ProbeResult> => {
+      t += 30;
+      return { ok: true };
+    };
+    const r = await proveReady({ port: 443, kind: 'http', timeoutMs: 100, now: () => t, ownership: () => own(2, 1), once: slow });
+    expect(r).toEqual({ ok: false, error: '4 of 20 probes answered within 100ms (port 443 is shared by 2 listeners)' });
+  });
+});
+
+describe('makeProbe with the ownership proof (issue 17)', () => {
+  async function serve(): Promise<number> {
+    const server: Server = createServer((_q, r) => r.end('ok'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    closers.push(() => server.close());
+    return (server.address() as AddressInfo).port;
+  }
+
+  it('an answering port that this pod does not hold is Starting: the answer came from someone else', async () => {
+    const port = await serve();
+    const hex = port.toString(16).toUpperCase().padStart(4, '0');
+    // The fixture /proc: the port is listened on (inode 9001), by no process this sidecar sees.
+    const tcp = `header\n   0: 0100007F:${hex} 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 9001 1 0 100 0 0 10 0\n`;
+    const proc = fakeProc({ 1: ['/dev/null'], 7: ['socket:[1]'] }, tcp, null);
+    const spec = parseProbe(`http://127.0.0.1:${port}/healthz`);
+    if (!spec.ok) throw new Error(spec.error);
+    const r = await makeProbe(spec.spec, { timeoutMs: 1000, ownership: { procRoot: proc, selfPid: 42 } })();
+    expect(r).toEqual({ ok: false, error: `port ${port} is held by 1 listening socket(s) (inode 9001) of no process of this pod (another pod on this network, such as its checkpoint, holds it)` });
+    // The same port with the pod's own process holding it is Ready.
+    const ours = fakeProc({ 1: ['/dev/null'], 7: ['socket:[9001]'] }, tcp, null);
+    expect(await makeProbe(spec.spec, { timeoutMs: 1000, ownership: { procRoot: ours, selfPid: 42 } })()).toEqual({ ok: true });
+  });
+
+  it('none: Ready, marked unprobed', async () => {
+    const spec = parseProbe('none');
+    if (!spec.ok) throw new Error(spec.error);
+    expect(await makeProbe(spec.spec, { timeoutMs: 1000 })()).toEqual({ ok: true, unprobed: true });
+  });
+});

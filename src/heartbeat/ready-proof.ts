@@ -1,0 +1,88 @@
+// What "Ready" proves: the pod's OWN main process is up, holds the probed port and answers.
+//
+// A probe of 127.0.0.1:PORT alone proves only that *somebody* answers. On the host network that can
+// be the parent's checkpoint: one still holding the port while the parent's process failed with
+// EADDRINUSE, or one sharing it (SO_REUSEPORT, the overlap hand-over) while the parent's process is
+// bound but not ready (issue 17). So a Ready beat needs both:
+//
+//  (a) ownership: a listening socket on the port whose inode is an open file of a process this
+//      sidecar can see. With `shareProcessNamespace: true` those are exactly its own pod's
+//      processes; the checkpoint is another pod, so its sockets are never among them;
+//  (b) answers: the probe succeeds on `probesNeeded()` fresh connections in a row. With k
+//      listeners in a SO_REUSEPORT group the kernel spreads new connections over them by a hash
+//      of the connection's addresses and ports, each about 1/k. If our process is bound but not
+//      ready, a round of N successes all reached the other listeners with probability
+//      ((k - ours) / k)^N; N is chosen to keep that at or below FALSE_READY_PER_ROUND.
+//      Alone on its port (the usual case), one success is enough. A TCP probe needs one accepted
+//      connection: the kernel accepts for a listening socket whatever its process is doing, so
+//      for `tcp://` the proof is (a).
+//
+// Anything short of that is Starting, with a reason that names the proof that failed.
+import type { ProbeResult } from './beat.js';
+import { type Ownership, type OwnershipOptions, portOwnership } from './ownership.js';
+
+/**
+ * Chance, per round, that a bound-but-not-ready parent sharing its port is reported Ready. With the
+ * default 5 s interval that is one false Ready in about 58 days of a parent stuck beside its
+ * checkpoint; with two listeners it costs 20 requests per round, only while the port is shared.
+ */
+export const FALSE_READY_PER_ROUND = 1e-6;
+/** More probes than this in one round (five or more other listeners) is not a proof worth its cost. */
+export const MAX_PROBES_PER_ROUND = 64;
+
+/** Consecutive successes needed with `ours` of `listeners` sockets ours; null: cannot be proved in one round. */
+export function probesNeeded(ours: number, listeners: number): number | null {
+  if (ours <= 0) return null;
+  const others = listeners - ours;
+  if (others <= 0) return 1;
+  const n = Math.ceil(Math.log(FALSE_READY_PER_ROUND) / Math.log(others / listeners));
+  return n <= MAX_PROBES_PER_ROUND ? n : null;
+}
+
+/** Why ownership (a) fails, or null when the pod's own process holds the port. */
+export function ownershipProblem(o: Ownership): string | null {
+  if (o.listeners.length === 0) return `nothing listens on port ${o.port}`;
+  if (o.ours.length > 0) return null;
+  const held = `port ${o.port} is held by ${o.listeners.length} listening socket(s) (inode ${o.listeners.map((l) => l.inode).join(', ')})`;
+  if (o.unreadable.length > 0) {
+    const pids = o.unreadable.map((u) => `${u.pid} (${u.code})`).join(', ');
+    return `${held}, but the open files of process(es) ${pids} cannot be read: give the heartbeat container the capabilities SYS_PTRACE and DAC_READ_SEARCH`;
+  }
+  if (o.visibleProcesses === 0) return `${held}, and this sidecar sees no other process of its pod: set shareProcessNamespace: true on the pod`;
+  return `${held} of no process of this pod (another pod on this network, such as its checkpoint, holds it)`;
+}
+
+export interface ProofDeps {
+  /** One probe on a fresh connection, within `timeoutMs`. */
+  once: (timeoutMs: number) => Promise<ProbeResult>;
+  port: number;
+  /** http(s) needs N answers; tcp one accepted connection (see the header). */
+  kind: 'http' | 'tcp';
+  timeoutMs: number;
+  now?: () => number;
+  ownership?: (port: number) => Ownership;
+  ownershipOptions?: OwnershipOptions;
+}
+
+/** One round of the Ready proof: (a), then (b) within the round's timeout. */
+export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
+  const now = d.now ?? (() => performance.now());
+  const deadline = now() + d.timeoutMs;
+  let o: Ownership;
+  try {
+    o = (d.ownership ?? ((p) => portOwnership(p, d.ownershipOptions)))(d.port);
+  } catch (e) {
+    return { ok: false, error: `cannot tell who holds port ${d.port}: ${(e as Error).message}` };
+  }
+  const problem = ownershipProblem(o);
+  if (problem) return { ok: false, error: problem };
+  const needed = d.kind === 'tcp' ? 1 : probesNeeded(o.ours.length, o.listeners.length);
+  if (needed === null) return { ok: false, error: `port ${d.port} has ${o.listeners.length} listeners, ${o.ours.length} of them this pod's: too many others to prove in one round` };
+  for (let i = 1; i <= needed; i++) {
+    const left = Math.floor(deadline - now());
+    if (left <= 0) return { ok: false, error: `${i - 1} of ${needed} probes answered within ${d.timeoutMs}ms (port ${d.port} is shared by ${o.listeners.length} listeners)` };
+    const r = await d.once(left);
+    if (!r.ok) return needed === 1 ? r : { ok: false, error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)` };
+  }
+  return { ok: true };
+}

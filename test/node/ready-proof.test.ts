@@ -1,0 +1,173 @@
+// "Ready" is the parent's own process, not its checkpoint (issue 17, item 2), on a real kubelet.
+//
+// A small parent on the host network (test/node/manifests.ts demoParent) serves a port with
+// SO_REUSEPORT and is handed over by overlap. A rollout replaces it with a spec whose main process
+// fails: it finds the port held by the checkpoint, which the agent started when the old pod said
+// Stopping, and dies with EADDRINUSE, again and again. Its heartbeat probes the same port, and the
+// checkpoint answers. Before the fix the heartbeat reported Ready and the agent retired the
+// checkpoint at once, leaving the port dark while the parent crash-looped. Now the heartbeat sees
+// that no process of its own pod holds the port: Starting, and the checkpoint keeps serving. Rolled
+// back, the good spec binds beside the checkpoint, proves itself on shared sockets, and takes over.
+import { existsSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_NAME, DEMO_PORT, demoParent } from './manifests.js';
+import { log, sleep, Testbed } from './testbed.js';
+
+let tb: Testbed;
+beforeAll(async () => {
+  if (process.getuid?.() !== 0) throw new Error('the real-node tests need root (the kubelet mounts volumes and makes cgroups): run them as root, e.g. in CI');
+  tb = new Testbed();
+  for (const bin of ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'pause']) {
+    if (!existsSync(join(tb.env.binDir, bin))) throw new Error(`${bin} is missing from ${tb.env.binDir}: run scripts/node ensure (needs Go and root)`);
+  }
+  await tb.node('down');
+  await tb.node('up');
+  await tb.bootstrap(true);
+});
+afterAll(async () => {
+  await tb?.node('down');
+});
+
+/** The demo port answers 200 within 1 s (whoever serves it). */
+function answers(): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port: DEMO_PORT, path: '/', timeout: 1000, agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+    req.end();
+  });
+}
+
+interface DemoPod {
+  name: string;
+  uid: string;
+  restarts: number;
+}
+
+async function demoPods(): Promise<DemoPod[]> {
+  const pods = JSON.parse(await tb.kubectl(['get', 'pods', '-n', 'kube-system', '-l', `app.kubernetes.io/name=${DEMO_NAME}`, '-o', 'json'])).items as Array<{
+    metadata: { name: string; uid: string; annotations?: Record<string, string>; deletionTimestamp?: string };
+    status?: { containerStatuses?: Array<{ name: string; restartCount: number }> };
+  }>;
+  return pods
+    .filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp)
+    .map((p) => ({ name: p.metadata.name, uid: p.metadata.uid, restarts: p.status?.containerStatuses?.find((c) => c.name === 'app')?.restartCount ?? 0 }));
+}
+
+/** The parent's Lease (or its checkpoint's) as the agent reads it: who wrote the last beat and its phase. */
+async function leaseBeat(role: 'parent' | 'checkpoint' = 'parent'): Promise<{ holder: string; phase: string } | null> {
+  try {
+    const name = `${DEMO_NAME}.${tb.env.nodeName}${role === 'checkpoint' ? '.checkpoint' : ''}`;
+    const l = JSON.parse(await tb.kubectl(['get', 'lease', '-n', 'kube-system', name, '-o', 'json']));
+    return { holder: l.spec.holderIdentity, phase: l.metadata.annotations['lastseen.dev/phase'] };
+  } catch {
+    return null;
+  }
+}
+
+/** Polls the port every 100 ms until stopped; the seconds it did not answer. */
+function portWatch() {
+  const samples: Array<{ t: number; ok: boolean }> = [];
+  let on = true;
+  const done = (async () => {
+    while (on) {
+      const t = Date.now();
+      samples.push({ t, ok: await answers() });
+      const rest = 100 - (Date.now() - t);
+      if (rest > 0) await sleep(rest);
+    }
+  })();
+  return {
+    async stop(from: number) {
+      on = false;
+      await done;
+      let darkMs = 0;
+      for (let i = 1; i < samples.length; i++) if (samples[i - 1]!.t >= from && !samples[i - 1]!.ok) darkMs += samples[i]!.t - samples[i - 1]!.t;
+      return darkMs / 1000;
+    },
+  };
+}
+
+describe('Ready means the parent pod own process, not its checkpoint (issue 17, item 2)', () => {
+  it('a parent crashing on its checkpoint port is Starting while the checkpoint serves, and the checkpoint is not retired on it', async () => {
+    await tb.apply([demoParent(tb.env, 'serve')]);
+    await tb.waitFor('the demo parent to serve', 120, () => answers());
+    await tb.waitFor('the demo checkpoint to be stored', 120, () => tb.checkpointStored(DEMO_NAME));
+    const [good] = await demoPods();
+    await tb.waitFor('a Ready beat from the serving pod', 60, async () => {
+      const b = await leaseBeat();
+      return b !== null && b.holder === good?.name && b.phase === 'Ready';
+    });
+    log(`demo parent ${good?.name} serves, Ready, checkpoint stored`);
+
+    // The rollout: the old pod says Stopping, the checkpoint takes the port, the new pod crashes on it.
+    const watch = portWatch();
+    const t0 = Date.now();
+    await tb.apply([demoParent(tb.env, 'crash')]);
+    const activatedS = await tb.waitFor('the checkpoint to be activated', 90, () => tb.checkpointActive(DEMO_NAME), 50);
+    let crashing: DemoPod | undefined;
+    await tb.waitFor('the new pod to crash and be restarted', 120, async () => {
+      crashing = (await demoPods()).find((p) => p.uid !== good?.uid && p.restarts >= 1);
+      return crashing !== undefined;
+    });
+    const crashedS = (Date.now() - t0) / 1000;
+    log(`checkpoint active after ${activatedS.toFixed(1)}s; ${crashing?.name} restarted after ${crashedS.toFixed(1)}s`);
+
+    // 30 s (six beats, two or three more crashes): the checkpoint stays, the new pod beats Starting.
+    const phases: string[] = [];
+    const copyPhases: string[] = [];
+    let retired = 0;
+    const until = Date.now() + 30_000;
+    while (Date.now() < until) {
+      if (!tb.checkpointActive(DEMO_NAME)) retired++;
+      const b = await leaseBeat();
+      if (b && b.holder === crashing?.name) phases.push(b.phase);
+      const c = await leaseBeat('checkpoint');
+      if (c) copyPhases.push(c.phase);
+      await sleep(500);
+    }
+    const after = (await demoPods()).find((p) => p.uid === crashing?.uid);
+    const appLog = tb.containerLog('kube-system', crashing!.name, crashing!.uid, 'app').join('\n');
+    const reasons = tb
+      .containerLog('kube-system', crashing!.name, crashing!.uid, 'lastseen-heartbeat')
+      .filter((l) => l.includes('"heartbeat phase"'))
+      .map((l) => JSON.parse(l) as { phase: string; probeError?: string });
+    log(`crashing pod: ${after?.restarts} restarts; its app said: ${JSON.stringify(appLog)}; its heartbeat: ${JSON.stringify(reasons)}`);
+    log(`lease phases of ${crashing?.name} in 30 s: ${JSON.stringify(phases)}; of the checkpoint: ${JSON.stringify(copyPhases)}; samples with the checkpoint retired: ${retired}`);
+
+    // The checkpoint kept the node, and the crashing pod never beat Ready.
+    expect(retired).toBe(0);
+    expect(tb.checkpointActive(DEMO_NAME)).toBe(true);
+    expect(phases.length).toBeGreaterThan(10);
+    expect(new Set(phases)).toEqual(new Set(['Starting']));
+    // The checkpoint's own sidecar proves the same of its own process, which does hold the port.
+    expect(copyPhases.length).toBeGreaterThan(10);
+    expect(new Set(copyPhases)).toEqual(new Set(['Ready']));
+    // It really crashed on the checkpoint's port, more than once, and its heartbeat said why it is not Ready.
+    expect(appLog).toContain('EADDRINUSE');
+    expect(after?.restarts).toBeGreaterThanOrEqual(2);
+    expect(reasons.length).toBeGreaterThan(0);
+    expect(reasons.every((r) => r.phase === 'Starting')).toBe(true);
+    expect(reasons.some((r) => r.probeError?.includes(`port ${DEMO_PORT} is held by`) && r.probeError.includes('of no process of this pod'))).toBe(true);
+
+    // Rolled back: the good spec binds beside the checkpoint (SO_REUSEPORT), proves itself and takes over.
+    await tb.apply([demoParent(tb.env, 'serve')]);
+    const retiredS = await tb.waitFor('the checkpoint to be retired by the good spec', 120, () => !tb.checkpointActive(DEMO_NAME), 100);
+    const back = (await demoPods()).find((p) => p.uid !== good?.uid && p.uid !== crashing?.uid);
+    const beat = await leaseBeat();
+    await sleep(3000);
+    const darkS = await watch.stop(t0);
+    log(`rolled back: checkpoint retired ${retiredS.toFixed(1)}s after the rollback, by ${back?.name} (${JSON.stringify(beat)}); the port did not answer for ${darkS.toFixed(1)}s in all since the crashing rollout`);
+    expect(back).toBeDefined();
+    expect(beat).toEqual({ holder: back?.name, phase: 'Ready' });
+    expect(await answers()).toBe(true);
+    // Only the hand-over from the old pod to the checkpoint leaves the port dark (the checkpoint's
+    // start); the crash-looping pod and the overlap hand-back do not.
+    expect(darkS).toBeLessThan(10);
+  });
+});
