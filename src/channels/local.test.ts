@@ -104,6 +104,23 @@ describe('LocalChannel', () => {
     expect((await readdir(hbDir)).filter((f) => f.startsWith('.'))).toEqual([]);
   });
 
+  it('a checkpoint’s last beat (Stopping) removes its file instead of writing it, even after the agent removed it on retire (issue 17, item 5)', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'lastseen-local-'));
+    const cp = new LocalChannel(dir, { ...target, role: 'checkpoint' });
+    const parent = new LocalChannel(dir, target);
+    await cp.write({ ...beat, role: 'checkpoint', sequence: 1 });
+    await parent.write(beat);
+    expect(await readdir(dir)).toContain('kube-system_kube-apiserver.checkpoint.json');
+    // The agent retires: it removes the manifest and the file; the kubelet then stops the copy,
+    // whose sidecar writes its Stopping beat afterwards.
+    await rm(cp.path);
+    await cp.write({ ...beat, role: 'checkpoint', phase: 'Stopping', sequence: 2 });
+    expect(await readdir(dir)).toEqual(['kube-system_kube-apiserver.json']);
+    // A parent's Stopping beat is news for the agent (a deliberate stop): it is written.
+    await parent.write({ ...beat, phase: 'Stopping', sequence: 13 });
+    expect(beatFromFile(await readFile(parent.path, 'utf8'), expected)).toMatchObject({ ok: true, beat: { phase: 'Stopping' } });
+  });
+
   it('fails with the path named when the folder cannot be written, and recovers', async () => {
     dir = await mkdtemp(join(tmpdir(), 'lastseen-local-'));
     const blocker = join(dir, 'heartbeats');

@@ -7,7 +7,7 @@
 // fsync, rename, folder fsync). A reader sees
 // the old beat or the new one, never half of one; `beatFromFile` still refuses truncated or
 // hand-edited files with a reason, because the folder is shared with every pod on the node.
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { writeFileAtomic } from '../checkpoint/atomic.js';
 import { join } from 'node:path';
 import { localBeatFile } from '../core/names.js';
@@ -105,7 +105,22 @@ export class LocalChannel implements BeatWriter {
     this.path = join(dir, this.name);
   }
 
+  /**
+   * A checkpoint's last beat (Stopping: its sidecar got SIGTERM because the copy is being retired or
+   * collected) removes its file instead of writing it. The agent removes the file when it retires
+   * the copy, but the kubelet stops the copy's containers only afterwards; written then, the file
+   * would outlive the copy and be the first thing a later activation of the same parent reads.
+   * A parent's Stopping beat is written: it tells the agent of a deliberate stop.
+   */
   async write(beat: Beat): Promise<void> {
+    if (this.target.role === 'checkpoint' && beat.phase === 'Stopping') {
+      try {
+        await rm(this.path, { force: true });
+      } catch (e) {
+        throw new Error(`heartbeat file ${this.path}: ${(e as Error).message}`);
+      }
+      return;
+    }
     try {
       if (!this.dirReady) {
         await mkdir(this.dir, { recursive: true, mode: 0o755 });

@@ -17,9 +17,17 @@ import { errnoCode, type FsPort, nodeFs, syncDir } from './fs.js';
 
 export type WriteResult = 'written' | 'unchanged';
 
+/** A file's owner and group; an id left out stays the writer's own. */
+export interface Owner {
+  uid?: number;
+  gid?: number;
+}
+
 export interface WriteOptions {
   /** Permission bits of the file, e.g. 0o600. */
   mode: number;
+  /** Owner to give the file (each id only when set; default: the writer's own). */
+  owner?: Owner;
   fs?: FsPort;
 }
 
@@ -36,11 +44,11 @@ export function isTempName(name: string): boolean {
 }
 
 /** Current bytes and mode of `path`, or null when it does not exist. */
-async function readExisting(fs: FsPort, path: string): Promise<{ bytes: Buffer; mode: number } | null> {
+async function readExisting(fs: FsPort, path: string): Promise<{ bytes: Buffer; mode: number; uid: number; gid: number } | null> {
   try {
     const bytes = await fs.readFile(path);
-    const { mode } = await fs.stat(path);
-    return { bytes, mode: mode & 0o7777 };
+    const { mode, uid, gid } = await fs.stat(path);
+    return { bytes, mode: mode & 0o7777, uid, gid };
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return null;
     throw StoreError.from(err, 'read', path);
@@ -48,7 +56,7 @@ async function readExisting(fs: FsPort, path: string): Promise<{ bytes: Buffer; 
 }
 
 /** Create `path` (which must not exist) with exactly these bytes and mode, durably. */
-export async function writeNewFile(fs: FsPort, path: string, bytes: Uint8Array, mode: number): Promise<void> {
+export async function writeNewFile(fs: FsPort, path: string, bytes: Uint8Array, mode: number, owner: Owner = {}): Promise<void> {
   let handle: Awaited<ReturnType<FsPort['open']>>;
   try {
     handle = await fs.open(path, 'wx', mode);
@@ -57,7 +65,10 @@ export async function writeNewFile(fs: FsPort, path: string, bytes: Uint8Array, 
   }
   try {
     await handle.writeFile(bytes);
+    // chmod while the file is still the writer's own (no CAP_FOWNER needed), then give it away.
+    // Copies' modes hold no set-id bits, which a chown of a file would clear.
     await handle.chmod(mode);
+    if (owner.uid !== undefined || owner.gid !== undefined) await handle.chown(owner.uid ?? -1, owner.gid ?? -1);
     await handle.sync();
   } catch (err) {
     await handle.close().catch(() => {});
@@ -74,8 +85,11 @@ export async function writeFileAtomic(path: string, bytes: Uint8Array, options: 
   const fs = options.fs ?? nodeFs;
   const existing = await readExisting(fs, path);
   if (existing && Buffer.from(bytes).equals(existing.bytes)) {
-    if (existing.mode !== options.mode) {
+    const owner = options.owner ?? {};
+    const wrongOwner = (owner.uid !== undefined && owner.uid !== existing.uid) || (owner.gid !== undefined && owner.gid !== existing.gid);
+    if (existing.mode !== options.mode || wrongOwner) {
       try {
+        if (wrongOwner) await fs.chown(path, owner.uid ?? -1, owner.gid ?? -1);
         await fs.chmod(path, options.mode);
       } catch (err) {
         throw StoreError.from(err, 'chmod', path);
@@ -87,7 +101,7 @@ export async function writeFileAtomic(path: string, bytes: Uint8Array, options: 
   const temp = join(dir, tempName(basename(path)));
   try {
     try {
-      await writeNewFile(fs, temp, bytes, options.mode);
+      await writeNewFile(fs, temp, bytes, options.mode, options.owner);
     } catch (err) {
       // Name the file the caller asked for; the temporary name means nothing to a person.
       const e = StoreError.from(err, 'write', temp);

@@ -11,6 +11,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { type DataFile, type DataSource, type Sanitized, type SanitizeOptions, sanitize } from './sanitize.js';
 import { type TokenCopy, tokenCopy } from './tokens.js';
+import type { Access } from './tree.js';
 
 /** Reads the cluster data a copy needs. Returns null when the object does not exist. */
 export interface DataResolver {
@@ -34,6 +35,11 @@ export interface Capture {
   lastReadyAt: string | null;
   /** The copied service-account tokens, so an active checkpoint's can be minted again in place. */
   tokens?: TokenCopy[];
+  /**
+   * Owner, group and mode of the copied entries (relative paths, no trailing slash) whose access
+   * is not the store's default 0600/0700 root: what the parent's own volumes give its pod.
+   */
+  access?: Record<string, Access>;
 }
 
 export interface CaptureResult {
@@ -134,8 +140,16 @@ export async function capture(pod: V1Pod, opts: CaptureOptions, resolver: DataRe
   for (const folder of sanitized.folders) data.set(folder, Buffer.alloc(0));
   const cache = new Map<string, Promise<Record<string, Buffer> | null>>();
   const tokens = { nowMs: Date.parse(opts.capturedAt), copies: [] as TokenCopy[] };
+  const access: Record<string, Access> = { ...sanitized.folderAccess };
   for (const file of sanitized.files) {
-    for (const [relPath, bytes] of await fetchFile(pod, file, resolver, cache, tokens)) data.set(relPath, bytes);
+    for (const [relPath, bytes] of await fetchFile(pod, file, resolver, cache, tokens)) {
+      data.set(relPath, bytes);
+      access[relPath] = file.access;
+    }
+  }
+  // A folder an item path would have made holds nothing when its optional files are missing.
+  for (const path of Object.keys(sanitized.folderAccess)) {
+    if (!data.has(`${path}/`) && ![...data.keys()].some((k) => k.startsWith(`${path}/`))) delete access[path];
   }
   return {
     capture: {
@@ -146,6 +160,7 @@ export async function capture(pod: V1Pod, opts: CaptureOptions, resolver: DataRe
       capturedAt: opts.capturedAt,
       lastReadyAt: opts.lastReadyAt,
       ...(tokens.copies.length > 0 ? { tokens: tokens.copies } : {}),
+      access,
     },
     data,
     warnings: sanitized.warnings,

@@ -8,7 +8,7 @@
 import * as fsp from 'node:fs/promises';
 import type { DirEntry, FileHandlePort, FsPort, StatResult } from './fs.js';
 
-export type Op = 'open' | 'create' | 'write' | 'chmod' | 'sync' | 'close' | 'readFile' | 'rename' | 'unlink' | 'mkdir' | 'readdir' | 'rm' | 'stat';
+export type Op = 'open' | 'create' | 'write' | 'chmod' | 'chown' | 'sync' | 'close' | 'readFile' | 'rename' | 'unlink' | 'mkdir' | 'readdir' | 'rm' | 'stat';
 
 export interface FaultOptions {
   crashAt?: number;
@@ -53,6 +53,10 @@ export class FaultFs implements FsPort {
         this.hit('chmod', path);
         await handle.chmod(m);
       },
+      chown: async (uid, gid) => {
+        this.hit('chown', path);
+        await handle.chown(uid, gid);
+      },
       sync: async () => {
         // Counted, not performed: a simulated crash loses no page cache, and real fsyncs would make
         // the every-step crash tests slow for nothing.
@@ -92,6 +96,11 @@ export class FaultFs implements FsPort {
   async chmod(path: string, mode: number): Promise<void> {
     this.hit('chmod', path);
     await fsp.chmod(path, mode);
+  }
+
+  async chown(path: string, uid: number, gid: number): Promise<void> {
+    this.hit('chown', path);
+    await fsp.chown(path, uid, gid);
   }
 
   async readdir(path: string, options: { withFileTypes: true }): Promise<DirEntry[]> {

@@ -4,10 +4,11 @@
 // crash consistency and ENOSPC/EROFS are exercised without root or a full disk.
 import * as fsp from 'node:fs/promises';
 
-/** The parts of a FileHandle we use: write, make durable, fix the mode, close. */
+/** The parts of a FileHandle we use: write, make durable, fix the mode and owner, close. */
 export interface FileHandlePort {
   writeFile(data: Uint8Array): Promise<void>;
   chmod(mode: number): Promise<void>;
+  chown(uid: number, gid: number): Promise<void>;
   sync(): Promise<void>;
   close(): Promise<void>;
 }
@@ -20,6 +21,8 @@ export interface DirEntry {
 
 export interface StatResult {
   mode: number;
+  uid: number;
+  gid: number;
   mtimeMs: number;
   isDirectory(): boolean;
   isFile(): boolean;
@@ -32,6 +35,7 @@ export interface FsPort {
   unlink(path: string): Promise<void>;
   mkdir(path: string, options: { recursive: true; mode: number }): Promise<string | undefined>;
   chmod(path: string, mode: number): Promise<void>;
+  chown(path: string, uid: number, gid: number): Promise<void>;
   readdir(path: string, options: { withFileTypes: true }): Promise<DirEntry[]>;
   rm(path: string, options: { recursive: true; force: true }): Promise<void>;
   stat(path: string): Promise<StatResult>;

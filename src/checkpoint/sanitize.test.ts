@@ -98,25 +98,25 @@ describe('sanitize: spec', () => {
     expect(folders).toContain(`${folder}/`);
   });
 
-  it('lists every file to copy with its source, all mode 0600', () => {
+  it('lists every file to copy with its source and the access its own volume gives it (no securityContext: root, defaultMode or 0644)', () => {
     expect(files).toEqual([
-      { relPath: 'secrets/certs', source: { kind: 'secret', namespace: 'kube-system', name: 'apiserver-certs', optional: false }, mode: 0o600 },
+      { relPath: 'secrets/certs', source: { kind: 'secret', namespace: 'kube-system', name: 'apiserver-certs', optional: false }, access: { mode: 0o400 } },
       {
         relPath: 'configmaps/config/config.yaml',
         source: { kind: 'configMap', namespace: 'kube-system', name: 'apiserver-config', key: 'config.yaml', optional: false },
-        mode: 0o600,
+        access: { mode: 0o644 },
       },
       {
         relPath: 'projected/kube-api-access/token',
         source: { kind: 'serviceAccountToken', namespace: 'kube-system', name: 'kube-apiserver', audience: undefined, expirationSeconds: 3607 },
-        mode: 0o600,
+        access: { mode: 0o644 },
       },
       {
         relPath: 'projected/kube-api-access/ca.crt',
         source: { kind: 'configMap', namespace: 'kube-system', name: 'kube-root-ca.crt', key: 'ca.crt', optional: false },
-        mode: 0o600,
+        access: { mode: 0o644 },
       },
-      { relPath: 'projected/kube-api-access/namespace', source: { kind: 'downwardAPI', namespace: 'kube-system', fieldPath: 'metadata.namespace' }, mode: 0o600 },
+      { relPath: 'projected/kube-api-access/namespace', source: { kind: 'downwardAPI', namespace: 'kube-system', fieldPath: 'metadata.namespace' }, access: { mode: 0o644 } },
     ]);
   });
 
@@ -254,5 +254,117 @@ describe('capture', () => {
     ['status.podIP', '10.0.0.1'],
   ])('downward API %s', (field, value) => {
     expect(downwardValue(parentPod(), field)).toBe(value);
+  });
+});
+
+describe('sanitize: the owner, group and modes the parent’s own volumes give its pod (issue 17, item 3)', () => {
+  const access = (pod: V1Pod) => {
+    const r = sanitize(pod, OPTS);
+    return { files: Object.fromEntries(r.files.map((f) => [f.relPath, f.access])), folders: r.folderAccess };
+  };
+  const nonRoot = (mutate: (pod: V1Pod) => void = () => {}) => {
+    const pod = parentPod();
+    pod.spec!.securityContext = { runAsUser: 1000, fsGroup: 1000 };
+    pod.spec!.volumes![0] = { name: 'certs', secret: { secretName: 'apiserver-certs', items: [{ key: 'tls.key', path: 'tls/key', mode: 0o400 }, { key: 'tls.crt', path: 'tls.crt' }] } };
+    mutate(pod);
+    return pod;
+  };
+
+  it('with runAsUser and fsGroup: files gain group fsGroup and 0440; the token is the user’s, 0600 + 0040; folders 2755 group fsGroup', () => {
+    const { files, folders } = access(nonRoot());
+    expect(files).toEqual({
+      'secrets/certs/tls/key': { mode: 0o440, gid: 1000 },
+      'secrets/certs/tls.crt': { mode: 0o644, gid: 1000 },
+      'configmaps/config/config.yaml': { mode: 0o644, gid: 1000 },
+      'projected/kube-api-access/token': { mode: 0o640, uid: 1000, gid: 1000 },
+      'projected/kube-api-access/ca.crt': { mode: 0o644, gid: 1000 },
+      'projected/kube-api-access/namespace': { mode: 0o644, gid: 1000 },
+    });
+    const dir = { mode: 0o2755, gid: 1000 };
+    expect(folders).toEqual({ 'secrets/certs': dir, 'secrets/certs/tls': dir, 'configmaps/config': dir, 'projected/kube-api-access': dir });
+  });
+
+  it('fsUser needs every container (init containers included) to run as the same user', () => {
+    // The heartbeat sidecar runs as another user: no fsUser, the token stays root's, 0600 (fsGroup set).
+    const mixed = access(nonRoot((pod) => (pod.spec!.initContainers![0]!.securityContext = { runAsUser: 65532 })));
+    expect(mixed.files['projected/kube-api-access/token']).toEqual({ mode: 0o640, gid: 1000 });
+    // Every container sets the same user itself, the pod none, no fsGroup: the token is that user's, 0600.
+    const same = access(
+      nonRoot((pod) => {
+        pod.spec!.securityContext = {};
+        for (const c of [...pod.spec!.initContainers!, ...pod.spec!.containers]) c.securityContext = { runAsUser: 1234 };
+      }),
+    );
+    expect(same.files['projected/kube-api-access/token']).toEqual({ mode: 0o600, uid: 1234 });
+    expect(same.files['secrets/certs/tls.crt']).toEqual({ mode: 0o644 });
+    expect(same.folders['secrets/certs']).toEqual({ mode: 0o755 });
+  });
+
+  it('honours defaultMode of secret, configMap and projected volumes, and item modes', () => {
+    const pod = parentPod();
+    pod.spec!.volumes![1] = { name: 'config', configMap: { name: 'apiserver-config', defaultMode: 0o600 } };
+    const proj = pod.spec!.volumes![2]!.projected!;
+    proj.defaultMode = 0o640;
+    proj.sources![1]!.configMap!.items![0]!.mode = 0o444;
+    const { files } = access(pod);
+    expect(files['configmaps/config']).toEqual({ mode: 0o600 });
+    expect(files['projected/kube-api-access/token']).toEqual({ mode: 0o640 });
+    expect(files['projected/kube-api-access/ca.crt']).toEqual({ mode: 0o444 });
+    expect(files['projected/kube-api-access/namespace']).toEqual({ mode: 0o640 });
+  });
+
+  it('capture plans the access of every expanded file and folder, and none for a folder whose optional files are missing', async () => {
+    const pod = nonRoot();
+    pod.spec!.volumes!.push({ name: 'extra', secret: { secretName: 'absent', optional: true, items: [{ key: 'k', path: 'deep/k' }] } });
+    pod.spec!.volumes![1] = { name: 'config', configMap: { name: 'apiserver-config' } };
+    const resolver = memoryResolver(
+      { 'kube-system/apiserver-certs': { 'tls.crt': 'CERT', 'tls.key': 'KEY' } },
+      { 'kube-system/apiserver-config': { 'a.yaml': 'A', 'b.yaml': 'B' }, 'kube-system/kube-root-ca.crt': { 'ca.crt': 'CA' } },
+    );
+    const r = await capture(pod, { ...OPTS, capturedAt: '2026-01-02T03:05:00.000Z', lastReadyAt: null }, resolver);
+    expect(r.capture.access).toMatchObject({
+      'configmaps/config/a.yaml': { mode: 0o644, gid: 1000 },
+      'configmaps/config/b.yaml': { mode: 0o644, gid: 1000 },
+      'secrets/extra': { mode: 0o2755, gid: 1000 },
+    });
+    expect(r.capture.access?.['secrets/extra/deep']).toBeUndefined();
+    for (const path of Object.keys(r.capture.access ?? {})) expect(r.data.has(path) || r.data.has(`${path}/`) || [...r.data.keys()].some((k) => k.startsWith(`${path}/`))).toBe(true);
+  });
+});
+
+describe('sanitize: the per-pod kube-api-access volume (issue 17, item 5)', () => {
+  const withPerPodVolume = (suffix: string, uid: string) => {
+    const pod = parentPod();
+    pod.metadata!.uid = uid;
+    pod.metadata!.name = `kube-apiserver-${suffix}`;
+    pod.spec!.volumes![2]!.name = `kube-api-access-${suffix}`;
+    pod.spec!.containers[0]!.volumeMounts![2]!.name = `kube-api-access-${suffix}`;
+    pod.spec!.initContainers![0]!.volumeMounts = [{ name: `kube-api-access-${suffix}`, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' }];
+    return pod;
+  };
+
+  it('is named kube-api-access in the copy, mounts included, so folder and manifest agree across re-created pods', () => {
+    const a = sanitize(withPerPodVolume('ab12c', 'uid-a'), OPTS);
+    const b = sanitize(withPerPodVolume('zz9x8', 'uid-b'), OPTS);
+    for (const r of [a, b]) {
+      expect(volume(r.manifest, 'kube-api-access')).toEqual({ name: 'kube-api-access', hostPath: { path: `${DIR}/projected/kube-api-access`, type: 'Directory' } });
+      expect(r.manifest.spec!.containers[0]!.volumeMounts![2]!.name).toBe('kube-api-access');
+      expect(r.manifest.spec!.initContainers![0]!.volumeMounts![0]!.name).toBe('kube-api-access');
+      expect(r.folders).toContain('projected/kube-api-access/');
+      expect(r.files.filter((f) => f.relPath.startsWith('projected/')).map((f) => f.relPath)).toEqual([
+        'projected/kube-api-access/token',
+        'projected/kube-api-access/ca.crt',
+        'projected/kube-api-access/namespace',
+      ]);
+    }
+    // Only the name and owner of the pod differ between the two: the spec is the same.
+    expect(a.manifest.spec).toEqual(b.manifest.spec);
+  });
+
+  it('keeps the name when the pod has its own kube-api-access volume', () => {
+    const pod = withPerPodVolume('ab12c', 'uid-a');
+    pod.spec!.volumes!.push({ name: 'kube-api-access', emptyDir: {} });
+    const r = sanitize(pod, OPTS);
+    expect(volume(r.manifest, 'kube-api-access-ab12c')?.hostPath?.path).toBe(`${DIR}/projected/kube-api-access-ab12c`);
   });
 });

@@ -12,7 +12,12 @@
 //   selector, node affinity, service account, image pull secrets, ephemeral containers, priority
 //   (recomputed from the class), overhead, scheduling gates.
 // - secret, configMap and projected volumes become hostPath folders (`type: Directory`) under the
-//   checkpoint folder: `secrets/<volume>`, `configmaps/<volume>`, `projected/<volume>`.
+//   checkpoint folder: `secrets/<volume>`, `configmaps/<volume>`, `projected/<volume>`. Each file
+//   and folder is planned with the owner, group and mode the kubelet would give it in the parent's
+//   own volume (`volumeAccessRules`, `fileAccess`, `folderAccess`), since a hostPath volume honours neither `defaultMode` nor `fsGroup`.
+// - the volume the ServiceAccount admission plugin adds (`kube-api-access-<5 random>`, a new name
+//   for every pod) is named `kube-api-access` in the copy, mounts included: re-captures of
+//   re-created pods give the same manifest and folder, and a running copy's folder stays its own.
 // - the heartbeat sidecar runs with `LASTSEEN_ROLE=checkpoint`.
 // - with the host's network, containers declare no `ports` (they would be host ports that keep the
 //   parent's own pod out while the copy runs); probes that named one use its number.
@@ -27,12 +32,25 @@ import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import type { V1Container, V1KeyToPath, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
 import { ANNOTATION_CHECKPOINT_OF, LABEL_PARENT, LABEL_ROLE } from '../core/names.js';
+import type { Access } from './tree.js';
 
 export const HEARTBEAT_CONTAINER = 'lastseen-heartbeat';
 export const ROLE_ENV = 'LASTSEEN_ROLE';
 export const PARENT_KEY_ENV = 'LASTSEEN_PARENT_KEY';
-/** Every copied file is owner-only on disk, whatever mode the pod asked for (DESIGN "Security"). */
-export const DATA_FILE_MODE = 0o600;
+/** The kubelet's mode for secret, configMap, projected and downward API files without one (the API default). */
+export const DEFAULT_VOLUME_FILE_MODE = 0o644;
+/**
+ * Mode of a copied volume's folders: readable and traversable by the pod's users, as the kubelet's
+ * own volume folders are, but not writable (the kubelet's tmpfs root is 0777; a copy has no reason
+ * to be). The host cannot reach them: the folders above stay root's 0700 (see tree.ts).
+ */
+export const VOLUME_DIR_MODE = 0o755;
+/** With an fsGroup the kubelet makes every file group-readable (its read-only mask) and folders set-gid. */
+const FS_GROUP_FILE_BITS = 0o440;
+const FS_GROUP_DIR_BITS = 0o2550;
+/** The name the ServiceAccount admission plugin gives the token volume it adds: a fresh suffix per pod. */
+const PER_POD_API_ACCESS = /^kube-api-access-[a-z0-9]{5}$/;
+export const STABLE_API_ACCESS_VOLUME = 'kube-api-access';
 
 /** Annotations that are ours or the server's: never copied (some change on every beat). */
 const DROPPED_ANNOTATION = /^(lastseen\.dev\/|kubernetes\.io\/config\.|kubectl\.kubernetes\.io\/last-applied-configuration$)/;
@@ -53,8 +71,8 @@ export type DataSource =
 export interface DataFile {
   relPath: string;
   source: DataSource;
-  /** Mode on disk: always DATA_FILE_MODE (the pod's defaultMode is not honoured; see DESIGN). */
-  mode: number;
+  /** Owner, group and mode on disk: what the kubelet gives this file in the parent's own volume. */
+  access: Access;
 }
 
 export interface SanitizeOptions {
@@ -71,6 +89,8 @@ export interface Sanitized {
   files: DataFile[];
   /** Folders (relative, ending in '/') that hostPath volumes point at; they must exist even if empty. */
   folders: string[];
+  /** Access of each volume folder (relative, no trailing slash) and of any folder an item path makes in it. */
+  folderAccess: Record<string, Access>;
   specHash: string;
   /** Things the checkpoint will not be able to resolve, for an Event a person can act on. */
   warnings: string[];
@@ -109,9 +129,45 @@ function under(folder: string, itemPath: string): string {
   return joined;
 }
 
-function keyFiles(folder: string, items: V1KeyToPath[] | undefined, source: (key?: string) => DataSource): DataFile[] {
-  if (!items || items.length === 0) return [{ relPath: folder, source: source(), mode: DATA_FILE_MODE }];
-  return items.map((item) => ({ relPath: under(folder, item.path), source: source(item.key), mode: DATA_FILE_MODE }));
+/**
+ * How the kubelet sets up the files of a secret, configMap, projected or downward API volume, as a
+ * pure function of the pod (kubelet volume plugins and `SetVolumeOwnership`, v1.36):
+ * - a file's mode is its item's `mode`, else the volume's `defaultMode`, else 0644, owned by root;
+ * - a projected service-account token gets the volume's `defaultMode`, but 0600 when the pod has an
+ *   fsGroup or an fsUser, and is owned by the fsUser: the `runAsUser` every container (init
+ *   containers included) runs as, when they all set the same one (`FsUserFrom`);
+ * - with `fsGroup`, every file and folder gets that group, files gain 0440 (group-readable), folders
+ *   set-gid and group-traversable.
+ */
+export interface VolumeAccessRules {
+  fsGroup?: number;
+  fsUser?: number;
+}
+
+export function volumeAccessRules(spec: V1PodSpec): VolumeAccessRules {
+  const fsGroup = spec.securityContext?.fsGroup;
+  const podUser = spec.securityContext?.runAsUser;
+  const users = [...(spec.initContainers ?? []), ...spec.containers].map((c) => c.securityContext?.runAsUser ?? podUser);
+  const first = users[0];
+  const fsUser = first !== undefined && users.every((u) => u === first) ? first : undefined;
+  return { ...(fsGroup !== undefined ? { fsGroup } : {}), ...(fsUser !== undefined ? { fsUser } : {}) };
+}
+
+export function fileAccess(rules: VolumeAccessRules, mode: number, owner?: number): Access {
+  return {
+    mode: rules.fsGroup !== undefined ? mode | FS_GROUP_FILE_BITS : mode,
+    ...(owner !== undefined ? { uid: owner } : {}),
+    ...(rules.fsGroup !== undefined ? { gid: rules.fsGroup } : {}),
+  };
+}
+
+export function folderAccess(rules: VolumeAccessRules): Access {
+  return rules.fsGroup !== undefined ? { mode: VOLUME_DIR_MODE | FS_GROUP_DIR_BITS, gid: rules.fsGroup } : { mode: VOLUME_DIR_MODE };
+}
+
+function keyFiles(folder: string, items: V1KeyToPath[] | undefined, defaultMode: number, rules: VolumeAccessRules, source: (key?: string) => DataSource): DataFile[] {
+  if (!items || items.length === 0) return [{ relPath: folder, source: source(), access: fileAccess(rules, defaultMode) }];
+  return items.map((item) => ({ relPath: under(folder, item.path), source: source(item.key), access: fileAccess(rules, item.mode ?? defaultMode) }));
 }
 
 interface VolumeResult {
@@ -121,6 +177,7 @@ interface VolumeResult {
 }
 
 function rewriteVolume(volume: V1Volume, namespace: string, spec: V1PodSpec, opts: SanitizeOptions, warnings: string[]): VolumeResult {
+  const rules = volumeAccessRules(spec);
   const hostPath = (folder: string): V1Volume => ({
     name: volume.name,
     hostPath: { path: `${opts.checkpointDir}/${folder}`, type: 'Directory' },
@@ -129,32 +186,33 @@ function rewriteVolume(volume: V1Volume, namespace: string, spec: V1PodSpec, opt
     const s = volume.secret;
     const folder = `secrets/${volume.name}`;
     const name = s.secretName ?? '';
-    const files = keyFiles(folder, s.items, (key) => ({ kind: 'secret', namespace, name, key, optional: s.optional === true }));
+    const files = keyFiles(folder, s.items, s.defaultMode ?? DEFAULT_VOLUME_FILE_MODE, rules, (key) => ({ kind: 'secret', namespace, name, key, optional: s.optional === true }));
     return { volume: hostPath(folder), files, folder };
   }
   if (volume.configMap) {
     const c = volume.configMap;
     const folder = `configmaps/${volume.name}`;
-    const files = keyFiles(folder, c.items, (key) => ({ kind: 'configMap', namespace, name: c.name ?? '', key, optional: c.optional === true }));
+    const files = keyFiles(folder, c.items, c.defaultMode ?? DEFAULT_VOLUME_FILE_MODE, rules, (key) => ({ kind: 'configMap', namespace, name: c.name ?? '', key, optional: c.optional === true }));
     return { volume: hostPath(folder), files, folder };
   }
   if (volume.projected) {
     const folder = `projected/${volume.name}`;
     const files: DataFile[] = [];
+    const defaultMode = volume.projected.defaultMode ?? DEFAULT_VOLUME_FILE_MODE;
     for (const source of volume.projected.sources ?? []) {
       if (source.secret) {
         const s = source.secret;
-        files.push(...keyFiles(folder, s.items, (key) => ({ kind: 'secret', namespace, name: s.name ?? '', key, optional: s.optional === true })));
+        files.push(...keyFiles(folder, s.items, defaultMode, rules, (key) => ({ kind: 'secret', namespace, name: s.name ?? '', key, optional: s.optional === true })));
       } else if (source.configMap) {
         const c = source.configMap;
-        files.push(...keyFiles(folder, c.items, (key) => ({ kind: 'configMap', namespace, name: c.name ?? '', key, optional: c.optional === true })));
+        files.push(...keyFiles(folder, c.items, defaultMode, rules, (key) => ({ kind: 'configMap', namespace, name: c.name ?? '', key, optional: c.optional === true })));
       } else if (source.serviceAccountToken) {
         const t = source.serviceAccountToken;
         const name = spec.serviceAccountName ?? spec.serviceAccount ?? 'default';
         files.push({
           relPath: under(folder, t.path),
           source: { kind: 'serviceAccountToken', namespace, name, audience: t.audience, expirationSeconds: t.expirationSeconds },
-          mode: DATA_FILE_MODE,
+          access: fileAccess(rules, rules.fsGroup !== undefined || rules.fsUser !== undefined ? 0o600 : defaultMode, rules.fsUser),
         });
       } else if (source.downwardAPI) {
         for (const item of source.downwardAPI.items ?? []) {
@@ -163,7 +221,7 @@ function rewriteVolume(volume: V1Volume, namespace: string, spec: V1PodSpec, opt
             warnings.push(`volume ${volume.name}: downward API item ${item.path} (${fieldPath ?? 'resourceFieldRef'}) is not copied`);
             continue;
           }
-          files.push({ relPath: under(folder, item.path), source: { kind: 'downwardAPI', namespace, fieldPath }, mode: DATA_FILE_MODE });
+          files.push({ relPath: under(folder, item.path), source: { kind: 'downwardAPI', namespace, fieldPath }, access: fileAccess(rules, item.mode ?? defaultMode) });
         }
       } else {
         warnings.push(`volume ${volume.name}: a projected source other than secret, configMap, serviceAccountToken or downwardAPI is not copied`);
@@ -175,6 +233,24 @@ function rewriteVolume(volume: V1Volume, namespace: string, spec: V1PodSpec, opt
     warnings.push(`volume ${volume.name}: a static pod cannot mount a PersistentVolumeClaim; the checkpoint will not start`);
   }
   return { volume, files: [], folder: null };
+}
+
+/**
+ * Rename the per-pod `kube-api-access-xxxxx` volume to `kube-api-access` (mounts included), unless
+ * the pod already has a volume of that name or several per-pod ones.
+ */
+function stableVolumeNames(spec: V1PodSpec): V1PodSpec {
+  const perPod = (spec.volumes ?? []).filter((v) => v.projected && PER_POD_API_ACCESS.test(v.name));
+  if (perPod.length !== 1 || spec.volumes?.some((v) => v.name === STABLE_API_ACCESS_VOLUME)) return spec;
+  const from = perPod[0]!.name;
+  const rename = (c: V1Container): V1Container =>
+    c.volumeMounts?.some((m) => m.name === from) ? { ...c, volumeMounts: c.volumeMounts.map((m) => (m.name === from ? { ...m, name: STABLE_API_ACCESS_VOLUME } : m)) } : c;
+  return {
+    ...spec,
+    volumes: spec.volumes!.map((v) => (v.name === from ? { ...v, name: STABLE_API_ACCESS_VOLUME } : v)),
+    containers: spec.containers.map(rename),
+    ...(spec.initContainers ? { initContainers: spec.initContainers.map(rename) } : {}),
+  };
 }
 
 function isHeartbeat(c: V1Container): boolean {
@@ -229,13 +305,23 @@ export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
     throw new SanitizeError('the pod must have a name, a namespace, a uid and a spec');
   }
   const warnings: string[] = [];
-  const spec: V1PodSpec = { ...source.spec };
+  const spec: V1PodSpec = stableVolumeNames({ ...source.spec });
   const files: DataFile[] = [];
   const folders: string[] = [];
+  const folderAccessByPath: Record<string, Access> = {};
+  const rules = volumeAccessRules(spec);
   spec.volumes = spec.volumes?.map((volume) => {
-    const result = rewriteVolume(volume, namespace, source.spec!, opts, warnings);
+    const result = rewriteVolume(volume, namespace, spec, opts, warnings);
     files.push(...result.files);
-    if (result.folder) folders.push(`${result.folder}/`);
+    if (result.folder) {
+      folders.push(`${result.folder}/`);
+      folderAccessByPath[result.folder] = folderAccess(rules);
+      // Folders an item path makes inside the volume (`path: a/b`) are the volume's too.
+      for (const f of result.files) {
+        const inner = f.relPath.slice(result.folder.length + 1).split('/').slice(0, -1);
+        for (let i = 1; i <= inner.length; i++) folderAccessByPath[`${result.folder}/${inner.slice(0, i).join('/')}`] = folderAccess(rules);
+      }
+    }
     return result.volume;
   });
   const hostNetwork = spec.hostNetwork === true;
@@ -282,5 +368,5 @@ export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
   };
   // Round-trip once more so the manifest holds no undefined and equals what a reader parses back.
   const clean = JSON.parse(canonicalJson(manifest)) as V1Pod;
-  return { manifest: clean, files, folders, specHash: hashManifest(clean), warnings };
+  return { manifest: clean, files, folders, folderAccess: folderAccessByPath, specHash: hashManifest(clean), warnings };
 }

@@ -8,6 +8,7 @@ import { StoreError } from './errors.js';
 import { FaultFs } from './fault-fs.test-helpers.js';
 import { memoryResolver, parentPod } from './fixtures.test-helpers.js';
 import { Store } from './store.js';
+import { tokenCopy } from './tokens.js';
 
 const ID = 'kube-system/kube-apiserver';
 let stateDir: string;
@@ -109,28 +110,85 @@ describe('Store round trip', () => {
 });
 
 describe('Store modes', () => {
-  it('writes files 0600 in folders 0700, state dir included', async () => {
+  it('writes its own files 0600 in folders 0700, and each copied file and volume folder with its planned access', async () => {
     const store = new Store({ stateDir });
     const v1 = await version(stateDir, 1);
     await store.save(ID, v1.capture, v1.data);
     expect((await fsp.stat(stateDir)).mode & 0o777).toBe(0o700);
     const snap = await snapshot(stateDir);
     expect(Object.keys(snap).length).toBeGreaterThan(10);
+    const planned: Record<string, string> = {
+      'checkpoints/kube-system_kube-apiserver/secrets/certs/': '755',
+      'checkpoints/kube-system_kube-apiserver/secrets/certs/tls.crt': '400',
+      'checkpoints/kube-system_kube-apiserver/secrets/certs/tls.key': '400',
+      'checkpoints/kube-system_kube-apiserver/configmaps/config/': '755',
+      'checkpoints/kube-system_kube-apiserver/configmaps/config/config.yaml': '644',
+      'checkpoints/kube-system_kube-apiserver/projected/kube-api-access/': '755',
+      'checkpoints/kube-system_kube-apiserver/projected/kube-api-access/token': '644',
+      'checkpoints/kube-system_kube-apiserver/projected/kube-api-access/ca.crt': '644',
+      'checkpoints/kube-system_kube-apiserver/projected/kube-api-access/namespace': '644',
+    };
     for (const [path, value] of Object.entries(snap)) {
-      expect([path, value.split(' ')[0]]).toEqual([path, path.endsWith('/') ? '700' : '600']);
+      expect([path, value.split(' ')[0]]).toEqual([path, planned[path] ?? (path.endsWith('/') ? '700' : '600')]);
     }
   });
 
-  it('puts widened modes back when it reads a checkpoint', async () => {
+  it('puts changed modes and owners back when it reads a checkpoint', async () => {
     const store = new Store({ stateDir });
     const v1 = await version(stateDir, 1);
     await store.save(ID, v1.capture, v1.data);
     const key = join(store.checkpointDir(ID), 'secrets/certs/tls.key');
     await fsp.chmod(key, 0o644);
     await fsp.chmod(join(store.checkpointDir(ID), 'secrets'), 0o755);
+    await fsp.chmod(join(store.checkpointDir(ID), 'secrets/certs'), 0o777);
     await store.load(ID);
-    expect((await fsp.stat(key)).mode & 0o777).toBe(0o600);
+    expect((await fsp.stat(key)).mode & 0o777).toBe(0o400);
     expect((await fsp.stat(join(store.checkpointDir(ID), 'secrets'))).mode & 0o777).toBe(0o700);
+    expect((await fsp.stat(join(store.checkpointDir(ID), 'secrets/certs'))).mode & 0o777).toBe(0o755);
+  });
+
+  it('gives a non-root parent’s copies the owner, group and modes of its own volumes (runAsUser, fsGroup); issue 17, item 3', async () => {
+    // Ids the test may chown to without being root: its own.
+    const uid = process.getuid!();
+    const gid = process.getgid!();
+    const pod = parentPod();
+    pod.spec!.securityContext = { runAsUser: uid, fsGroup: gid };
+    const store = new Store({ stateDir });
+    const opts = { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: '2026-01-02T03:05:00.000Z', lastReadyAt: null };
+    const r = await capture(pod, opts, memoryResolver());
+    await store.save(ID, r.capture, r.data);
+    const dir = store.checkpointDir(ID);
+    const stat = async (rel: string) => {
+      const st = await fsp.stat(join(dir, rel));
+      return { mode: (st.mode & 0o7777).toString(8), uid: st.uid, gid: st.gid };
+    };
+    expect(await stat('secrets/certs/tls.key')).toEqual({ mode: '440', uid, gid });
+    expect(await stat('configmaps/config/config.yaml')).toEqual({ mode: '644', uid, gid });
+    expect(await stat('projected/kube-api-access/token')).toEqual({ mode: '640', uid, gid });
+    expect(await stat('secrets/certs')).toEqual({ mode: '2755', uid, gid });
+    // Nothing above a volume's folder lets anyone else in.
+    for (const rel of ['.', 'secrets', 'configmaps', 'projected', 'pod.json', 'meta.json']) expect((await stat(rel)).mode).toMatch(/^[67]00$/);
+    // The planned access is part of the copy: meta.json records it and a read puts it back.
+    await fsp.chmod(join(dir, 'projected/kube-api-access/token'), 0o600);
+    expect(await store.load(ID)).toEqual(r.capture);
+    expect((await stat('projected/kube-api-access/token')).mode).toBe('640');
+    // A token minted again in place keeps its owner, group and mode.
+    const fresh = Buffer.from('fresh-token');
+    await store.replaceToken(ID, tokenCopy('projected/kube-api-access/token', { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, Date.now()), fresh);
+    expect(await stat('projected/kube-api-access/token')).toEqual({ mode: '640', uid, gid });
+    expect(await fsp.readFile(join(dir, 'projected/kube-api-access/token'))).toEqual(fresh);
+    // A new plan for the same bytes (another defaultMode) is a new copy, not 'unchanged'.
+    pod.spec!.volumes![0]!.secret!.defaultMode = 0o600;
+    const r2 = await capture(pod, opts, memoryResolver());
+    expect(await store.save(ID, r2.capture, r2.data)).toBe('written');
+    expect((await stat('secrets/certs/tls.key')).mode).toBe('640');
+  });
+
+  it('refuses an access for a path the copy does not have', async () => {
+    const store = new Store({ stateDir });
+    const v1 = await version(stateDir, 1);
+    await expect(store.save(ID, { ...v1.capture, access: { ...v1.capture.access, 'secrets/nope': { mode: 0o644 } } }, v1.data)).rejects.toMatchObject({ code: 'EINVAL' });
+    await expect(store.save(ID, { ...v1.capture, access: { ...v1.capture.access, secrets: { mode: 0o755 } } }, v1.data)).rejects.toMatchObject({ code: 'EINVAL' });
   });
 });
 
@@ -340,5 +398,37 @@ describe('Store crash consistency', () => {
         expect(await fsp.readdir(join(dir, 'checkpoints'))).toEqual([]);
       },
     );
+  });
+});
+
+describe('Store: re-captures of re-created pods (issue 17, item 5)', () => {
+  /** The fixture pod as the ServiceAccount admission plugin would have made it, with its own suffix. */
+  async function recreated(suffix: string): Promise<Version> {
+    const pod = parentPod();
+    pod.metadata!.name = `kube-apiserver-${suffix}`;
+    pod.metadata!.uid = `uid-${suffix}`;
+    pod.spec!.volumes![2]!.name = `kube-api-access-${suffix}`;
+    pod.spec!.containers[0]!.volumeMounts![2]!.name = `kube-api-access-${suffix}`;
+    const store = new Store({ stateDir });
+    const opts = { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: '2026-01-02T03:05:00.000Z', lastReadyAt: null };
+    const r = await capture(pod, opts, memoryResolver());
+    return { capture: r.capture, data: r.data };
+  }
+
+  it('the manifest already active keeps finding every folder it mounts after a re-capture from the next pod', async () => {
+    const store = new Store({ stateDir });
+    const first = await recreated('ab12c');
+    await store.save(ID, first.capture, first.data);
+    const active = first.capture.manifest; // what the kubelet's folder holds while the copy runs
+    const next = await recreated('zz9x8');
+    await store.save(ID, next.capture, next.data);
+    const stored = (await store.load(ID))!.manifest;
+    for (const manifest of [active, stored]) {
+      for (const v of manifest.spec!.volumes!.filter((x) => x.hostPath?.path.startsWith(store.checkpointDir(ID)))) {
+        expect([v.name, (await fsp.stat(v.hostPath!.path)).isDirectory()]).toEqual([v.name, true]);
+      }
+    }
+    expect(stored.spec!.volumes).toEqual(active.spec!.volumes);
+    expect(stored.spec!.containers[0]!.volumeMounts).toEqual(active.spec!.containers[0]!.volumeMounts);
   });
 });

@@ -3,7 +3,10 @@
 // mounts) and `meta.json` (source pod, spec hash, capture times, hash of the data tree).
 //
 // Promises:
-// - Files are 0600 and folders 0700, always: written that way (chmod after create, so the umask
+// - pod.json, meta.json, the checkpoint folder and the three data folders are root's, 0600 and 0700.
+//   A volume's folder and the files in it get the access the capture planned (`Capture.access`,
+//   recorded in meta.json: the owner, group and modes the parent's own volume gives its pod, see
+//   sanitize.ts), else 0600/0700. Written that way (chown and chmod after create, so the umask
 //   cannot interfere) and put back that way whenever a checkpoint is read.
 // - meta.json is the commit point: a folder without a valid meta.json, or whose pod.json or data
 //   do not match the hashes in it, is not a checkpoint; `load` throws and `list` reports why.
@@ -44,7 +47,7 @@ import { errnoCode, type FsPort, nodeFs, syncDir } from './fs.js';
 import { checkpointFolder, parseCheckpointFolder, parseId } from './ids.js';
 import { canonicalJson, hashManifest } from './sanitize.js';
 import { type TokenCopy, tokensProblem } from './tokens.js';
-import { DATA_FOLDERS, DIR_MODE, FILE_MODE, planTree, type Tree, treeHash, walkTree } from './tree.js';
+import { type Access, accessOf, accessProblem, DATA_FOLDERS, DIR_MODE, FILE_MODE, planTree, type Tree, treeHash, walkTree } from './tree.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
 
@@ -59,6 +62,8 @@ export interface Meta {
   /** The tree hash a `replaceToken` in progress leads to; either hash is a valid tree. */
   pendingDataHash?: string;
   tokens?: TokenCopy[];
+  /** Planned access of data entries that are not 0600/0700 root (see tree.ts). */
+  access?: Record<string, Access>;
 }
 
 export interface StoreOptions {
@@ -100,6 +105,10 @@ function metaProblem(meta: unknown): string | null {
   if (m.pendingDataHash !== undefined && (typeof m.pendingDataHash !== 'string' || !/^[0-9a-f]{64}$/.test(m.pendingDataHash))) {
     return 'meta.json: pendingDataHash must be a sha256 hex digest';
   }
+  if (m.access !== undefined) {
+    const bad = accessProblem(m.access);
+    if (bad) return `meta.json: ${bad}`;
+  }
   if (m.tokens !== undefined) return tokensProblem(m.tokens);
   return null;
 }
@@ -113,6 +122,7 @@ function metaOf(capture: Capture, dataHash: string): Meta {
     lastReadyAt: capture.lastReadyAt,
     dataHash,
     ...(capture.tokens ? { tokens: capture.tokens } : {}),
+    ...(capture.access && Object.keys(capture.access).length > 0 ? { access: capture.access } : {}),
   };
 }
 
@@ -176,7 +186,7 @@ export class Store {
     if (hashManifest(capture.manifest) !== capture.specHash) {
       throw new StoreError('save', this.checkpointDir(id), 'EINVAL', 'specHash does not match the manifest: capture with sanitize()');
     }
-    const tree = planTree(data);
+    const tree = planTree(data, capture.access);
     const meta = metaOf(capture, treeHash(tree));
     const metaProblemText = metaProblem(meta);
     if (metaProblemText) throw new StoreError('save', this.checkpointDir(id), 'EINVAL', metaProblemText);
@@ -222,12 +232,13 @@ export class Store {
     if (!tokens.some((t) => t.relPath === token.relPath) || !read.tree.files.some(([path]) => path === token.relPath)) {
       throw new StoreError('refresh a token in', file, 'EINVAL', 'not a token this checkpoint copied');
     }
-    const next: Tree = { dirs: read.tree.dirs, files: read.tree.files.map(([path, b]) => [path, path === token.relPath ? bytes : b]) };
+    const next: Tree = { ...read.tree, files: read.tree.files.map(([path, b]) => [path, path === token.relPath ? bytes : b]) };
     const nextHash = treeHash(next);
     const metaFile = join(live, 'meta.json');
     const current = metaOf(read.capture, read.dataHash);
     await writeFileAtomic(metaFile, encode({ ...current, pendingDataHash: nextHash }), { mode: FILE_MODE, fs: this.fs });
-    const written = await writeFileAtomic(file, bytes, { mode: FILE_MODE, fs: this.fs });
+    const access = accessOf(read.tree, token.relPath, false);
+    const written = await writeFileAtomic(file, bytes, { mode: access.mode, owner: access, fs: this.fs });
     const capture: Capture = { ...read.capture, tokens: tokens.map((t) => (t.relPath === token.relPath ? token : t)) };
     await writeFileAtomic(metaFile, encode(metaOf(capture, nextHash)), { mode: FILE_MODE, fs: this.fs });
     return written;
@@ -307,10 +318,11 @@ export class Store {
     }
   }
 
-  private async mkdirExact(path: string): Promise<void> {
+  private async mkdirExact(path: string, access: Access = { mode: DIR_MODE }): Promise<void> {
     try {
       await this.fs.mkdir(path, { recursive: true, mode: DIR_MODE });
-      await this.fs.chmod(path, DIR_MODE);
+      if (access.uid !== undefined || access.gid !== undefined) await this.fs.chown(path, access.uid ?? -1, access.gid ?? -1);
+      await this.fs.chmod(path, access.mode);
     } catch (err) {
       throw StoreError.from(err, 'mkdir', path);
     }
@@ -319,8 +331,11 @@ export class Store {
   /** Write a complete copy into `staging`: data, pod.json, then meta.json; fsync all of it. */
   private async stage(staging: string, tree: Tree, podBytes: Buffer, metaBytes: Buffer): Promise<void> {
     await this.mkdirExact(staging);
-    for (const dir of tree.dirs) await this.mkdirExact(join(staging, dir));
-    for (const [relPath, bytes] of tree.files) await writeNewFile(this.fs, join(staging, relPath), bytes, FILE_MODE);
+    for (const dir of tree.dirs) await this.mkdirExact(join(staging, dir), accessOf(tree, dir, true));
+    for (const [relPath, bytes] of tree.files) {
+      const access = accessOf(tree, relPath, false);
+      await writeNewFile(this.fs, join(staging, relPath), bytes, access.mode, access);
+    }
     await writeNewFile(this.fs, join(staging, 'pod.json'), podBytes, FILE_MODE);
     await writeNewFile(this.fs, join(staging, 'meta.json'), metaBytes, FILE_MODE);
     for (const dir of [...tree.dirs].reverse()) await this.sync(join(staging, dir));
@@ -456,7 +471,7 @@ export class Store {
     if (hashManifest(pod.value as V1Pod) !== m.specHash) return { ok: false, reason: 'pod.json does not match the specHash in meta.json' };
     let tree: Tree;
     try {
-      tree = await walkTree(this.fs, dir);
+      tree = await walkTree(this.fs, dir, m.access);
     } catch (err) {
       if (err instanceof StoreError && err.code === 'ECORRUPT') return { ok: false, reason: err.message };
       throw err;
@@ -481,6 +496,7 @@ export class Store {
       capturedAt: m.capturedAt,
       lastReadyAt: m.lastReadyAt,
       ...(m.tokens ? { tokens: m.tokens } : {}),
+      ...(m.access ? { access: m.access } : {}),
     };
     return { ok: true, capture, podBytes: pod.bytes, metaBytes: meta.bytes, dataHash, tree };
   }

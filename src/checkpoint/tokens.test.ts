@@ -83,7 +83,8 @@ describe('Store.replaceToken', () => {
     expect((await fsp.stat(join(dir, 'projected/kube-api-access'))).ino).toBe(volumeIno);
     expect((await fsp.stat(join(dir, TOKEN))).ino).not.toBe(oldFileIno); // a new file renamed over the old one
     expect(await fsp.readFile(join(dir, TOKEN))).toEqual(fresh);
-    expect(((await fsp.stat(join(dir, TOKEN))).mode & 0o777).toString(8)).toBe('600');
+    // The access its own volume gives it (the fixture pod: no securityContext, so root's 0644).
+    expect(((await fsp.stat(join(dir, TOKEN))).mode & 0o777).toString(8)).toBe('644');
     expect((await fsp.readdir(join(dir, 'projected/kube-api-access'))).sort()).toEqual(['ca.crt', 'namespace', 'token']);
     const loaded = await store.load(ID);
     expect(loaded?.tokens?.[0]?.expiresAt).toBe(new Date(T0 + 1_100_000).toISOString());

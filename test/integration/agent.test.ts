@@ -35,12 +35,14 @@ describe('lastseen agent, end to end', () => {
     const s = await setup('e2e');
     let hb = s.heartbeat();
     await captured(s);
-    // The copied secret is there, mode 0600, and the manifest points at it.
+    // The copied secret is there, with the mode its own Secret volume gives it (0644, the API's
+    // defaultMode) behind folders only the agent's user can enter, and the manifest points at it.
     const files = await readdir(join(s.dirs.state, 'checkpoints', `${s.ns}_${KEY}`, 'secrets'), { recursive: true });
     const keyFile = files.find((f) => f.endsWith('tls.key'));
     expect(keyFile).toBeDefined();
     const st = await stat(join(s.dirs.state, 'checkpoints', `${s.ns}_${KEY}`, 'secrets', keyFile!));
-    expect(st.mode & 0o777).toBe(0o600);
+    expect(st.mode & 0o777).toBe(0o644);
+    for (const up of ['', 'secrets']) expect((await stat(join(s.dirs.state, 'checkpoints', `${s.ns}_${KEY}`, up))).mode & 0o777).toBe(0o700);
     expect(await exists(s.manifest)).toBe(false);
 
     // 1. SIGKILL: no Stopping beat. The manifest must not appear before the window has passed.

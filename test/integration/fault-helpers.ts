@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { onTestFailed } from 'vitest';
 import { Store } from '../../src/checkpoint/store.js';
-import { controlPlane, kubeConfigFor, useNamespace, waitFor } from './harness.js';
+import { controlPlane, kubeConfigFor, useNamespace, useNode, waitFor } from './harness.js';
 import { lastseen, MainContainer, type Proc, tempDirs, writePolicy } from './processes.js';
 
 export const KEY = 'demo';
@@ -90,7 +90,7 @@ export interface FaultSetup {
 
 export async function faultSetup(name: string, o: FaultSetupOptions): Promise<FaultSetup> {
   const ns = await useNamespace(name);
-  const node = `node-${ns}`;
+  const node = await useNode(`node-${ns}`);
   const dirs = await tempDirs();
   await writePolicy(dirs.policy, o.policy);
   const pod = await parentPod(ns, node, o.secret ?? true);

@@ -129,6 +129,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       caFile: join(dir, 'pki', 'ca.crt'),
     };
     const crds = await installCrds(cp);
+    await systemNamespaceBasics(cp);
     process.stderr.write(
       `control-plane: ensure ${ensureTime}, up ${seconds(t1)}, ${crds.length} CRD(s) established, server ${cp.server}, dir ${dir}\n`,
     );
@@ -138,6 +139,25 @@ export default async function setup(project: TestProject): Promise<() => Promise
     throw err;
   }
   return teardown;
+}
+
+/** Namespaces the api-server creates itself; their basics come from the controller-manager, which does not run here. */
+const SYSTEM_NAMESPACES = ['default', 'kube-system', 'kube-public', 'kube-node-lease'];
+
+/**
+ * The `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in every system namespace, as
+ * kube-controller-manager would make them (harness.ts `namespaceBasics` does the same for a test's
+ * own namespaces): with the ServiceAccount admission plugin on, a pod without its account is refused.
+ */
+async function systemNamespaceBasics(cp: ControlPlane): Promise<void> {
+  const ca = await readFile(cp.caFile, 'utf8');
+  const items = SYSTEM_NAMESPACES.flatMap((namespace) => [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace } },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'kube-root-ca.crt', namespace }, data: { 'ca.crt': ca } },
+  ]);
+  const input = JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
+  const apply = await run(cp.kubectl, ['--kubeconfig', cp.adminKubeconfig, 'apply', '-f', '-'], process.env, 120_000, input);
+  if (apply.code !== 0) throw new Error(`creating the system namespaces' default ServiceAccounts failed:\n${apply.stderr}`);
 }
 
 /** Applies every crds/*.yaml and waits until each CRD is Established; returns their names. */

@@ -9,11 +9,16 @@
  * healthy.
  *
  * Assumes: no kube-controller-manager, scheduler or kubelet run. So there is no garbage collector,
- * namespaces never finish terminating, no pod is ever scheduled, and no default ServiceAccount
- * exists (the ServiceAccount admission plugin is off). Tests must not wait for any of that.
+ * namespaces never finish terminating and no pod is ever scheduled; tests must not wait for any of
+ * that. The api-server runs a real cluster's admission chain (the default plugins, ServiceAccount
+ * among them, plus NodeRestriction; authorization Node,RBAC), so a pod needs its ServiceAccount and
+ * gets the `kube-api-access-*` volume: what the controller-manager would create in a namespace (the
+ * `default` ServiceAccount, the `kube-root-ca.crt` ConfigMap) `useNamespace()` and global-setup.ts
+ * create themselves (`namespaceBasics`).
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -77,13 +82,16 @@ export function kubeConfigFor(identity: 'admin' | 'user' = 'admin'): KubeConfig 
 // module is loaded (vitest loads it afresh for each file). That keeps useNamespace() callable from
 // anywhere: a test, a beforeAll, or a describe body.
 const namespaces = new Set<string>();
+const nodes = new Set<string>();
 const outage = { apiserver: false, etcd: false };
 
 afterAll(async () => {
   if (outage.etcd) await startEtcd();
   if (outage.apiserver) await startApiserver();
-  if (namespaces.size === 0) return;
   const api = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+  await Promise.all([...nodes].map((name) => api.deleteNode({ name }).catch(() => undefined)));
+  nodes.clear();
+  if (namespaces.size === 0) return;
   await Promise.all(
     [...namespaces].map((name) =>
       // Background: there is no namespace controller to finalize it; we only want it out of the way.
@@ -105,7 +113,38 @@ export async function useNamespace(prefix = 'test'): Promise<string> {
   const api = kubeConfigFor('admin').makeApiClient(CoreV1Api);
   await api.createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/test': 'true' } } } });
   namespaces.add(name);
+  await namespaceBasics(api, name, await readFile(controlPlane().caFile, 'utf8'));
   return name;
+}
+
+/**
+ * Registers a Node object named `name` (no kubelet behind it) and deletes it after the current file.
+ * A real cluster has one for every node its pods are bound to, and the api-server refuses a
+ * TokenRequest bound to a Node that does not exist: the agent's capture of a parent with a
+ * `kube-api-access-*` volume mints one such token. Idempotent.
+ */
+export async function useNode(name: string): Promise<string> {
+  const api = kubeConfigFor('admin').makeApiClient(CoreV1Api);
+  await api.createNode({ body: { metadata: { name, labels: { 'lastseen.dev/test': 'true' } } } }).catch((e: unknown) => {
+    if ((e as { code?: number }).code !== 409) throw e;
+  });
+  nodes.add(name);
+  return name;
+}
+
+/**
+ * What kube-controller-manager gives every namespace and the integration control plane lacks: the
+ * `default` ServiceAccount (the ServiceAccount admission plugin refuses pods without theirs) and the
+ * `kube-root-ca.crt` ConfigMap (every pod's `kube-api-access-*` volume projects it). Idempotent.
+ */
+export async function namespaceBasics(api: CoreV1Api, namespace: string, caPem: string): Promise<void> {
+  const exists = (e: unknown) => (e as { code?: number }).code === 409;
+  await api.createNamespacedServiceAccount({ namespace, body: { metadata: { name: 'default' } } }).catch((e: unknown) => {
+    if (!exists(e)) throw e;
+  });
+  await api.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'kube-root-ca.crt' }, data: { 'ca.crt': caPem } } }).catch((e: unknown) => {
+    if (!exists(e)) throw e;
+  });
 }
 
 export interface KubectlResult {

@@ -32,6 +32,9 @@ export function apiserverArgs(env: TestbedEnv): string[] {
     `--kubelet-client-certificate=${pki}/admin.crt`,
     `--kubelet-client-key=${pki}/admin.key`,
     '--authorization-mode=Node,RBAC',
+    // A real cluster's admission chain: the default plugins (ServiceAccount among them) plus
+    // NodeRestriction, which holds the kubelet's node identity to its own node and mirror pods.
+    '--enable-admission-plugins=NodeRestriction',
     '--service-account-issuer=https://kubernetes.default.svc',
     `--service-account-key-file=${pki}/sa.pub`,
     `--service-account-signing-key-file=${pki}/sa.key`,
