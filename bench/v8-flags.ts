@@ -2,7 +2,9 @@
 // RSS under Node/V8 flag variants, side by side in one run against one kube-apiserver
 // (scripts/control-plane). Rounds are interleaved (every variant once per round, order rotated), one
 // agent at a time, no parents, lease-only policy as in the runtime section: RSS (VmRSS) at /readyz
-// 200 and after an idle spell, spawn -> /readyz, and CPU over the idle spell. Not part of `npm run
+// 200 and after an idle spell, spawn -> /readyz, and CPU over the idle spell; and a heartbeat sidecar
+// (local channel, no api-server) from the same bundle with the same flags, RSS after the idle
+// spell. Variants named before* run LASTSEEN_BENCH_BEFORE_BUNDLE instead. Not part of `npm run
 // bench` (it answers one question: which flags to put in the image's command).
 import { execFileSync } from 'node:child_process';
 import { controlPlaneUp } from './lib/cp.js';
@@ -11,8 +13,11 @@ import { agentArgs, buildBundle, killAll, lastseen, removeTemps, sampleProc, set
 import { readyAgent } from './sections/footprint.js';
 import { fmt, progress, ratio, sleep, summarize, table } from './lib/util.js';
 
+/** `before:` prefixed variants run LASTSEEN_BENCH_BEFORE_BUNDLE (e.g. main's bundle) instead of the one built here. */
 const VARIANTS: Record<string, string[]> = {
   default: [],
+  before: [],
+  'before+semi1': ['--max-semi-space-size=1'],
   'semi1': ['--max-semi-space-size=1'],
   'semi1+stgc': ['--max-semi-space-size=1', '--single-threaded-gc'],
   'stgc': ['--single-threaded-gc'],
@@ -39,13 +44,21 @@ async function main(): Promise<void> {
   try {
     const bundle = await buildBundle();
     const ns = await createNamespace(cp.kc(), 'v8flags');
-    const r = new Map(names.map((n) => [n, { start: [] as number[], ready: [] as number[], idle: [] as number[], cpu: [] as number[] }]));
+    const before = process.env.LASTSEEN_BENCH_BEFORE_BUNDLE;
+    if (names.some((n) => n.startsWith('before')) && !before) throw new Error('before* variants need LASTSEEN_BENCH_BEFORE_BUNDLE');
+    const bundleOf = (n: string) => (n.startsWith('before') ? before! : bundle);
+    const r = new Map(names.map((n) => [n, { start: [] as number[], ready: [] as number[], idle: [] as number[], cpu: [] as number[], hb: [] as number[] }]));
     for (let i = 0; i < rounds; i++) {
       const order = names.map((_, j) => names[(i + j) % names.length]!);
       for (const name of order) {
         const dirs = await tempDirs();
         await writePolicy(dirs.policy, '{ interval: 1s, window: 4s, startupGrace: 4s, channels: [lease] }');
-        const agent = lastseen(agentArgs({ node: `v8-${name.replace(/\W/g, '')}-${i}`, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }), 'bundle', { node: process.execPath, bundle, flags: VARIANTS[name] });
+        const agent = lastseen(agentArgs({ node: `v8-${name.replace(/\W/g, '')}-${i}`, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }), 'bundle', { node: process.execPath, bundle: bundleOf(name), flags: VARIANTS[name] });
+        const hb = lastseen(
+          ['heartbeat', '--node', 'n', '--pod-name', 'p', '--namespace', 'ns', '--pod-uid', 'u', '--parent-key', `k${i}`, '--channels', 'local', '--interval', '1s', '--probe', 'none', '--heartbeat-dir', dirs.heartbeats],
+          'bundle',
+          { node: process.execPath, bundle: bundleOf(name), flags: VARIANTS[name] },
+        );
         try {
           const readyAt = await readyAgent(agent);
           const f = r.get(name)!;
@@ -56,8 +69,9 @@ async function main(): Promise<void> {
           const b = await sampleProc(agent.pid);
           f.idle.push(b.rssKiB / 1024);
           f.cpu.push((100 * (b.cpuSeconds - a.cpuSeconds)) / ((b.t - a.t) / 1000));
+          f.hb.push((await sampleProc(hb.pid)).rssKiB / 1024);
         } finally {
-          await agent.stop('SIGTERM');
+          await Promise.all([agent.stop('SIGTERM'), hb.stop('SIGTERM')]);
         }
       }
       progress(`round ${i + 1}/${rounds} done`);
@@ -67,12 +81,12 @@ async function main(): Promise<void> {
     console.log(
       table(
         `Agent under Node/V8 flags (${process.version}, bundle, no parents, lease policy; ${rounds} interleaved rounds; medians)`,
-        ['variant', 'flags', 'ready ms', 'RSS at ready MiB', `RSS after ${idleMs / 1000}s MiB`, 'vs first', `CPU % over ${idleMs / 1000}s`],
+        ['variant', 'bundle', 'flags', 'ready ms', 'RSS at ready MiB', `RSS after ${idleMs / 1000}s MiB`, 'vs first', `CPU % over ${idleMs / 1000}s`, 'heartbeat (local) RSS MiB'],
         names.map((n) => {
           const f = r.get(n)!;
-          return [n, VARIANTS[n]!.join(' ') || '(none)', fmt(med(f.start)), fmt(med(f.ready), 1), fmt(med(f.idle), 1), ratio(med(f.idle), med(base.idle)), fmt(med(f.cpu), 2)];
+          return [n, n.startsWith('before') ? 'before' : 'this', VARIANTS[n]!.join(' ') || '(none)', fmt(med(f.start)), fmt(med(f.ready), 1), fmt(med(f.idle), 1), ratio(med(f.idle), med(base.idle)), fmt(med(f.cpu), 2), fmt(med(f.hb), 1)];
         }),
-        [`per-run idle RSS: ${names.map((n) => `${n} [${r.get(n)!.idle.map((x) => x.toFixed(1)).join(', ')}]`).join('; ')}`],
+        [`before: ${before ?? '-'}; this: ${bundle} (built now).`, `per-run idle RSS: ${names.map((n) => `${n} [${r.get(n)!.idle.map((x) => x.toFixed(1)).join(', ')}]`).join('; ')}`],
       ),
     );
   } finally {
