@@ -19,6 +19,7 @@ const VARIANTS: Record<string, string[]> = {
   before: [],
   'before+semi1': ['--max-semi-space-size=1'],
   'semi1': ['--max-semi-space-size=1'],
+  'semi2': ['--max-semi-space-size=2'],
   'semi1+stgc': ['--max-semi-space-size=1', '--single-threaded-gc'],
   'stgc': ['--single-threaded-gc'],
   'old64': ['--max-old-space-size=64'],
