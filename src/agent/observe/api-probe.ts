@@ -32,6 +32,11 @@ import type { Timers } from '../agent.js';
 
 /** Default period. A quarter of the default window: an outage is seen well before parents are judged. */
 export const API_PROBE_INTERVAL_MS = 5_000;
+/**
+ * The agent's calm period is this many probe periods (30 s at the default): the agent's idle
+ * api-server traffic is mostly /readyz, and open watches already show the api-server alive.
+ */
+export const API_PROBE_CALM_FACTOR = 6;
 /** Default per-probe timeout: a healthy api-server answers /readyz in milliseconds; 2 s forgives a loaded one. */
 export const API_PROBE_TIMEOUT_MS = 2_000;
 /**
