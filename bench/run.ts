@@ -18,7 +18,7 @@ import { T } from '../src/sim/model.js';
 import { fmt, load, progress, ratio, sleep, summarize, table } from './lib/util.js';
 import { type ActivationFigures, activation, INTERVAL_MS, LOCAL_POLL_MS, WINDOW_MS } from './sections/activation.js';
 import { type CostFigures, heartbeatCost, type IdleAgentFigures, idleAgent } from './sections/apicost.js';
-import { FOOTPRINT_INTERVAL_MS, type FootprintFigures, footprint, type StartFigures, startComparison } from './sections/footprint.js';
+import { FOOTPRINT_INTERVAL_MS, type FootprintFigures, footprint, type SidecarFigures, type StartFigures, sidecarFootprint, startComparison } from './sections/footprint.js';
 import { OLD_COMMIT, type RuntimeOptions, type RuntimeSide, runtimeComparison } from './sections/runtime.js';
 import { SCALE_INTERVAL_MS, type ScaleFigures, scale } from './sections/scale.js';
 import { type ScenarioRow, type SpeedFigures, simScenarios, simSpeed } from './sections/sim.js';
@@ -33,6 +33,7 @@ interface Config {
   idleMs: number;
   footprint: { counts: number[]; measureMs: number; concurrent: boolean; settleMs: number };
   startRuns: number;
+  sidecar: { runs: number; idleMs: number; settleMs: number };
   scale: { agents: number; warmupMs: number; measureMs: number };
   speed: Array<{ masters: number; hours: number; trials: number }>;
   baselineMs: number;
@@ -47,7 +48,9 @@ const QUICK: Config = {
   idleMs: 0,
   footprint: { counts: [1, 10, 50], measureMs: 20_000, concurrent: true, settleMs: 2000 },
   startRuns: 2,
-  // 5 s: one /readyz period of every agent, so the idle rate is not a sampling artefact.
+  sidecar: { runs: 3, idleMs: 20_000, settleMs: 5000 },
+  // 5 s: one /readyz period of every agent before calm probing (issue 14); calm agents probe every
+  // 30 s, so with 10 agents the idle rate over 5 s is a sample, not a rate (bench/idle-api.ts is).
   scale: { agents: 10, warmupMs: 2000, measureMs: 5000 },
   speed: [
     { masters: 3, hours: 1, trials: 1 },
@@ -64,6 +67,7 @@ const FULL: Config = {
   idleMs: 60_000,
   footprint: { counts: [1, 10, 50], measureMs: 120_000, concurrent: false, settleMs: 5000 },
   startRuns: 7,
+  sidecar: { runs: 5, idleMs: 20_000, settleMs: 5000 },
   scale: { agents: 100, warmupMs: 6000, measureMs: 20_000 },
   speed: [
     { masters: 3, hours: 6, trials: 3 },
@@ -101,7 +105,7 @@ interface Results {
   background?: { seconds: number; perMinute: number; byKey: Record<string, number> };
   activation?: ActivationFigures[];
   cost?: { heartbeats: CostFigures[]; idleAgent: IdleAgentFigures | null };
-  footprint?: { agents: FootprintFigures[]; start: StartFigures[] };
+  footprint?: { agents: FootprintFigures[]; start: StartFigures[]; sidecar: SidecarFigures[] };
   scale?: ScaleFigures;
   sim?: { speed: SpeedFigures[]; scenarios: ScenarioRow[] };
   runtime?: RuntimeSide[];
@@ -361,7 +365,7 @@ async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Resul
   if (!idle) return;
   print(
     table(
-      "3b. Idle agent (bundle, default --api-probe 5s, no parents): api-server requests per minute",
+      "3b. Idle agent (bundle, default --api-probe 5s and --api-probe-calm 30s, no parents): api-server requests per minute",
       ['seconds', 'requests (net)', 'per minute', 'background per minute', 'raw deltas (incl. background)'],
       [[fmt(idle.seconds, 1), fmt(idle.requests, 1), fmt(idle.perMinute, 1), fmt(idle.backgroundPerMinute, 1), topKeys(idle.byKey, 6)]],
       ['WATCH requests are counted by kube-apiserver when they end (every 5-10 min by the agent\'s server-side timeout), so an open watch adds nothing here.'],
@@ -372,7 +376,8 @@ async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Resul
 async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promise<void> {
   const agents = await footprint(cp, cfg.footprint.counts, cfg.footprint.measureMs, cfg.footprint.concurrent, cfg.footprint.settleMs);
   const start = await startComparison(cp, cfg.startRuns);
-  res.footprint = { agents, start };
+  const sidecar = await sidecarFootprint(cp, cfg.sidecar.runs, cfg.sidecar.idleMs, cfg.sidecar.settleMs);
+  res.footprint = { agents, start, sidecar };
   const one = agents.find((a) => a.parents === 1);
   print(
     table(
@@ -388,6 +393,24 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
       '4b. Bundle vs unbundled agent: spawn -> /readyz 200, and RSS at that moment (alternating order)',
       ['runner', 'runs', 'ready ms p50', 'ready ms max', 'vs bundle', 'RSS MiB p50', 'RSS vs bundle'],
       start.map((s) => [s.runner === 'bundle' ? 'node lastseen.mjs' : 'node --import tsx src/cli/main.ts', s.runs, fmt(s.readyMs.p50), fmt(s.readyMs.max), ratio(s.readyMs.p50, b?.readyMs.p50), fmt(s.rssAtReadyMiB.p50, 1), ratio(s.rssAtReadyMiB.p50, b?.rssAtReadyMiB.p50)]),
+    ),
+  );
+  const floor = sidecar.find((s) => s.process === 'node floor');
+  const above = (x: number | null | undefined) => (x === null || x === undefined || !floor?.rssMiB.p50 ? '-' : fmt(x - floor.rssMiB.p50, 1));
+  print(
+    table(
+      `4c. Heartbeat sidecar (bundle: node lastseen.mjs heartbeat, one channel, interval ${FOOTPRINT_INTERVAL_MS}ms, probe none) beside the agent and the Node.js floor; medians`,
+      ['process', 'runs', `RSS MiB at ${cfg.sidecar.idleMs / 1000}s p50`, 'RSS MiB max', 'above floor', 'CPU ms per beat p50', 'CPU ms per beat max', 'beats counted p50', 'CPU ms per s p50'],
+      [
+        ...sidecar.map((s) => [s.process, s.runs, fmt(s.rssMiB.p50, 1), fmt(s.rssMiB.max, 1), above(s.rssMiB.p50), fmt(s.cpuMsPerBeat?.p50, 2), fmt(s.cpuMsPerBeat?.max, 2), fmt(s.beats?.p50), fmt(s.cpuMsPerSecond.p50, 2)]),
+        ['agent, 1 parent (table 4)', 1, fmt(one?.rssMiB.p50, 1), fmt(one?.rssMiB.max, 1), above(one?.rssMiB.p50), '-', '-', '-', fmt(one ? one.cpuPercent * 10 : null, 2)],
+        ['agent at /readyz (table 4b, bundle)', b?.runs ?? 0, fmt(b?.rssAtReadyMiB.p50, 1), fmt(b?.rssAtReadyMiB.max, 1), above(b?.rssAtReadyMiB.p50), '-', '-', '-', '-'],
+      ],
+      [
+        `each run: the lease sidecar, the local sidecar and an idle \`node -e\` (same binary, ${process.version}) spawned together; RSS = VmRSS ${cfg.sidecar.idleMs / 1000}s after spawn.`,
+        `CPU per beat = utime+stime (/proc/<pid>/stat, ${'1/CLK_TCK'} resolution) from ${cfg.sidecar.settleMs / 1000}s to ${cfg.sidecar.idleMs / 1000}s after spawn / beats written in between (sequence read back from the Lease or the file).`,
+        'goal (issue 14): sidecar RSS <= 50 MiB.',
+      ],
     ),
   );
 }
@@ -414,10 +437,10 @@ async function runScale(cp: ControlPlane, base: Baseline, cfg: Config, res: Resu
         x.parents > 0 && idle && x.leaseWritesInRequestWindow > 0 ? fmt(((x.requestsPerSecond - idle.requestsPerSecond) * x.seconds) / x.leaseWritesInRequestWindow, 3) : '-',
       ]),
       [
-        idle ? `idle agent (no parents, default --api-probe 5s): ${fmt(idle.requestsPerSecondPerAgent * 60, 1)} requests per minute per agent.` : '',
+        idle ? `idle agent (no parents, default --api-probe 5s, 30s while calm): ${fmt(idle.requestsPerSecondPerAgent * 60, 1)} requests per minute per agent.` : '',
         `agents started in ${fmt(s.startSeconds, 1)} s; bench process RSS with them ${fmt(s.benchRssMiB, 0)} MiB; ${s.warnings} agent warnings logged.`,
         "received = Agent.beat calls for lease beats; own-node writes = the heartbeats' stored rounds for that agent's node. Window edges can shift a beat either way.",
-        'api req/s includes the heartbeats\' Lease writes and the agents\' /readyz probes (every 5 s), background subtracted; extra req per lease write = (req/s - req/s with no parents) x seconds / Lease writes in that window.',
+        'api req/s includes the heartbeats\' Lease writes and the agents\' /readyz probes (every 5 s, every 30 s while their watches are open), background subtracted; extra req per lease write = (req/s - req/s with no parents) x seconds / Lease writes in that window.',
       ],
     ),
   );

@@ -56,10 +56,12 @@ export function currentBundle(): string {
 export interface Pair {
   node: string;
   bundle: string;
+  /** Node/V8 flags before the bundle (e.g. --max-semi-space-size=1) */
+  flags?: string[];
 }
 
 export function lastseen(args: string[], runner: Runner = 'bundle', pair?: Pair): Proc {
-  const argv = pair ? [pair.bundle, ...args] : runner === 'bundle' ? [bundlePath, ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
+  const argv = pair ? [...(pair.flags ?? []), pair.bundle, ...args] : runner === 'bundle' ? [bundlePath, ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
   const startedAt = Date.now();
   const child = spawn(pair?.node ?? process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: Array<Record<string, unknown>> = [];

@@ -119,12 +119,12 @@ export interface IdleAgentFigures {
 }
 
 /** One `lastseen agent` (bundle, default probe and watch settings) on a node with no parents. */
-export async function idleAgent(cp: ControlPlane, base: Baseline, measureMs: number): Promise<IdleAgentFigures> {
+export async function idleAgent(cp: ControlPlane, base: Baseline, measureMs: number, extra: string[] = []): Promise<IdleAgentFigures> {
   const kc = cp.kc();
   const ns = await createNamespace(kc, 'idle');
   const dirs = await tempDirs();
   await writePolicy(dirs.policy, '{ interval: 5s, window: 20s }');
-  const agent = lastseen(agentArgs({ node: 'idle-node', namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }));
+  const agent = lastseen(agentArgs({ node: 'idle-node', namespace: ns, kubeconfig: cp.adminKubeconfig, dirs, extra }));
   try {
     const port = await waitFor(() => healthPortOf(agent), 'the idle agent to listen', 60_000);
     await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 'the idle agent to be ready', 60_000, 100);

@@ -1,9 +1,15 @@
 // 4. Agent footprint: RSS and CPU of the bundled agent (`node lastseen.mjs agent …`) from
 // /proc/<pid>/stat and /proc/<pid>/status with 1, 10 and 50 parents beating on its node (lease
 // channel, heartbeat loops in this process, so their cost is not the agent's). And bundle versus
-// tsx: start time to /readyz 200 and RSS at that moment.
+// tsx: start time to /readyz 200 and RSS at that moment. And the heartbeat sidecar (`node
+// lastseen.mjs heartbeat …`, lease and local channel) beside an idle `node -e` (the floor).
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import { ANNOTATION_SEQUENCE, leaseName, localBeatFile } from '../../src/core/names.js';
 import { startHeartbeat } from '../../src/heartbeat/heartbeat.js';
 import type { Heartbeat } from '../../src/heartbeat/loop.js';
 import type { ControlPlane } from '../lib/cp.js';
@@ -147,3 +153,97 @@ export async function startComparison(cp: ControlPlane, runs: number): Promise<S
   return (['bundle', 'tsx'] as const).map((runner) => ({ runner, runs: r[runner].ready.length, readyMs: summarize(r[runner].ready), rssAtReadyMiB: summarize(r[runner].rss) }));
 }
 
+
+export type SidecarKind = 'heartbeat lease' | 'heartbeat local' | 'node floor';
+
+export interface SidecarFigures {
+  process: SidecarKind;
+  runs: number;
+  /** VmRSS `idleMs` after spawn */
+  rssMiB: Summary;
+  /** utime+stime between two samples divided by the beats written between them (sequence read back); null for the floor */
+  cpuMsPerBeat: Summary | null;
+  /** beats counted per run between the two CPU samples */
+  beats: Summary | null;
+  /** the floor's CPU over the same window, in ms per second, for scale */
+  cpuMsPerSecond: Summary;
+}
+
+/** The Node.js floor: an idle `node -e` process (same binary as the agent and the sidecar). */
+function nodeFloor(): Proc {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], { stdio: 'ignore' });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return {
+    child,
+    pid: child.pid!,
+    startedAt: Date.now(),
+    logs: [],
+    exited,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+    onLog: () => () => {},
+  };
+}
+
+/**
+ * The heartbeat sidecar as a parent pod runs it (`node lastseen.mjs heartbeat …`, one channel per
+ * process, interval FOOTPRINT_INTERVAL_MS, probe none) beside the Node.js floor, all three at once
+ * in each run: RSS `idleMs` after spawn, and CPU per beat from /proc/<pid>/stat between `settleMs`
+ * and `idleMs`, over the beats written in between (sequence read back from the Lease or the file).
+ */
+export async function sidecarFootprint(cp: ControlPlane, runs: number, idleMs: number, settleMs: number): Promise<SidecarFigures[]> {
+  const kc = cp.kc();
+  const leases = kc.makeApiClient(CoordinationV1Api);
+  const ns = await createNamespace(kc, 'sidecar');
+  const kinds: SidecarKind[] = ['heartbeat lease', 'heartbeat local', 'node floor'];
+  const r = new Map(kinds.map((k) => [k, { rss: [] as number[], perBeat: [] as number[], beats: [] as number[], perSecond: [] as number[] }]));
+  for (let i = 0; i < runs; i++) {
+    const node = `sidecar-node-${i}`;
+    const dirs = await tempDirs();
+    const pods = await createParentPods(kc, ns, node, 2);
+    const hbArgs = (ch: 'lease' | 'local', p: number) => [
+      'heartbeat',
+      ...['--node', node, '--pod-name', pods[p]!.name, '--namespace', ns, '--pod-uid', pods[p]!.uid, '--parent-key', `p${p}`],
+      ...['--channels', ch, '--interval', `${FOOTPRINT_INTERVAL_MS}ms`, '--probe', 'none', '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
+    ];
+    const sequence: Record<SidecarKind, () => Promise<number>> = {
+      'heartbeat lease': async () => {
+        const l = await leases.readNamespacedLease({ namespace: ns, name: leaseName('p0', node) });
+        return Number(l.metadata?.annotations?.[ANNOTATION_SEQUENCE]);
+      },
+      'heartbeat local': async () => Number((JSON.parse(await readFile(join(dirs.heartbeats, localBeatFile(ns, 'p1')), 'utf8')) as { sequence: unknown }).sequence),
+      'node floor': async () => Number.NaN,
+    };
+    const procs: Record<SidecarKind, Proc> = { 'heartbeat lease': lastseen(hbArgs('lease', 0)), 'heartbeat local': lastseen(hbArgs('local', 1)), 'node floor': nodeFloor() };
+    const t0 = performance.now();
+    try {
+      await sleep(settleMs);
+      const first = await Promise.all(kinds.map(async (k) => ({ s: await sampleProc(procs[k].pid), seq: await sequence[k]() })));
+      await sleep(Math.max(0, idleMs - (performance.now() - t0)));
+      const last = await Promise.all(kinds.map(async (k) => ({ s: await sampleProc(procs[k].pid), seq: await sequence[k]() })));
+      kinds.forEach((k, j) => {
+        const a = first[j]!;
+        const b = last[j]!;
+        const f = r.get(k)!;
+        f.rss.push(b.s.rssKiB / 1024);
+        const cpuMs = (b.s.cpuSeconds - a.s.cpuSeconds) * 1000;
+        f.perSecond.push(cpuMs / ((b.s.t - a.s.t) / 1000));
+        const beats = b.seq - a.seq;
+        if (Number.isFinite(beats) && beats > 0) {
+          f.beats.push(beats);
+          f.perBeat.push(cpuMs / beats);
+        }
+      });
+    } finally {
+      await Promise.all(kinds.map((k) => procs[k].stop('SIGTERM')));
+    }
+    progress(`footprint: sidecar run ${i + 1}/${runs} done`);
+  }
+  return kinds.map((k) => {
+    const f = r.get(k)!;
+    const floor = k === 'node floor';
+    return { process: k, runs: f.rss.length, rssMiB: summarize(f.rss), cpuMsPerBeat: floor ? null : summarize(f.perBeat), beats: floor ? null : summarize(f.beats), cpuMsPerSecond: summarize(f.perSecond) };
+  });
+}

@@ -20,7 +20,7 @@ import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './ag
 import { serveHealth } from './health.js';
 import { LOCK_RENEW_MS, LOCK_RETRY_MS, NodeLock } from './lock.js';
 import { AgentMetrics } from './metrics.js';
-import { API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
+import { API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS, API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
 import { configMapPolicySource, filePolicySource, POLICY_CONFIGMAP_NAME, type PolicySource } from './observe/policy-source.js';
 import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
@@ -65,6 +65,11 @@ export interface AgentRunOptions {
   watchdogMs?: number;
   localPollMs?: number;
   apiProbeMs?: number;
+  /**
+   * Probe period while the pod and Lease watches are open and the api-server answers (issue 14):
+   * default API_PROBE_CALM_FACTOR x the probe period; 0 probes at the probe period always.
+   */
+  apiProbeCalmMs?: number;
   logger: Logger;
   clock?: Clock;
   timers?: Timers;
@@ -298,12 +303,17 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   log.info({ checkpoints: listed.checkpoints.length, active: [...active] }, 'recovered from the state folder');
 
 
-  // The api-server's reachability, by its own /readyz.
+  // The api-server's reachability, by its own /readyz: every probe period, or every calm period
+  // while the watches below are open (their health is evidence too; a broken one nudges the probe).
+  let watchesOpen = (): boolean => false;
+  const probeMs = o.apiProbeMs || API_PROBE_INTERVAL_MS;
+  const calmMs = o.apiProbeCalmMs ?? probeMs * API_PROBE_CALM_FACTOR;
   const probe = probeApiServer({
     kubeConfig: kc,
     log,
     timers,
     ...(o.apiProbeMs ? { intervalMs: o.apiProbeMs, timeoutMs: Math.min(API_PROBE_TIMEOUT_MS, Math.floor(o.apiProbeMs * 0.8)) } : {}),
+    ...(calmMs > probeMs ? { calmIntervalMs: calmMs, calm: () => watchesOpen() } : {}),
     onReachable: (ok: boolean) => {
       metrics.apiReachable.set(ok ? 1 : 0);
       if (!ok) {
@@ -343,6 +353,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     relistAfterFailure: true,
     onHealth: (ok, reason) => {
       metrics.watchHealthy.set({ resource: 'pods' }, ok ? 1 : 0);
+      if (!ok) probe.nudge();
       if (!ok) agent?.schedulingUnknown(`pod watch failed: ${reason}`);
     },
   });
@@ -382,8 +393,12 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       leasesSynced = true;
       ready = podsSynced && leasesSynced;
     },
-    onHealth: (ok) => metrics.watchHealthy.set({ resource: 'leases' }, ok ? 1 : 0),
+    onHealth: (ok) => {
+      metrics.watchHealthy.set({ resource: 'leases' }, ok ? 1 : 0);
+      if (!ok) probe.nudge();
+    },
   });
+  watchesOpen = () => pods.isHealthy() && leases.isHealthy();
   const leaseChanged = (l: V1Lease) => {
     const parent = leaseParent(l as never, o.node);
     const r = beatFromLease(l, o.node);

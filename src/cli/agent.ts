@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { pino } from 'pino';
 import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { parseDuration } from '../policy/duration.js';
-import { API_FAILURE_THRESHOLD, API_PROBE_INTERVAL_MS } from '../agent/observe/api-probe.js';
+import { API_FAILURE_THRESHOLD, API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS } from '../agent/observe/api-probe.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MANIFEST_DIR, DEFAULT_STATE_DIR, runAgent } from '../agent/run.js';
 import { CliError } from './errors.js';
 
@@ -23,6 +23,7 @@ interface Flags {
   watchdog?: string;
   localPoll?: string;
   apiProbe?: string;
+  apiProbeCalm?: string;
   logLevel: string;
 }
 
@@ -51,6 +52,7 @@ export function register(program: Command): void {
     .option('--watchdog <duration>', 're-open a watch silent for this long (default 90s)')
     .option('--local-poll <duration>', 'scan the heartbeat folder this often (default 1s)')
     .option('--api-probe <duration>', `probe the api-server's /readyz this often (default ${API_PROBE_INTERVAL_MS / 1000}s; unreachable after ${API_FAILURE_THRESHOLD} failures in a row, reachable after one success)`)
+    .option('--api-probe-calm <duration>', `probe this often instead while the pod and Lease watches are open and the api-server answers; a broken watch probes at once (default ${API_PROBE_CALM_FACTOR} x --api-probe; 0s: always --api-probe)`)
     .option('--log-level <level>', 'pino level', 'info')
     .action(async (flags: Flags) => {
       const env = process.env;
@@ -62,6 +64,8 @@ export function register(program: Command): void {
       const watchdogMs = ms(flags.watchdog, '--watchdog');
       const localPollMs = ms(flags.localPoll, '--local-poll');
       const apiProbeMs = ms(flags.apiProbe, '--api-probe');
+      const apiProbeCalmMs = ms(flags.apiProbeCalm, '--api-probe-calm');
+      if (apiProbeCalmMs && apiProbeCalmMs < (apiProbeMs || API_PROBE_INTERVAL_MS)) throw new CliError('--api-probe-calm: shorter than --api-probe; use 0s to turn calm periods off', 'EUSAGE', 2);
       const running = await runAgent({
         node,
         podName: flags.podName ?? env.POD_NAME ?? `lastseen-agent-${node}`,
@@ -78,6 +82,7 @@ export function register(program: Command): void {
         ...(watchdogMs ? { watchdogMs } : {}),
         ...(localPollMs ? { localPollMs } : {}),
         ...(apiProbeMs ? { apiProbeMs } : {}),
+        ...(apiProbeCalmMs !== undefined ? { apiProbeCalmMs } : {}),
       });
       await new Promise<void>((resolve) => {
         const shutdown = (signal: string) => {

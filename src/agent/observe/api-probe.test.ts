@@ -142,6 +142,80 @@ describe('api-server probe', () => {
     await time.advance(20_000);
     expect(hits).toHaveLength(4);
   });
+
+  describe('calm periods (issue 14)', () => {
+    async function calmSetup() {
+      const time = new FakeTime();
+      const { log } = await memoryLogger();
+      const verdicts: boolean[] = [];
+      const w = { calm: true };
+      const probe = probeApiServer({ kubeConfig: kubeConfig(), log, timers: time, intervalMs: 5_000, timeoutMs: 2_000, failureThreshold: 3, calmIntervalMs: 30_000, calm: () => w.calm, onReachable: (r) => verdicts.push(r) });
+      return { time, probe, verdicts, w };
+    }
+    /** Advances in 1 s steps (letting each probe finish) until `hits` grows; returns the ms it took. */
+    async function untilNextProbe(time: FakeTime, limitMs: number): Promise<number> {
+      const before = hits.length;
+      for (let ms = 1_000; ms <= limitMs; ms += 1_000) {
+        await time.advance(1_000);
+        // The probe is a real request: give it a moment (real time) to reach the server.
+        await new Promise((r) => setTimeout(r, 25));
+        if (hits.length > before) return ms;
+      }
+      return Number.POSITIVE_INFINITY;
+    }
+
+    it('refuses a calm period shorter than the interval', async () => {
+      const { log } = await memoryLogger();
+      expect(() => probeApiServer({ kubeConfig: kubeConfig(), log, timers: new FakeTime(), intervalMs: 5_000, timeoutMs: 2_000, calmIntervalMs: 4_000, calm: () => true, onReachable: () => undefined })).toThrow(/calmIntervalMs/);
+    });
+
+    it('probes every calmIntervalMs while reachable and calm, every intervalMs while not calm', async () => {
+      const { time, probe, verdicts, w } = await calmSetup();
+      probe.start();
+      await waitUntil(() => verdicts.length === 1);
+      // The first verdict came from a probe scheduled before it: that wait was the short one.
+      expect(await untilNextProbe(time, 40_000)).toBe(5_000);
+      await probe.probeNow();
+      expect(await untilNextProbe(time, 40_000)).toBe(30_000);
+      await probe.probeNow();
+      w.calm = false;
+      expect(await untilNextProbe(time, 40_000)).toBe(30_000); // the calm wait already armed runs out
+      await probe.probeNow();
+      expect(await untilNextProbe(time, 40_000)).toBe(5_000);
+      await probe.stop();
+    });
+
+    it('nudge() probes at once and returns to intervalMs; a hung api-server behind open watches is unreachable within calm + timeout + 2 intervals + timeout', async () => {
+      const { time, probe, verdicts, w } = await calmSetup();
+      probe.start();
+      await waitUntil(() => verdicts.length === 1);
+      await untilNextProbe(time, 40_000);
+      await probe.probeNow();
+      // A watch broke: probe now, not in up to 30 s.
+      w.calm = false;
+      const n = hits.length;
+      probe.nudge();
+      await waitUntil(() => hits.length === n + 1);
+      await probe.probeNow();
+      expect(await untilNextProbe(time, 40_000)).toBe(5_000);
+      await probe.probeNow();
+      // Watches open again; then the api-server hangs without closing them.
+      w.calm = true;
+      expect(await untilNextProbe(time, 40_000)).toBe(5_000);
+      await probe.probeNow();
+      mode = 'hang';
+      const hungAt = time.now();
+      // Calm wait, then the first failure (timeout) ends calm: two more probes at intervalMs.
+      for (let i = 0; i < 120 && verdicts.length < 2; i++) {
+        await time.advance(1_000);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      expect(verdicts).toEqual([true, false]);
+      expect(time.now() - hungAt).toBeLessThanOrEqual(30_000 + 2_000 + 2 * 5_000 + 2_000);
+      expect(time.now() - hungAt).toBeGreaterThan(3 * 5_000 + 2_000); // slower than without calm: the price
+      await probe.stop();
+    });
+  });
 });
 
 async function waitUntil(cond: () => boolean) {

@@ -8,6 +8,18 @@
 // Each probe is aborted after `timeoutMs` (< intervalMs, checked), so probes never pile up.
 // `probeNow()` runs one at once and feeds the same counting. Nothing throws into the agent.
 //
+// Calm periods (issue 14): with `calmIntervalMs` and `calm()`, the next probe waits
+// `calmIntervalMs` instead while the api-server is reachable, the last probe succeeded and
+// `calm()` says the agent's watches are open (the agent passes its informers' health). A watch
+// that breaks is immediate evidence: the agent calls `nudge()`, which probes at once and goes back
+// to `intervalMs`. What calm costs: an api-server that hangs with its watch connections still open
+// is first probed up to `calmIntervalMs` later than without it, and the fast period restarts
+// from that first failure, so "unreachable" comes after at most calmIntervalMs + timeoutMs +
+// (failureThreshold - 1) x intervalMs + timeoutMs (44 s with 30 s, 2 s, 3, 5 s) instead of
+// failureThreshold x intervalMs + timeoutMs (17 s) (the informers' own watchdog, 90 s of
+// silence, is slower still). A closed connection or a refused one ends the watches, so the agent
+// nudges and that case is as quick as without calm.
+//
 // Assumes: /readyz is readable by the agent (the default RBAC lets anyone, even anonymous, read
 // it via system:public-info-viewer). A 200 means "ready"; anything else, including a 500 from a
 // starting api-server, counts as a failure. A fresh connection per probe (client-node's per-request
@@ -20,6 +32,11 @@ import type { Timers } from '../agent.js';
 
 /** Default period. A quarter of the default window: an outage is seen well before parents are judged. */
 export const API_PROBE_INTERVAL_MS = 5_000;
+/**
+ * The agent's calm period is this many probe periods (30 s at the default): the agent's idle
+ * api-server traffic is mostly /readyz, and open watches already show the api-server alive.
+ */
+export const API_PROBE_CALM_FACTOR = 6;
 /** Default per-probe timeout: a healthy api-server answers /readyz in milliseconds; 2 s forgives a loaded one. */
 export const API_PROBE_TIMEOUT_MS = 2_000;
 /**
@@ -42,6 +59,10 @@ export interface ApiProbeOptions {
   timeoutMs?: number;
   /** Default API_FAILURE_THRESHOLD. */
   failureThreshold?: number;
+  /** Period while calm (see the header); unset: always intervalMs. Must be >= intervalMs. */
+  calmIntervalMs?: number;
+  /** True while other evidence says the api-server is alive (the agent's watches are open). */
+  calm?: () => boolean;
   /** Replaces the HTTP GET (tests); resolves true for ready. */
   probe?: (signal: AbortSignal) => Promise<boolean>;
 }
@@ -53,6 +74,8 @@ export interface ApiProbe {
   stop(): Promise<void>;
   /** Probe now (joins a probe already in flight); resolves with this probe's result. */
   probeNow(): Promise<boolean>;
+  /** Evidence against the api-server (a watch broke): probe at once unless one is in flight, then every intervalMs until calm again. */
+  nudge(): void;
   /** The current verdict; null until the first one. */
   isReachable(): boolean | null;
 }
@@ -71,6 +94,8 @@ export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
   if (!(intervalMs > 0) || !(timeoutMs > 0) || timeoutMs >= intervalMs) {
     throw new Error(`api probe: need 0 < timeoutMs (${timeoutMs}) < intervalMs (${intervalMs})`);
   }
+  const calmMs = opts.calmIntervalMs;
+  if (calmMs !== undefined && !(calmMs >= intervalMs)) throw new Error(`api probe: calmIntervalMs (${calmMs}) must be >= intervalMs (${intervalMs})`);
   if (!Number.isInteger(threshold) || threshold < 1) throw new Error(`api probe: failureThreshold must be a positive integer, got ${threshold}`);
   const probe = opts.probe ?? ((signal: AbortSignal) => getReadyz(opts.kubeConfig, signal));
   const log = opts.log.child({ observer: 'api-probe' });
@@ -81,6 +106,8 @@ export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
   let stopped = false;
   let timer: unknown = null;
   let inflight: Promise<boolean> | null = null;
+  /** Whether the pending timer is a calm (long) wait. */
+  let calmNow = false;
 
   const verdict = (r: boolean, why: string) => {
     if (reachable === r || stopped) return;
@@ -116,6 +143,8 @@ export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
     } else {
       failures++;
       log.debug({ failures, threshold, why }, 'api-server probe failed');
+      // A failure ends calm at once: the next probes come every intervalMs, as without it.
+      if (calmNow && timer !== null) rearm(intervalMs);
       if (failures >= threshold) verdict(false, why);
     }
     return ok;
@@ -128,11 +157,28 @@ export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
     return inflight;
   };
 
+  const isCalm = (): boolean => {
+    if (calmMs === undefined || !opts.calm || reachable !== true || failures > 0) return false;
+    try {
+      return opts.calm();
+    } catch {
+      return false;
+    }
+  };
+
+  /** Replaces a calm wait with `ms` from now. */
+  const rearm = (ms: number) => {
+    if (timer !== null) opts.timers.clear(timer);
+    calmNow = false;
+    timer = opts.timers.set(tick, ms);
+  };
+
   const tick = () => {
     timer = null;
     if (stopped) return;
     // Scheduled from the start of a probe: the timeout is shorter than the period, so none overlap.
-    timer = opts.timers.set(tick, intervalMs);
+    calmNow = isCalm();
+    timer = opts.timers.set(tick, calmNow && calmMs !== undefined ? calmMs : intervalMs);
     void probeNow();
   };
 
@@ -150,6 +196,17 @@ export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
       await inflight?.catch(() => undefined);
     },
     probeNow,
+    nudge() {
+      if (!started || stopped) return;
+      log.debug({ calm: calmNow, inflight: inflight !== null }, 'api probe nudged');
+      // A probe in flight answers for now; only the calm wait after it is cut short.
+      if (inflight) {
+        if (calmNow) rearm(intervalMs);
+        return;
+      }
+      if (timer !== null) opts.timers.clear(timer);
+      tick();
+    },
     isReachable: () => reachable,
   };
 }
