@@ -2,7 +2,6 @@
 // per minute (bench section 3b's measurement) with calm probing (the default) and without
 // (`--api-probe-calm 0s`, the behaviour before issue 14), alternating in one run against one
 // kube-apiserver, background subtracted (measured first, no lastseen process running).
-import { execFileSync } from 'node:child_process';
 import { controlPlaneUp, delta } from './lib/cp.js';
 import { buildBundle, killAll, removeTemps } from './lib/procs.js';
 import { idleAgent } from './sections/apicost.js';

@@ -17,7 +17,7 @@ describe('parseDuration', () => {
     expect(parseDuration(text)).toEqual({ ok: true, ms });
   });
 
-  it.each(['', '15', 's', '15 s', '1d', '-5s', 'PT', 'P1X', '5sec', '1m 30s'])('refuses %j', (text) => {
+  it.each(['', '15', 's', '15 s', '1d', '-5s', 'PT', 'P1X', '5sec', '1m 30s', 'PT-5S', 'PT1M-90S'])('refuses %j', (text) => {
     const r = parseDuration(text);
     expect(r.ok).toBe(false);
   });

@@ -18,6 +18,8 @@ export function parseDuration(text: string): DurationResult {
     if (!d.isValid) return { ok: false, error: `"${text}" is not an ISO 8601 duration (${d.invalidExplanation ?? d.invalidReason})` };
     const ms = d.as('milliseconds');
     if (!Number.isFinite(ms)) return { ok: false, error: `"${text}" is out of range` };
+    // luxon accepts signed components (PT-5S); a policy duration is a length of time, never negative.
+    if (ms < 0) return { ok: false, error: `"${text}" is negative: a duration is a length of time` };
     return { ok: true, ms: Math.round(ms) };
   }
   if (!GO_STYLE.test(s)) {
