@@ -27,11 +27,15 @@ async function main(): Promise<void> {
     const readyz: Record<string, number[]> = { 'calm (default)': [], 'no calm (--api-probe-calm 0s)': [] };
     const keys: Record<string, string> = {};
     for (let i = 0; i < rounds; i++) {
-      const order = (i % 2 === 0 ? ['no calm (--api-probe-calm 0s)', 'calm (default)'] : ['calm (default)', 'no calm (--api-probe-calm 0s)']) as Array<keyof typeof sides>;
+      const order = (i % 2 === 0 ? ['no calm (--api-probe-calm 0s)', 'calm (default)'] : ['calm (default)', 'no calm (--api-probe-calm 0s)']) as Array<
+        keyof typeof sides
+      >;
       for (const side of order) {
         const f = await idleAgent(cp, base, measureMs, side.startsWith('no') ? ['--api-probe-calm', '0s'] : []);
         sides[side].push(f.perMinute);
-        const rz = Object.entries(f.byKey).filter(([k]) => k.includes('readyz')).reduce((a, [, v]) => a + v, 0);
+        const rz = Object.entries(f.byKey)
+          .filter(([k]) => k.includes('readyz'))
+          .reduce((a, [, v]) => a + v, 0);
         readyz[side]!.push((rz / f.seconds) * 60);
         keys[side] = Object.entries(f.byKey)
           .sort((a, b) => b[1] - a[1])
@@ -45,7 +49,7 @@ async function main(): Promise<void> {
         `Idle agent (bundle, no parents, --api-probe 5s): api-server requests per minute, ${rounds} alternating rounds of ${measureMs / 1000} s each; medians`,
         ['agent', 'rounds', 'requests/min (net)', 'GET readyz/min', 'raw deltas of the last round (incl. background)'],
         Object.entries(sides).map(([k, v]) => [k, v.length, fmt(summarize(v).p50, 1), fmt(summarize(readyz[k]!).p50, 1), keys[k] ?? '']),
-        [`background ${fmt((([...base.perSecond.values()].reduce((a, b) => a + b, 0)) * 60), 1)} per minute over ${fmt(seconds, 0)} s (subtracted).`],
+        [`background ${fmt([...base.perSecond.values()].reduce((a, b) => a + b, 0) * 60, 1)} per minute over ${fmt(seconds, 0)} s (subtracted).`],
       ),
     );
   } finally {

@@ -18,7 +18,15 @@ import { T } from '../src/sim/model.js';
 import { fmt, load, progress, ratio, sleep, summarize, table } from './lib/util.js';
 import { type ActivationFigures, activation, INTERVAL_MS, LOCAL_POLL_MS, WINDOW_MS } from './sections/activation.js';
 import { type CostFigures, heartbeatCost, type IdleAgentFigures, idleAgent } from './sections/apicost.js';
-import { FOOTPRINT_INTERVAL_MS, type FootprintFigures, footprint, type SidecarFigures, type StartFigures, sidecarFootprint, startComparison } from './sections/footprint.js';
+import {
+  FOOTPRINT_INTERVAL_MS,
+  type FootprintFigures,
+  footprint,
+  type SidecarFigures,
+  type StartFigures,
+  sidecarFootprint,
+  startComparison,
+} from './sections/footprint.js';
 import { OLD_COMMIT, type RuntimeOptions, type RuntimeSide, runtimeComparison } from './sections/runtime.js';
 import { SCALE_INTERVAL_MS, type ScaleFigures, scale } from './sections/scale.js';
 import { type ScenarioRow, type SpeedFigures, simScenarios, simSpeed } from './sections/sim.js';
@@ -138,12 +146,26 @@ async function main(): Promise<void> {
   const res: Results = {
     startedAt: new Date().toISOString(),
     mode: cfg.mode,
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', node: process.version, loadStart: load(), commit: git(['rev-parse', '--short', 'HEAD']), dirty: git(['status', '--porcelain', '--', 'src']) !== '' },
-    settings: { ...cfg, activation: { intervalMs: INTERVAL_MS, windowMs: WINDOW_MS, localPollMs: LOCAL_POLL_MS }, footprintIntervalMs: FOOTPRINT_INTERVAL_MS, scaleIntervalMs: SCALE_INTERVAL_MS },
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? '',
+      node: process.version,
+      loadStart: load(),
+      commit: git(['rev-parse', '--short', 'HEAD']),
+      dirty: git(['status', '--porcelain', '--', 'src']) !== '',
+    },
+    settings: {
+      ...cfg,
+      activation: { intervalMs: INTERVAL_MS, windowMs: WINDOW_MS, localPollMs: LOCAL_POLL_MS },
+      footprintIntervalMs: FOOTPRINT_INTERVAL_MS,
+      scaleIntervalMs: SCALE_INTERVAL_MS,
+    },
     sectionSeconds: {},
     errors: [],
   };
-  print(`lastseen bench (${cfg.mode}) ${res.startedAt}  commit ${res.machine.commit}${res.machine.dirty ? ' (src has uncommitted changes)' : ''}  ${res.machine.cpus} CPUs  node ${res.machine.node}  load ${res.machine.loadStart.join(' ')}`);
+  print(
+    `lastseen bench (${cfg.mode}) ${res.startedAt}  commit ${res.machine.commit}${res.machine.dirty ? ' (src has uncommitted changes)' : ''}  ${res.machine.cpus} CPUs  node ${res.machine.node}  load ${res.machine.loadStart.join(' ')}`,
+  );
 
   const needsCluster = only.has('activation') || only.has('cost') || only.has('footprint') || only.has('scale') || only.has('runtime');
   let cp: ControlPlane | null = null;
@@ -200,9 +222,11 @@ async function main(): Promise<void> {
         for (const v of d.values()) tot += v;
         res.background = { seconds, perMinute: (tot / seconds) * 60, byKey: Object.fromEntries(d) };
         print(
-          table('kube-apiserver background (no lastseen process running; subtracted from every api figure below)', ['seconds', 'requests', 'per minute', 'by verb/resource'], [
-            [fmt(seconds, 1), tot, fmt(res.background.perMinute, 1), topKeys(d, 6)],
-          ]),
+          table(
+            'kube-apiserver background (no lastseen process running; subtracted from every api figure below)',
+            ['seconds', 'requests', 'per minute', 'by verb/resource'],
+            [[fmt(seconds, 1), tot, fmt(res.background.perMinute, 1), topKeys(d, 6)]],
+          ),
         );
       });
       if (only.has('activation')) await section('activation', async () => runActivation(c, cfg, res));
@@ -217,7 +241,9 @@ async function main(): Promise<void> {
   res.machine.loadEnd = load();
   res.finishedAt = new Date().toISOString();
   print(
-    `\nload average (1/5/15 min): start ${res.machine.loadStart.join(' ')}, end ${res.machine.loadEnd.join(' ')}; took ${((Date.now() - t0) / 1000).toFixed(0)} s; sections ${Object.entries(res.sectionSeconds)
+    `\nload average (1/5/15 min): start ${res.machine.loadStart.join(' ')}, end ${res.machine.loadEnd.join(' ')}; took ${((Date.now() - t0) / 1000).toFixed(0)} s; sections ${Object.entries(
+      res.sectionSeconds,
+    )
       .map(([k, v]) => `${k} ${v.toFixed(0)}s`)
       .join(', ')}`,
   );
@@ -258,7 +284,20 @@ async function runActivation(cp: ControlPlane, cfg: Config, res: Results): Promi
   print(
     table(
       `1. Activation delay (ms): window expiry on the agent's clock -> checkpoint manifest in the manifest dir; interval ${INTERVAL_MS}ms, window ${WINDOW_MS}ms`,
-      ['channel', 'trials', 'p50', 'p90', 'p99', 'max', 'p50 vs lease', 'SIGKILL->manifest p50', 'agent lag p50', 'expiry->Silent p50', 'Silent->activate p50', 'activate->file p50'],
+      [
+        'channel',
+        'trials',
+        'p50',
+        'p90',
+        'p99',
+        'max',
+        'p50 vs lease',
+        'SIGKILL->manifest p50',
+        'agent lag p50',
+        'expiry->Silent p50',
+        'Silent->activate p50',
+        'activate->file p50',
+      ],
       res.activation.map((a) => [
         a.channel,
         a.trials,
@@ -277,7 +316,7 @@ async function runActivation(cp: ControlPlane, cfg: Config, res: Results): Promi
         "expiry = the agent's own time of the last beat change (NodeCheckpoint status lastSeen, from its monotonic lastChangeAt) + window;",
         'the heartbeat (a process) is SIGKILLed synchronously on the first beat our own watch/inotify sees after the parent is Healthy.',
         `agent lag = agent's last-beat time - our sighting of that beat (local channel: the agent polls the folder every ${LOCAL_POLL_MS}ms).`,
-        'breakdown from the agent\'s log timestamps: expiry->Silent is timer lateness, Silent->activate the live read (none for local), activate->file the atomic write + our detection (inotify, 10ms poll fallback).',
+        "breakdown from the agent's log timestamps: expiry->Silent is timer lateness, Silent->activate the live read (none for local), activate->file the atomic write + our detection (inotify, 10ms poll fallback).",
         ...res.activation.flatMap((a) => a.failures.map((f) => `${a.channel} failure: ${f}`)),
       ],
     ),
@@ -286,7 +325,15 @@ async function runActivation(cp: ControlPlane, cfg: Config, res: Results): Promi
     table(
       '2. Retire delay (ms): Ready beat of the restarted heartbeat seen written -> manifest gone',
       ['channel', 'trials', 'p50', 'p90', 'p99', 'max', 'p50 vs lease'],
-      res.activation.map((a) => [a.channel, a.retireMs.n, fmt(a.retireMs.p50), fmt(a.retireMs.p90), fmt(a.retireMs.p99), fmt(a.retireMs.max), tinyRatio(a.retireMs.p50, lease?.retireMs.p50)]),
+      res.activation.map((a) => [
+        a.channel,
+        a.retireMs.n,
+        fmt(a.retireMs.p50),
+        fmt(a.retireMs.p90),
+        fmt(a.retireMs.p99),
+        fmt(a.retireMs.max),
+        tinyRatio(a.retireMs.p50, lease?.retireMs.p50),
+      ]),
       [
         'seen written = first Lease/pod watch event (ours) or inotify event on the local file after the new heartbeat process starts;',
         "the agent's own watch can see it a moment before ours, so 0-1 ms means 'as fast as we can observe'. Local includes the agent's folder poll.",
@@ -299,7 +346,13 @@ async function runRuntime(cp: ControlPlane, cfg: Config, res: Results): Promise<
   const sides = await runtimeComparison(cp, cfg.runtime);
   res.runtime = sides;
   const [o, n] = sides as [RuntimeSide, RuntimeSide];
-  const row = (what: string, a: number | null | undefined, b: number | null | undefined, runs: number, digits = 1): Array<string | number> => [what, runs, fmt(a, digits), fmt(b, digits), ratio(b, a)];
+  const row = (what: string, a: number | null | undefined, b: number | null | undefined, runs: number, digits = 1): Array<string | number> => [
+    what,
+    runs,
+    fmt(a, digits),
+    fmt(b, digits),
+    ratio(b, a),
+  ];
   const rows = [
     row('start: spawn -> /readyz 200 (ms)', o.startMs.p50, n.startMs.p50, o.startMs.n, 0),
     row('RSS at ready (MiB)', o.rssAtReadyMiB.p50, n.rssAtReadyMiB.p50, o.rssAtReadyMiB.n),
@@ -307,8 +360,18 @@ async function runRuntime(cp: ControlPlane, cfg: Config, res: Results): Promise<
   ];
   if (o.helpPeakMiB && n.helpPeakMiB) rows.push(row('agent --help peak RSS (MiB)', o.helpPeakMiB.p50, n.helpPeakMiB.p50, o.helpPeakMiB.n));
   if (o.activation && n.activation) {
-    rows.push(row(`activation delay, lease (ms; window ${WINDOW_MS}ms)`, o.activation.activationMs.p50, n.activation.activationMs.p50, Math.min(o.activation.trials, n.activation.trials), 0));
-    rows.push(row('retire delay, lease (ms)', o.activation.retireMs.p50, n.activation.retireMs.p50, Math.min(o.activation.retireMs.n, n.activation.retireMs.n), 0));
+    rows.push(
+      row(
+        `activation delay, lease (ms; window ${WINDOW_MS}ms)`,
+        o.activation.activationMs.p50,
+        n.activation.activationMs.p50,
+        Math.min(o.activation.trials, n.activation.trials),
+        0,
+      ),
+    );
+    rows.push(
+      row('retire delay, lease (ms)', o.activation.retireMs.p50, n.activation.retireMs.p50, Math.min(o.activation.retireMs.n, n.activation.retireMs.n), 0),
+    );
   }
   print(
     table(
@@ -318,7 +381,7 @@ async function runRuntime(cp: ControlPlane, cfg: Config, res: Results): Promise<
       [
         `old: ${o.node} ${o.bundle}; new: ${n.node} ${n.bundle}.`,
         'start/RSS rounds interleaved (old,new / new,old), one agent at a time, no parents, lease-only policy; RSS from /proc/<pid>/status VmRSS.',
-        '--help peak: GNU time %M (VmHWM). Activation/retire: the activation section\'s lease measurement, run for old then for new (agent and heartbeat both from the pair).',
+        "--help peak: GNU time %M (VmHWM). Activation/retire: the activation section's lease measurement, run for old then for new (agent and heartbeat both from the pair).",
         ...[o, n].flatMap((s) => (s.activation?.failures ?? []).map((f) => `${s.name} activation failure: ${f}`)),
       ],
     ),
@@ -330,7 +393,8 @@ async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Resul
   for (const n of cfg.cost.sizes) {
     const intervalMs = n >= 100 ? 1000 : 250;
     const o = { intervalMs, warmupMs: cfg.cost.warmupMs, measureMs: cfg.cost.measureMs };
-    if (cfg.cost.concurrentChannels) hb.push(...(await Promise.all((['lease', 'annotation', 'local'] as const).map((ch) => heartbeatCost(cp, base, ch, n, o)))));
+    if (cfg.cost.concurrentChannels)
+      hb.push(...(await Promise.all((['lease', 'annotation', 'local'] as const).map((ch) => heartbeatCost(cp, base, ch, n, o)))));
     else for (const ch of ['lease', 'annotation', 'local'] as const) hb.push(await heartbeatCost(cp, base, ch, n, o));
     progress(`cost: ${n} parents measured`);
   }
@@ -340,7 +404,19 @@ async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Resul
   print(
     table(
       '3. Api-server requests per heartbeat at steady state (apiserver_request_total deltas, background subtracted)',
-      ['channel', 'parents', 'interval', 'seconds', 'beats stored', 'server req/beat', 'client req/beat', 'vs lease', 'server req/s', 'failed rounds', 'raw deltas (incl. background)'],
+      [
+        'channel',
+        'parents',
+        'interval',
+        'seconds',
+        'beats stored',
+        'server req/beat',
+        'client req/beat',
+        'vs lease',
+        'server req/s',
+        'failed rounds',
+        'raw deltas (incl. background)',
+      ],
       hb.map((h) => [
         h.channel,
         h.parents,
@@ -352,23 +428,30 @@ async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Resul
         ratio(h.serverPerBeat ?? h.clientPerBeat, leaseOf(h.parents)?.serverPerBeat),
         h.serverRequests === null ? '0 (no api)' : fmt(h.serverRequests / h.seconds, 1),
         h.failedRounds,
-        topKeys(Object.fromEntries(Object.entries(h.byKey).filter(([k]) => (h.channel === 'lease' ? k.endsWith(' leases') : h.channel === 'annotation' ? k.endsWith(' pods') : false))), 3),
+        topKeys(
+          Object.fromEntries(
+            Object.entries(h.byKey).filter(([k]) => (h.channel === 'lease' ? k.endsWith(' leases') : h.channel === 'annotation' ? k.endsWith(' pods') : false)),
+          ),
+          3,
+        ),
       ]),
       [
         'req/beat is per round (stored + failed), so retries and failed rounds count against the beats that made it;',
-        'server req/beat counts only the channel\'s resource (leases for lease, pods for annotation); local writes a file and sends nothing.',
+        "server req/beat counts only the channel's resource (leases for lease, pods for annotation); local writes a file and sends nothing.",
         'client req/beat: requests the heartbeat clients sent (onRequest), the cross-check. Heartbeats run in the bench process.',
-        cfg.cost.concurrentChannels ? 'quick mode: the three channels ran at the same time (distinct resources, so the counts stay separable).' : 'each channel and size measured on its own.',
+        cfg.cost.concurrentChannels
+          ? 'quick mode: the three channels ran at the same time (distinct resources, so the counts stay separable).'
+          : 'each channel and size measured on its own.',
       ],
     ),
   );
   if (!idle) return;
   print(
     table(
-      "3b. Idle agent (bundle, default --api-probe 5s and --api-probe-calm 30s, no parents): api-server requests per minute",
+      '3b. Idle agent (bundle, default --api-probe 5s and --api-probe-calm 30s, no parents): api-server requests per minute',
       ['seconds', 'requests (net)', 'per minute', 'background per minute', 'raw deltas (incl. background)'],
       [[fmt(idle.seconds, 1), fmt(idle.requests, 1), fmt(idle.perMinute, 1), fmt(idle.backgroundPerMinute, 1), topKeys(idle.byKey, 6)]],
-      ['WATCH requests are counted by kube-apiserver when they end (every 5-10 min by the agent\'s server-side timeout), so an open watch adds nothing here.'],
+      ["WATCH requests are counted by kube-apiserver when they end (every 5-10 min by the agent's server-side timeout), so an open watch adds nothing here."],
     ),
   );
 }
@@ -383,8 +466,21 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
     table(
       `4. Agent footprint (bundled agent process, lease channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s)`,
       ['parents', 'seconds', 'CPU % of a core', 'CPU vs 1 parent', 'RSS MiB p50', 'RSS MiB max', 'RSS vs 1 parent', 'Healthy'],
-      agents.map((a) => [a.parents, fmt(a.seconds, 1), fmt(a.cpuPercent, 2), ratio(a.cpuPercent, one?.cpuPercent), fmt(a.rssMiB.p50, 1), fmt(a.rssMiB.max, 1), ratio(a.rssMiB.p50, one?.rssMiB.p50), a.healthy]),
-      [cfg.footprint.concurrent ? 'quick mode: the three agents ran at the same time (each measured by its own pid).' : 'one agent at a time; heartbeats run in the bench process and are not counted.'],
+      agents.map((a) => [
+        a.parents,
+        fmt(a.seconds, 1),
+        fmt(a.cpuPercent, 2),
+        ratio(a.cpuPercent, one?.cpuPercent),
+        fmt(a.rssMiB.p50, 1),
+        fmt(a.rssMiB.max, 1),
+        ratio(a.rssMiB.p50, one?.rssMiB.p50),
+        a.healthy,
+      ]),
+      [
+        cfg.footprint.concurrent
+          ? 'quick mode: the three agents ran at the same time (each measured by its own pid).'
+          : 'one agent at a time; heartbeats run in the bench process and are not counted.',
+      ],
     ),
   );
   const b = start.find((s) => s.runner === 'bundle');
@@ -392,7 +488,15 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
     table(
       '4b. Bundle vs unbundled agent: spawn -> /readyz 200, and RSS at that moment (alternating order)',
       ['runner', 'runs', 'ready ms p50', 'ready ms max', 'vs bundle', 'RSS MiB p50', 'RSS vs bundle'],
-      start.map((s) => [s.runner === 'bundle' ? 'node lastseen.mjs' : 'node --import tsx src/cli/main.ts', s.runs, fmt(s.readyMs.p50), fmt(s.readyMs.max), ratio(s.readyMs.p50, b?.readyMs.p50), fmt(s.rssAtReadyMiB.p50, 1), ratio(s.rssAtReadyMiB.p50, b?.rssAtReadyMiB.p50)]),
+      start.map((s) => [
+        s.runner === 'bundle' ? 'node lastseen.mjs' : 'node --import tsx src/cli/main.ts',
+        s.runs,
+        fmt(s.readyMs.p50),
+        fmt(s.readyMs.max),
+        ratio(s.readyMs.p50, b?.readyMs.p50),
+        fmt(s.rssAtReadyMiB.p50, 1),
+        ratio(s.rssAtReadyMiB.p50, b?.rssAtReadyMiB.p50),
+      ]),
     ),
   );
   const floor = sidecar.find((s) => s.process === 'node floor');
@@ -400,11 +504,51 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
   print(
     table(
       `4c. Heartbeat sidecar (bundle: node lastseen.mjs heartbeat, one channel, interval ${FOOTPRINT_INTERVAL_MS}ms, probe none) beside the agent and the Node.js floor; medians`,
-      ['process', 'runs', `RSS MiB at ${cfg.sidecar.idleMs / 1000}s p50`, 'RSS MiB max', 'above floor', 'CPU ms per beat p50', 'CPU ms per beat max', 'beats counted p50', 'CPU ms per s p50'],
       [
-        ...sidecar.map((s) => [s.process, s.runs, fmt(s.rssMiB.p50, 1), fmt(s.rssMiB.max, 1), above(s.rssMiB.p50), fmt(s.cpuMsPerBeat?.p50, 2), fmt(s.cpuMsPerBeat?.max, 2), fmt(s.beats?.p50), fmt(s.cpuMsPerSecond.p50, 2)]),
-        ['agent, 1 parent (table 4)', 1, fmt(one?.rssMiB.p50, 1), fmt(one?.rssMiB.max, 1), above(one?.rssMiB.p50), '-', '-', '-', fmt(one ? one.cpuPercent * 10 : null, 2)],
-        ['agent at /readyz (table 4b, bundle)', b?.runs ?? 0, fmt(b?.rssAtReadyMiB.p50, 1), fmt(b?.rssAtReadyMiB.max, 1), above(b?.rssAtReadyMiB.p50), '-', '-', '-', '-'],
+        'process',
+        'runs',
+        `RSS MiB at ${cfg.sidecar.idleMs / 1000}s p50`,
+        'RSS MiB max',
+        'above floor',
+        'CPU ms per beat p50',
+        'CPU ms per beat max',
+        'beats counted p50',
+        'CPU ms per s p50',
+      ],
+      [
+        ...sidecar.map((s) => [
+          s.process,
+          s.runs,
+          fmt(s.rssMiB.p50, 1),
+          fmt(s.rssMiB.max, 1),
+          above(s.rssMiB.p50),
+          fmt(s.cpuMsPerBeat?.p50, 2),
+          fmt(s.cpuMsPerBeat?.max, 2),
+          fmt(s.beats?.p50),
+          fmt(s.cpuMsPerSecond.p50, 2),
+        ]),
+        [
+          'agent, 1 parent (table 4)',
+          1,
+          fmt(one?.rssMiB.p50, 1),
+          fmt(one?.rssMiB.max, 1),
+          above(one?.rssMiB.p50),
+          '-',
+          '-',
+          '-',
+          fmt(one ? one.cpuPercent * 10 : null, 2),
+        ],
+        [
+          'agent at /readyz (table 4b, bundle)',
+          b?.runs ?? 0,
+          fmt(b?.rssAtReadyMiB.p50, 1),
+          fmt(b?.rssAtReadyMiB.max, 1),
+          above(b?.rssAtReadyMiB.p50),
+          '-',
+          '-',
+          '-',
+          '-',
+        ],
       ],
       [
         `each run: the lease sidecar, the local sidecar and an idle \`node -e\` (same binary, ${process.version}) spawned together; RSS = VmRSS ${cfg.sidecar.idleMs / 1000}s after spawn.`,
@@ -422,7 +566,19 @@ async function runScale(cp: ControlPlane, base: Baseline, cfg: Config, res: Resu
   print(
     table(
       `5. Scale: ${s.agents} in-process agents (runAgent) against one api-server; lease channel, interval ${SCALE_INTERVAL_MS}ms, one parent per node`,
-      ['parents', 'seconds', 'lease writes', 'beats received (all agents)', 'received / own-node writes', 'if watches were cluster-wide', 'excess per agent p50/max', 'agents w/ foreign', 'api req/s', 'req/s per agent', 'extra req per lease write'],
+      [
+        'parents',
+        'seconds',
+        'lease writes',
+        'beats received (all agents)',
+        'received / own-node writes',
+        'if watches were cluster-wide',
+        'excess per agent p50/max',
+        'agents w/ foreign',
+        'api req/s',
+        'req/s per agent',
+        'extra req per lease write',
+      ],
       s.steps.map((x) => [
         x.parents,
         fmt(x.seconds, 1),
@@ -434,13 +590,17 @@ async function runScale(cp: ControlPlane, base: Baseline, cfg: Config, res: Resu
         x.agentsWithForeignEvents,
         fmt(x.requestsPerSecond, 2),
         fmt(x.requestsPerSecondPerAgent, 3),
-        x.parents > 0 && idle && x.leaseWritesInRequestWindow > 0 ? fmt(((x.requestsPerSecond - idle.requestsPerSecond) * x.seconds) / x.leaseWritesInRequestWindow, 3) : '-',
+        x.parents > 0 && idle && x.leaseWritesInRequestWindow > 0
+          ? fmt(((x.requestsPerSecond - idle.requestsPerSecond) * x.seconds) / x.leaseWritesInRequestWindow, 3)
+          : '-',
       ]),
       [
-        idle ? `idle agent (no parents, default --api-probe 5s, 30s while calm): ${fmt(idle.requestsPerSecondPerAgent * 60, 1)} requests per minute per agent.` : '',
+        idle
+          ? `idle agent (no parents, default --api-probe 5s, 30s while calm): ${fmt(idle.requestsPerSecondPerAgent * 60, 1)} requests per minute per agent.`
+          : '',
         `agents started in ${fmt(s.startSeconds, 1)} s; bench process RSS with them ${fmt(s.benchRssMiB, 0)} MiB; ${s.warnings} agent warnings logged.`,
         "received = Agent.beat calls for lease beats; own-node writes = the heartbeats' stored rounds for that agent's node. Window edges can shift a beat either way.",
-        'api req/s includes the heartbeats\' Lease writes and the agents\' /readyz probes (every 5 s, every 30 s while their watches are open), background subtracted; extra req per lease write = (req/s - req/s with no parents) x seconds / Lease writes in that window.',
+        "api req/s includes the heartbeats' Lease writes and the agents' /readyz probes (every 5 s, every 30 s while their watches are open), background subtracted; extra req per lease write = (req/s - req/s with no parents) x seconds / Lease writes in that window.",
       ],
     ),
   );
@@ -456,7 +616,17 @@ async function runSim(cfg: Config, res: Results): Promise<void> {
     table(
       '6. Simulator speed: virtual seconds per wall second (api-server + CNI parents, a fault every 20 virtual minutes, timeline off)',
       ['masters', 'virtual hours', 'trials', 'p50', 'min', 'max', 'vs 3 masters', 'events', 'violations'],
-      speed.map((s) => [s.masters, s.virtualHours, s.trials, fmt(s.virtualSecondsPerWallSecond.p50), fmt(s.virtualSecondsPerWallSecond.min), fmt(s.virtualSecondsPerWallSecond.max), ratio(s.virtualSecondsPerWallSecond.p50, three?.virtualSecondsPerWallSecond.p50), s.events, s.violations]),
+      speed.map((s) => [
+        s.masters,
+        s.virtualHours,
+        s.trials,
+        fmt(s.virtualSecondsPerWallSecond.p50),
+        fmt(s.virtualSecondsPerWallSecond.min),
+        fmt(s.virtualSecondsPerWallSecond.max),
+        ratio(s.virtualSecondsPerWallSecond.p50, three?.virtualSecondsPerWallSecond.p50),
+        s.events,
+        s.violations,
+      ]),
     ),
   );
   const names = [...new Set(scenarios.map((r) => r.scenario))];
@@ -464,12 +634,20 @@ async function runSim(cfg: Config, res: Results): Promise<void> {
   const v = (x: number | null | undefined) => (x === null ? 'never' : x === undefined ? '-' : String(x));
   const seeds = scenarios[0]?.seeds ?? 0;
   // One row per scenario and figure; each strategy's cell is "min / p50 / p90 / max" over the seeds.
-  const cell = (r: ScenarioRow | undefined, f: keyof ScenarioRow['outcome']) => (r ? `${v(r.outcome[f].min)} / ${v(r.outcome[f].p50)} / ${v(r.outcome[f].p90)} / ${v(r.outcome[f].max)}` : '-');
+  const cell = (r: ScenarioRow | undefined, f: keyof ScenarioRow['outcome']) =>
+    r ? `${v(r.outcome[f].min)} / ${v(r.outcome[f].p50)} / ${v(r.outcome[f].p90)} / ${v(r.outcome[f].max)}` : '-';
   const rows: Array<Array<string | number>> = [];
   for (const n of names) {
     const [l, k, r] = [get(n, 'lastseen'), get(n, 'kubelet-pods'), get(n, 'runtime-poll')];
     for (const f of ['servedAt', 'parentServedAt', 'unservedSeconds'] as const) {
-      rows.push([f === 'servedAt' ? n : '', f, cell(l, f), cell(k, f), cell(r, f), f === 'servedAt' ? `${l?.violations ?? '-'}/${k?.violations ?? '-'}/${r?.violations ?? '-'}` : '']);
+      rows.push([
+        f === 'servedAt' ? n : '',
+        f,
+        cell(l, f),
+        cell(k, f),
+        cell(r, f),
+        f === 'servedAt' ? `${l?.violations ?? '-'}/${k?.violations ?? '-'}/${r?.violations ?? '-'}` : '',
+      ]);
     }
   }
   print(
@@ -477,7 +655,9 @@ async function runSim(cfg: Config, res: Results): Promise<void> {
       `7. Named scenarios, strategies side by side over seeds 1..${seeds} (virtual seconds after the first fault: min / p50 / p90 / max over seeds; never = not within the scenario, ranked worst)`,
       ['scenario', 'figure', 'lastseen', 'kubelet-pods', 'runtime-poll', 'seeds with violations ls/kp/rp'],
       rows,
-      [`ls = lastseen, kp = kubelet-pods (the checkpointer of the background issue), rp = runtime-poll. ${seeds} seeds per cell; one seed replays with \`lastseen simulate NAME --seed N --strategy S\`, the whole cell with \`--seeds 1..${seeds}\`.`],
+      [
+        `ls = lastseen, kp = kubelet-pods (the checkpointer of the background issue), rp = runtime-poll. ${seeds} seeds per cell; one seed replays with \`lastseen simulate NAME --seed N --strategy S\`, the whole cell with \`--seeds 1..${seeds}\`.`,
+      ],
     ),
   );
   await realNodeBeside();
@@ -491,7 +671,12 @@ async function runSim(cfg: Config, res: Results): Promise<void> {
  */
 async function realNodeBeside(): Promise<void> {
   const file = join(ROOT, 'bench', 'real-node.json');
-  let real: { measuredAt: string; commit: string; offS: number; reboots: Array<{ apiServedAfterS: number | null; parentServedAfterS: number | null; unavailableS: number; recovered: boolean }> } | null = null;
+  let real: {
+    measuredAt: string;
+    commit: string;
+    offS: number;
+    reboots: Array<{ apiServedAfterS: number | null; parentServedAfterS: number | null; unavailableS: number; recovered: boolean }>;
+  } | null = null;
   try {
     real = JSON.parse(await readFile(file, 'utf8'));
   } catch {
@@ -516,7 +701,7 @@ async function realNodeBeside(): Promise<void> {
   const r = real?.reboots ?? [];
   print(
     table(
-      '8. A reboot on the real node beside the simulator (seconds from the kubelet\'s start: min / median / max)',
+      "8. A reboot on the real node beside the simulator (seconds from the kubelet's start: min / median / max)",
       ['figure', `real node (${r.length} reboots)`, `simulator (testbed-reboot, ${sim.seeds} seeds)`],
       [
         ['api-server answers', spread(r.map((x) => x.apiServedAfterS)), simCell('servedAt', true)],

@@ -18,14 +18,14 @@ const VARIANTS: Record<string, string[]> = {
   default: [],
   before: [],
   'before+semi1': ['--max-semi-space-size=1'],
-  'semi1': ['--max-semi-space-size=1'],
-  'semi2': ['--max-semi-space-size=2'],
+  semi1: ['--max-semi-space-size=1'],
+  semi2: ['--max-semi-space-size=2'],
   'semi1+stgc': ['--max-semi-space-size=1', '--single-threaded-gc'],
-  'stgc': ['--single-threaded-gc'],
-  'old64': ['--max-old-space-size=64'],
+  stgc: ['--single-threaded-gc'],
+  old64: ['--max-old-space-size=64'],
   'semi1+old64': ['--max-semi-space-size=1', '--max-old-space-size=64'],
-  'lite': ['--lite-mode'],
-  'jitless': ['--jitless'],
+  lite: ['--lite-mode'],
+  jitless: ['--jitless'],
 };
 
 function arg(name: string, dflt: string): string {
@@ -54,9 +54,33 @@ async function main(): Promise<void> {
       for (const name of order) {
         const dirs = await tempDirs();
         await writePolicy(dirs.policy, '{ interval: 1s, window: 4s, startupGrace: 4s, channels: [lease] }');
-        const agent = lastseen(agentArgs({ node: `v8-${name.replace(/\W/g, '')}-${i}`, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }), 'bundle', { node: process.execPath, bundle: bundleOf(name), flags: VARIANTS[name] });
+        const agent = lastseen(agentArgs({ node: `v8-${name.replace(/\W/g, '')}-${i}`, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }), 'bundle', {
+          node: process.execPath,
+          bundle: bundleOf(name),
+          flags: VARIANTS[name],
+        });
         const hb = lastseen(
-          ['heartbeat', '--node', 'n', '--pod-name', 'p', '--namespace', 'ns', '--pod-uid', 'u', '--parent-key', `k${i}`, '--channels', 'local', '--interval', '1s', '--probe', 'none', '--heartbeat-dir', dirs.heartbeats],
+          [
+            'heartbeat',
+            '--node',
+            'n',
+            '--pod-name',
+            'p',
+            '--namespace',
+            'ns',
+            '--pod-uid',
+            'u',
+            '--parent-key',
+            `k${i}`,
+            '--channels',
+            'local',
+            '--interval',
+            '1s',
+            '--probe',
+            'none',
+            '--heartbeat-dir',
+            dirs.heartbeats,
+          ],
           'bundle',
           { node: process.execPath, bundle: bundleOf(name), flags: VARIANTS[name] },
         );
@@ -82,12 +106,43 @@ async function main(): Promise<void> {
     console.log(
       table(
         `Agent under Node/V8 flags (${process.version}, bundle, no parents, lease policy; ${rounds} interleaved rounds; medians)`,
-        ['variant', 'bundle', 'flags', 'ready ms', 'RSS at ready MiB', `RSS after ${idleMs / 1000}s MiB`, 'vs first', `CPU % over ${idleMs / 1000}s`, 'heartbeat (local) RSS MiB'],
+        [
+          'variant',
+          'bundle',
+          'flags',
+          'ready ms',
+          'RSS at ready MiB',
+          `RSS after ${idleMs / 1000}s MiB`,
+          'vs first',
+          `CPU % over ${idleMs / 1000}s`,
+          'heartbeat (local) RSS MiB',
+        ],
         names.map((n) => {
           const f = r.get(n)!;
-          return [n, n.startsWith('before') ? 'before' : 'this', VARIANTS[n]!.join(' ') || '(none)', fmt(med(f.start)), fmt(med(f.ready), 1), fmt(med(f.idle), 1), ratio(med(f.idle), med(base.idle)), fmt(med(f.cpu), 2), fmt(med(f.hb), 1)];
+          return [
+            n,
+            n.startsWith('before') ? 'before' : 'this',
+            VARIANTS[n]!.join(' ') || '(none)',
+            fmt(med(f.start)),
+            fmt(med(f.ready), 1),
+            fmt(med(f.idle), 1),
+            ratio(med(f.idle), med(base.idle)),
+            fmt(med(f.cpu), 2),
+            fmt(med(f.hb), 1),
+          ];
         }),
-        [`before: ${before ?? '-'}; this: ${bundle} (built now).`, `per-run idle RSS: ${names.map((n) => `${n} [${r.get(n)!.idle.map((x) => x.toFixed(1)).join(', ')}]`).join('; ')}`],
+        [
+          `before: ${before ?? '-'}; this: ${bundle} (built now).`,
+          `per-run idle RSS: ${names
+            .map(
+              (n) =>
+                `${n} [${r
+                  .get(n)!
+                  .idle.map((x) => x.toFixed(1))
+                  .join(', ')}]`,
+            )
+            .join('; ')}`,
+        ],
       ),
     );
   } finally {

@@ -65,10 +65,15 @@ export async function controlPlaneUp(): Promise<ControlPlane> {
   const tls = { ca: readFileSync(join(pki, 'ca.crt')), cert: readFileSync(join(pki, 'admin.crt')), key: readFileSync(join(pki, 'admin.key')) };
   const kubectlRun = (args: string[], input?: string) =>
     new Promise<string>((resolve, reject) => {
-      const child = execFile(kubectl, ['--kubeconfig', adminKubeconfig, '--cache-dir', join(dir, 'kube-cache'), ...args], { timeout: 120_000 }, (err, stdout, stderr) => {
-        if (err) reject(new Error(`kubectl ${args.join(' ')}: ${err.message}\n${stderr}`));
-        else resolve(stdout);
-      });
+      const child = execFile(
+        kubectl,
+        ['--kubeconfig', adminKubeconfig, '--cache-dir', join(dir, 'kube-cache'), ...args],
+        { timeout: 120_000 },
+        (err, stdout, stderr) => {
+          if (err) reject(new Error(`kubectl ${args.join(' ')}: ${err.message}\n${stderr}`));
+          else resolve(stdout);
+        },
+      );
       child.stdin?.end(input ?? '');
     });
   const requests = () =>

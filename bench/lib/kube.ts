@@ -21,7 +21,13 @@ export async function createParentPod(kc: KubeConfig, ns: string, node: string, 
 }
 
 /** Creates `n` parent pods `p<i>` on `node`, ten at a time. */
-export async function createParentPods(kc: KubeConfig, ns: string, node: string, n: number, key = (i: number) => `p${i}`): Promise<Array<{ name: string; uid: string }>> {
+export async function createParentPods(
+  kc: KubeConfig,
+  ns: string,
+  node: string,
+  n: number,
+  key = (i: number) => `p${i}`,
+): Promise<Array<{ name: string; uid: string }>> {
   const out: Array<{ name: string; uid: string }> = [];
   for (let i = 0; i < n; i += 10) {
     const batch = Array.from({ length: Math.min(10, n - i) }, (_, j) => createParentPod(kc, ns, node, key(i + j)));

@@ -38,7 +38,9 @@ let bundlePath = join(ROOT, 'dist', 'lastseen.mjs');
 /** `npm run bundle`, then a private copy (others may rebuild dist/ while we run). */
 export async function buildBundle(): Promise<string> {
   await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [join(ROOT, 'scripts', 'bundle.mjs')], { cwd: ROOT, timeout: 300_000 }, (err, _o, stderr) => (err ? reject(new Error(`bundle: ${err.message}\n${stderr}`)) : resolve()));
+    execFile(process.execPath, [join(ROOT, 'scripts', 'bundle.mjs')], { cwd: ROOT, timeout: 300_000 }, (err, _o, stderr) =>
+      err ? reject(new Error(`bundle: ${err.message}\n${stderr}`)) : resolve(),
+    );
   });
   const dir = await mkdtemp(join(tmpdir(), 'lastseen-bench-bin-'));
   temps.add(dir);
@@ -61,7 +63,11 @@ export interface Pair {
 }
 
 export function lastseen(args: string[], runner: Runner = 'bundle', pair?: Pair): Proc {
-  const argv = pair ? [...(pair.flags ?? []), pair.bundle, ...args] : runner === 'bundle' ? [bundlePath, ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
+  const argv = pair
+    ? [...(pair.flags ?? []), pair.bundle, ...args]
+    : runner === 'bundle'
+      ? [bundlePath, ...args]
+      : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
   const startedAt = Date.now();
   const child = spawn(pair?.node ?? process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: Array<Record<string, unknown>> = [];

@@ -69,7 +69,12 @@ export function load(): [number, number, number] {
 }
 
 /** Polls `fn` until it returns something other than undefined/false; errors count as "not yet". */
-export async function waitFor<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, what: string, timeoutMs = 30_000, intervalMs = 50): Promise<T> {
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  what: string,
+  timeoutMs = 30_000,
+  intervalMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

@@ -56,7 +56,13 @@ export async function activation(cp: ControlPlane, channel: Channel, trials: num
   const manifest = new PathWatch(await mkdirp(dirs.manifests), `lastseen-${ns}-${KEY}.json`);
   const beats = new BeatWatch({ channel, kc, node, namespace: ns, key: KEY, heartbeatDir: dirs.heartbeats });
   const agent = lastseen(
-    agentArgs({ node, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs, extra: ['--api-probe', '500ms', '--local-poll', `${LOCAL_POLL_MS}ms`, '--watchdog', '10s'] }),
+    agentArgs({
+      node,
+      namespace: ns,
+      kubeconfig: cp.adminKubeconfig,
+      dirs,
+      extra: ['--api-probe', '500ms', '--local-poll', `${LOCAL_POLL_MS}ms`, '--watchdog', '10s'],
+    }),
     'bundle',
     pair,
   );
@@ -67,7 +73,15 @@ export async function activation(cp: ControlPlane, channel: Channel, trials: num
   ];
   const parentId = `${ns}/${KEY}`;
   const transitions = (p: Proc, after: number) => p.logs.filter((l) => l.msg === 'transition' && l.parent === parentId && logTime(l) >= after);
-  const r = { activation: [] as number[], fromKill: [] as number[], lag: [] as number[], silent: [] as number[], decide: [] as number[], write: [] as number[], retire: [] as number[] };
+  const r = {
+    activation: [] as number[],
+    fromKill: [] as number[],
+    lag: [] as number[],
+    silent: [] as number[],
+    decide: [] as number[],
+    write: [] as number[],
+    retire: [] as number[],
+  };
   const failures: string[] = [];
   let hb: Proc | null = null;
   try {

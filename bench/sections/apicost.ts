@@ -50,7 +50,9 @@ export async function heartbeatCost(
   const dirs = await tempDirs();
   const logger = pino({ level: 'silent' });
   const pods =
-    channel === 'annotation' ? await createParentPods(kc, ns, node, parents) : Array.from({ length: parents }, (_, i) => ({ name: `p${i}-${node}`, uid: randomUUID() }));
+    channel === 'annotation'
+      ? await createParentPods(kc, ns, node, parents)
+      : Array.from({ length: parents }, (_, i) => ({ name: `p${i}-${node}`, uid: randomUUID() }));
   let clientTotal = 0;
   const hbs: Heartbeat[] = pods.map((p, i) =>
     startHeartbeat({

@@ -150,9 +150,13 @@ export async function startComparison(cp: ControlPlane, runs: number): Promise<S
       }
     }
   }
-  return (['bundle', 'tsx'] as const).map((runner) => ({ runner, runs: r[runner].ready.length, readyMs: summarize(r[runner].ready), rssAtReadyMiB: summarize(r[runner].rss) }));
+  return (['bundle', 'tsx'] as const).map((runner) => ({
+    runner,
+    runs: r[runner].ready.length,
+    readyMs: summarize(r[runner].ready),
+    rssAtReadyMiB: summarize(r[runner].rss),
+  }));
 }
-
 
 export type SidecarKind = 'heartbeat lease' | 'heartbeat local' | 'node floor';
 
@@ -206,17 +210,33 @@ export async function sidecarFootprint(cp: ControlPlane, runs: number, idleMs: n
     const hbArgs = (ch: 'lease' | 'local', p: number) => [
       'heartbeat',
       ...['--node', node, '--pod-name', pods[p]!.name, '--namespace', ns, '--pod-uid', pods[p]!.uid, '--parent-key', `p${p}`],
-      ...['--channels', ch, '--interval', `${FOOTPRINT_INTERVAL_MS}ms`, '--probe', 'none', '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
+      ...[
+        '--channels',
+        ch,
+        '--interval',
+        `${FOOTPRINT_INTERVAL_MS}ms`,
+        '--probe',
+        'none',
+        '--heartbeat-dir',
+        dirs.heartbeats,
+        '--kubeconfig',
+        cp.adminKubeconfig,
+      ],
     ];
     const sequence: Record<SidecarKind, () => Promise<number>> = {
       'heartbeat lease': async () => {
         const l = await leases.readNamespacedLease({ namespace: ns, name: leaseName('p0', node) });
         return Number(l.metadata?.annotations?.[ANNOTATION_SEQUENCE]);
       },
-      'heartbeat local': async () => Number((JSON.parse(await readFile(join(dirs.heartbeats, localBeatFile(ns, 'p1')), 'utf8')) as { sequence: unknown }).sequence),
+      'heartbeat local': async () =>
+        Number((JSON.parse(await readFile(join(dirs.heartbeats, localBeatFile(ns, 'p1')), 'utf8')) as { sequence: unknown }).sequence),
       'node floor': async () => Number.NaN,
     };
-    const procs: Record<SidecarKind, Proc> = { 'heartbeat lease': lastseen(hbArgs('lease', 0)), 'heartbeat local': lastseen(hbArgs('local', 1)), 'node floor': nodeFloor() };
+    const procs: Record<SidecarKind, Proc> = {
+      'heartbeat lease': lastseen(hbArgs('lease', 0)),
+      'heartbeat local': lastseen(hbArgs('local', 1)),
+      'node floor': nodeFloor(),
+    };
     const t0 = performance.now();
     try {
       await sleep(settleMs);
@@ -244,6 +264,13 @@ export async function sidecarFootprint(cp: ControlPlane, runs: number, idleMs: n
   return kinds.map((k) => {
     const f = r.get(k)!;
     const floor = k === 'node floor';
-    return { process: k, runs: f.rss.length, rssMiB: summarize(f.rss), cpuMsPerBeat: floor ? null : summarize(f.perBeat), beats: floor ? null : summarize(f.beats), cpuMsPerSecond: summarize(f.perSecond) };
+    return {
+      process: k,
+      runs: f.rss.length,
+      rssMiB: summarize(f.rss),
+      cpuMsPerBeat: floor ? null : summarize(f.perBeat),
+      beats: floor ? null : summarize(f.beats),
+      cpuMsPerSecond: summarize(f.perSecond),
+    };
   });
 }

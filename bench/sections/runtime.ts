@@ -110,8 +110,7 @@ export async function runtimeComparison(cp: ControlPlane, o: RuntimeOptions): Pr
       progress(`runtime: round ${i + 1}/${o.rounds} ${p.name} (${p.nodeVersion}) done`);
     }
   }
-  if (hasTime)
-    for (let i = 0; i < o.helpRuns; i++) for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) r[k]!.help.push((await helpPeakKiB(pairs[k]!)) / 1024);
+  if (hasTime) for (let i = 0; i < o.helpRuns; i++) for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) r[k]!.help.push((await helpPeakKiB(pairs[k]!)) / 1024);
   const acts: Array<ActivationFigures | undefined> = [undefined, undefined];
   if (o.activationTrials > 0)
     for (const k of [0, 1]) {

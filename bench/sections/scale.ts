@@ -87,7 +87,8 @@ export async function scale(cp: ControlPlane, base: Baseline, agents: number, o:
     for (const parents of [...new Set([0, Math.floor(agents / 2), agents])]) {
       const fresh = Array.from({ length: parents }, (_, i) => i).filter((i) => !hbs[i]);
       const pods: Array<{ name: string; uid: string }> = [];
-      for (let j = 0; j < fresh.length; j += 10) pods.push(...(await Promise.all(fresh.slice(j, j + 10).map((i) => createParentPod(kc, ns, `scale-${i}`, 'p')))));
+      for (let j = 0; j < fresh.length; j += 10)
+        pods.push(...(await Promise.all(fresh.slice(j, j + 10).map((i) => createParentPod(kc, ns, `scale-${i}`, 'p')))));
       fresh.forEach((i, j) => {
         const node = `scale-${i}`;
         const pod = pods[j]!;

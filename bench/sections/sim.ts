@@ -1,7 +1,17 @@
 // 6 + 7. The simulator: virtual seconds per wall second for 3 and 30 masters (the scenario of
 // src/sim/speed.ts, widened), and every named scenario run with each strategy over seeds 1..30,
 // side by side.
-import { NAMED, namedScenario, parseScenario, runScenario, runSeeds, SCENARIO_NAMES, type ScenarioInput, type SeedsSummary, STRATEGIES } from '../../src/sim/index.js';
+import {
+  NAMED,
+  namedScenario,
+  parseScenario,
+  runScenario,
+  runSeeds,
+  SCENARIO_NAMES,
+  type ScenarioInput,
+  type SeedsSummary,
+  STRATEGIES,
+} from '../../src/sim/index.js';
 import { type Summary, summarize } from '../lib/util.js';
 
 export interface SpeedFigures {

@@ -11,7 +11,15 @@ import { makeActuators, withoutPortSharing } from './actuators.js';
 import type { ParentView } from './agent.js';
 
 const NODE = 'n1';
-const beat = { channel: 'lease' as const, holder: 'demo-n1', holderUid: 'u1', role: 'parent' as const, phase: 'Ready' as const, sequence: 9, renewTime: '2025-01-01T00:00:00.000001Z' };
+const beat = {
+  channel: 'lease' as const,
+  holder: 'demo-n1',
+  holderUid: 'u1',
+  role: 'parent' as const,
+  phase: 'Ready' as const,
+  sequence: 9,
+  renewTime: '2025-01-01T00:00:00.000001Z',
+};
 const lease = leaseWithBeat(null, { namespace: 'ns', key: 'demo', node: NODE, role: 'parent', windowMs: 1000 }, beat);
 
 function client(read: () => Promise<unknown>): KubeClient & { closed: number; reads: number } {
@@ -86,7 +94,15 @@ describe('readLive', () => {
 
   it('a fresh client that gets no answer reports unavailable, and is closed', async () => {
     const fresh = client(timeout);
-    const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests: {} as never, kube: () => null, freshKube: () => fresh, logger: pino({ level: 'silent' }) });
+    const a = makeActuators({
+      node: NODE,
+      instance: 'agent',
+      store: {} as never,
+      manifests: {} as never,
+      kube: () => null,
+      freshKube: () => fresh,
+      logger: pino({ level: 'silent' }),
+    });
     const r = await a.readLive(parent, ['lease']);
     expect(r).toMatchObject({ unavailable: expect.stringContaining('timed out') });
     expect(fresh.closed).toBe(1);
@@ -94,7 +110,14 @@ describe('readLive', () => {
 
   it('without freshKube, reads on the pooled client (file-only setups, older wiring)', async () => {
     const pooled = client(async () => lease);
-    const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests: {} as never, kube: () => pooled, logger: pino({ level: 'silent' }) });
+    const a = makeActuators({
+      node: NODE,
+      instance: 'agent',
+      store: {} as never,
+      manifests: {} as never,
+      kube: () => pooled,
+      logger: pino({ level: 'silent' }),
+    });
     expect(await a.readLive(parent, ['lease'])).toEqual({ beats: [beat] });
     expect([pooled.reads, pooled.closed]).toEqual([1, 0]);
   });
@@ -108,7 +131,15 @@ describe('retire', () => {
       await writeFile(join(dir, 'ns_demo.json'), '{}'); // the parent's own beat stays
       const retired: string[] = [];
       const manifests = { retire: async (id: string) => void retired.push(id) } as never;
-      const a = makeActuators({ node: NODE, instance: 'agent', store: {} as never, manifests, kube: () => null, logger: pino({ level: 'silent' }), heartbeatDir: dir });
+      const a = makeActuators({
+        node: NODE,
+        instance: 'agent',
+        store: {} as never,
+        manifests,
+        kube: () => null,
+        logger: pino({ level: 'silent' }),
+        heartbeatDir: dir,
+      });
       await a.retire(parent, { code: 'ParentReady', message: 'the parent reports Ready' });
       expect(retired).toEqual(['ns/demo']);
       expect((await readdir(dir)).sort()).toEqual(['ns_demo.json']);

@@ -103,7 +103,13 @@ export function kubeResolver(k: KubeClient, node: string): DataResolver {
         name,
         namespace,
         // Bound to the node, so the copy's token carries the node name the admission policy checks.
-        body: { spec: { audiences: audience ? [audience] : [], boundObjectRef: { apiVersion: 'v1', kind: 'Node', name: node }, ...(expirationSeconds ? { expirationSeconds } : {}) } },
+        body: {
+          spec: {
+            audiences: audience ? [audience] : [],
+            boundObjectRef: { apiVersion: 'v1', kind: 'Node', name: node },
+            ...(expirationSeconds ? { expirationSeconds } : {}),
+          },
+        },
       });
       const token = t.status?.token;
       if (!token) throw new Error(`TokenRequest for serviceaccount ${namespace}/${name} returned no token`);
@@ -134,13 +140,15 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       await unlink(file);
     } catch (e) {
       // Gone already is the goal; anything else is logged, not fatal: the retire itself happened.
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') d.logger.warn({ parent: p.id, file, err: (e as Error).message }, 'could not remove the retired checkpoint\'s heartbeat file');
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+        d.logger.warn({ parent: p.id, file, err: (e as Error).message }, "could not remove the retired checkpoint's heartbeat file");
     }
   };
   return {
     async capture(p, info) {
       const pod = p.pod as V1Pod | null;
-      if (!pod || pod.metadata?.uid !== info.uid) throw new Error(`cannot capture ${p.id}: pod ${info.name} (${info.uid}) is no longer the one the api-server shows`);
+      if (!pod || pod.metadata?.uid !== info.uid)
+        throw new Error(`cannot capture ${p.id}: pod ${info.name} (${info.uid}) is no longer the one the api-server shows`);
       const lastReady = p.state.lastChangeAt !== null ? new Date(wallNow()).toISOString() : null;
       const r = await capture(
         pod,

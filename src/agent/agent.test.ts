@@ -47,8 +47,19 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
     ...(handovers ? { handovers } : {}),
   });
   let seq = 0;
-  const beat = (phase: Phase, uid = 'u1'): Beat => ({ channel: 'lease', holder: 'apiserver-n1', holderUid: uid, role: 'parent', phase, sequence: ++seq, renewTime: `r${seq}` });
-  const pod = (uid = 'u1') => new Map([['kube-system/kube-apiserver', { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid, name: 'apiserver-n1' } }, labels: {} }]]);
+  const beat = (phase: Phase, uid = 'u1'): Beat => ({
+    channel: 'lease',
+    holder: 'apiserver-n1',
+    holderUid: uid,
+    role: 'parent',
+    phase,
+    sequence: ++seq,
+    renewTime: `r${seq}`,
+  });
+  const pod = (uid = 'u1') =>
+    new Map([
+      ['kube-system/kube-apiserver', { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid, name: 'apiserver-n1' } }, labels: {} }],
+    ]);
   return { time, calls, agent, beat, pod };
 }
 
@@ -59,7 +70,12 @@ describe('Agent loop', () => {
       new Map([
         [
           'kube-system/kube-apiserver',
-          { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid: 'u1', name: 'apiserver-n1' }, status: { conditions: [{ type: 'Ready', status: ready }] } }, labels: {} },
+          {
+            namespace: 'kube-system',
+            key: 'kube-apiserver',
+            pod: { metadata: { uid: 'u1', name: 'apiserver-n1' }, status: { conditions: [{ type: 'Ready', status: ready }] } },
+            labels: {},
+          },
         ],
       ]);
     agent.api(true);

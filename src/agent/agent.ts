@@ -217,11 +217,21 @@ export class Agent {
     const id = parentId(namespace, key);
     let e = this.entries.get(id);
     if (e) {
-      if (checkpoint && !e.state.checkpoint.stored) this.feed(e, checkpoint.active ? { type: 'activated' } : { type: 'captured', specHash: checkpoint.specHash ?? '' });
+      if (checkpoint && !e.state.checkpoint.stored)
+        this.feed(e, checkpoint.active ? { type: 'activated' } : { type: 'captured', specHash: checkpoint.specHash ?? '' });
       return e;
     }
     const eff = policyFor(this.policy, { namespace, key, labels });
-    const state = initialState({ namespace, key, policy: eff.policy, now: this.o.clock.now(), apiReachable: this.apiReachable, rebooted: this.rebooted, ...(checkpoint ? { checkpoint } : {}), ...(handover ? { handover } : {}) });
+    const state = initialState({
+      namespace,
+      key,
+      policy: eff.policy,
+      now: this.o.clock.now(),
+      apiReachable: this.apiReachable,
+      rebooted: this.rebooted,
+      ...(checkpoint ? { checkpoint } : {}),
+      ...(handover ? { handover } : {}),
+    });
     e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, wakeAt: null };
     this.entries.set(id, e);
     this.o.logger.info({ parent: id, state: state.state, checkpoint: state.checkpoint }, 'tracking parent');
@@ -302,14 +312,25 @@ export class Agent {
         this.o.hooks?.onNote?.(e, a);
         return;
       case 'event':
-        run('event', A.event(e, a).then(() => null));
+        run(
+          'event',
+          A.event(e, a).then(() => null),
+        );
         return;
       case 'capture':
-        run('capture', A.capture(e, a.pod, a.reason).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input));
+        run(
+          'capture',
+          A.capture(e, a.pod, a.reason).then((r) => ({ type: 'captured', specHash: r.specHash }) as Input),
+        );
         return;
       case 'activate':
         log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message, exclusive: a.exclusive === true }, 'activating checkpoint');
-        run('activate', A.activate(e, a.reason, a.exclusive === true).then(() => (a.exclusive === true ? { type: 'activated', exclusive: true } : { type: 'activated' }) as Input));
+        run(
+          'activate',
+          A.activate(e, a.reason, a.exclusive === true).then(
+            () => (a.exclusive === true ? { type: 'activated', exclusive: true } : { type: 'activated' }) as Input,
+          ),
+        );
         return;
       case 'retire':
         log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message }, 'retiring checkpoint');
@@ -322,7 +343,10 @@ export class Agent {
         return;
       case 'collect':
         log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message }, 'collecting checkpoint');
-        run('collect', A.collect(e, a.reason).then(() => ({ type: 'collected' }) as Input));
+        run(
+          'collect',
+          A.collect(e, a.reason).then(() => ({ type: 'collected' }) as Input),
+        );
         return;
       case 'confirm':
         run(

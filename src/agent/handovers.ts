@@ -42,8 +42,15 @@ export class HandoverFile {
       for (const [id, e] of Object.entries(doc)) {
         if (typeof e?.deadlineWall !== 'number' || typeof e.attempts !== 'number' || typeof e.nextBackoffMs !== 'number') continue;
         const kb = e.knownBad;
-        const knownBad = kb && typeof kb.specHash === 'string' && typeof kb.podUid === 'string' ? { knownBad: { specHash: kb.specHash, podUid: kb.podUid } } : {};
-        this.entries.set(id, { deadlineWall: e.deadlineWall, attempts: e.attempts, nextBackoffMs: e.nextBackoffMs, ...(e.inProgress === false ? { inProgress: false } : {}), ...knownBad });
+        const knownBad =
+          kb && typeof kb.specHash === 'string' && typeof kb.podUid === 'string' ? { knownBad: { specHash: kb.specHash, podUid: kb.podUid } } : {};
+        this.entries.set(id, {
+          deadlineWall: e.deadlineWall,
+          attempts: e.attempts,
+          nextBackoffMs: e.nextBackoffMs,
+          ...(e.inProgress === false ? { inProgress: false } : {}),
+          ...knownBad,
+        });
       }
       return null;
     } catch (e) {
@@ -79,8 +86,7 @@ export class HandoverFile {
         ...(h.inProgress === false ? { inProgress: false } : {}),
         ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
       });
-    }
-    else this.entries.delete(id);
+    } else this.entries.delete(id);
     if (JSON.stringify(this.entries.get(id) ?? null) === before) return this.writing;
     const body = Buffer.from(`${JSON.stringify(Object.fromEntries(this.entries))}\n`);
     this.writing = this.writing.then(() => writeFileAtomic(this.path, body, { mode: 0o600 })).catch(() => undefined);

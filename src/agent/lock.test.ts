@@ -87,7 +87,9 @@ describe('NodeLock', () => {
     const takeoverMs = performance.now() - killedAt;
     await exited(child);
     expect(child.signalCode).toBe('SIGKILL');
-    process.stdout.write(`[measured] node lock take-over after SIGKILL of the holder: ${takeoverMs.toFixed(0)} ms (${tries} failed retries, retry every ${LOCK_RETRY_MS} ms)\n`);
+    process.stdout.write(
+      `[measured] node lock take-over after SIGKILL of the holder: ${takeoverMs.toFixed(0)} ms (${tries} failed retries, retry every ${LOCK_RETRY_MS} ms)\n`,
+    );
     expect(takeoverMs).toBeLessThan(TAKEOVER_BOUND_MS);
     expect((await standby.readHolder())?.holder).toBe('standby');
     await standby.release();

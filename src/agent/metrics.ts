@@ -13,12 +13,32 @@ export const BAD_INPUT_SOURCES = ['lease', 'annotation', 'local'] as const;
 export class AgentMetrics {
   readonly registry = new Registry();
   readonly parents = new Gauge({ name: 'lastseen_parents', help: 'Parents on this node by state', labelNames: ['state'], registers: [this.registry] });
-  readonly activations = new Counter({ name: 'lastseen_activations_total', help: 'Checkpoint activations, by reason', labelNames: ['reason'], registers: [this.registry] });
-  readonly handovers = new Counter({ name: 'lastseen_handovers_total', help: 'Hand-overs, by result (started, succeeded, failed)', labelNames: ['result'], registers: [this.registry] });
+  readonly activations = new Counter({
+    name: 'lastseen_activations_total',
+    help: 'Checkpoint activations, by reason',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly handovers = new Counter({
+    name: 'lastseen_handovers_total',
+    help: 'Hand-overs, by result (started, succeeded, failed)',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
   readonly retirements = new Counter({ name: 'lastseen_retirements_total', help: 'Checkpoint retirements', registers: [this.registry] });
   readonly collections = new Counter({ name: 'lastseen_collections_total', help: 'Checkpoints garbage-collected', registers: [this.registry] });
-  readonly actionFailures = new Counter({ name: 'lastseen_action_failures_total', help: 'Actuator failures, by action', labelNames: ['action'], registers: [this.registry] });
-  readonly beatAge = new Gauge({ name: 'lastseen_beat_age_seconds', help: "Seconds since a parent's beat last changed, on the agent's clock", labelNames: ['parent'], registers: [this.registry] });
+  readonly actionFailures = new Counter({
+    name: 'lastseen_action_failures_total',
+    help: 'Actuator failures, by action',
+    labelNames: ['action'],
+    registers: [this.registry],
+  });
+  readonly beatAge = new Gauge({
+    name: 'lastseen_beat_age_seconds',
+    help: "Seconds since a parent's beat last changed, on the agent's clock",
+    labelNames: ['parent'],
+    registers: [this.registry],
+  });
   /**
    * 1 while a parent's declared interval is more than half the policy's window, so the agent judges
    * it by twice that interval instead (the core's WindowBelowInterval; see src/core/decide.ts).
@@ -29,19 +49,47 @@ export class AgentMetrics {
     labelNames: ['parent'],
     registers: [this.registry],
   });
-  readonly checkpointActive = new Gauge({ name: 'lastseen_checkpoint_active', help: '1 while the parent checkpoint manifest is in the kubelet directory', labelNames: ['parent'], registers: [this.registry] });
-  readonly policyValid = new Gauge({ name: 'lastseen_policy_valid', help: '1 when the last policy read was valid (0: refused; the last good one is in force)', registers: [this.registry] });
+  readonly checkpointActive = new Gauge({
+    name: 'lastseen_checkpoint_active',
+    help: '1 while the parent checkpoint manifest is in the kubelet directory',
+    labelNames: ['parent'],
+    registers: [this.registry],
+  });
+  readonly policyValid = new Gauge({
+    name: 'lastseen_policy_valid',
+    help: '1 when the last policy read was valid (0: refused; the last good one is in force)',
+    registers: [this.registry],
+  });
   /**
    * 1 while no policy file or ConfigMap is found (deleted, or never created). Nothing is refused, so
    * lastseen_policy_valid stays 1; the last good policy (persisted in the state folder) stays in
    * force, or the built-in defaults when there never was one.
    */
-  readonly policyMissing = new Gauge({ name: 'lastseen_policy_missing', help: '1 while no policy file or ConfigMap is found (the last good policy, or the built-in defaults if none, stays in force)', registers: [this.registry] });
+  readonly policyMissing = new Gauge({
+    name: 'lastseen_policy_missing',
+    help: '1 while no policy file or ConfigMap is found (the last good policy, or the built-in defaults if none, stays in force)',
+    registers: [this.registry],
+  });
   readonly apiReachable = new Gauge({ name: 'lastseen_api_reachable', help: '1 when the api-server answers /readyz', registers: [this.registry] });
-  readonly badInputs = new Counter({ name: 'lastseen_bad_inputs_total', help: 'Leases, annotations or files ignored as malformed or foreign, by source', labelNames: ['source'], registers: [this.registry] });
+  readonly badInputs = new Counter({
+    name: 'lastseen_bad_inputs_total',
+    help: 'Leases, annotations or files ignored as malformed or foreign, by source',
+    labelNames: ['source'],
+    registers: [this.registry],
+  });
   /** Always 1; its labels say which lastseen and which Node.js runtime an agent runs. */
-  readonly buildInfo = new Gauge({ name: 'lastseen_build_info', help: 'Always 1: the lastseen version and the Node.js runtime of this agent', labelNames: ['version', 'runtime'], registers: [this.registry] });
-  readonly watchHealthy = new Gauge({ name: 'lastseen_watch_healthy', help: '1 while a watch is connected and synced', labelNames: ['resource'], registers: [this.registry] });
+  readonly buildInfo = new Gauge({
+    name: 'lastseen_build_info',
+    help: 'Always 1: the lastseen version and the Node.js runtime of this agent',
+    labelNames: ['version', 'runtime'],
+    registers: [this.registry],
+  });
+  readonly watchHealthy = new Gauge({
+    name: 'lastseen_watch_healthy',
+    help: '1 while a watch is connected and synced',
+    labelNames: ['resource'],
+    registers: [this.registry],
+  });
 
   constructor(defaultMetrics = true) {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry });

@@ -36,7 +36,11 @@ export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPo
   for (const pod of pods) {
     if (notParentReason(pod, node) !== null) continue;
     const md = pod.metadata!;
-    const key = parentKey({ name: md.name!, labels: md.labels ?? {}, ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })) });
+    const key = parentKey({
+      name: md.name!,
+      labels: md.labels ?? {},
+      ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })),
+    });
     const id = parentId(md.namespace!, key);
     const prev = out.get(id);
     const created = (p: V1Pod) => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
@@ -47,7 +51,10 @@ export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPo
 }
 
 /** Namespace and key of a Lease written by a heartbeat, from its labels (null: not ours). */
-export function leaseParent(lease: { metadata?: { namespace?: string; labels?: Record<string, string> } }, node: string): { namespace: string; key: string } | null {
+export function leaseParent(
+  lease: { metadata?: { namespace?: string; labels?: Record<string, string> } },
+  node: string,
+): { namespace: string; key: string } | null {
   const md = lease.metadata ?? {};
   const key = md.labels?.[LABEL_PARENT];
   if (!md.namespace || !key || md.labels?.[LABEL_NODE] !== node) return null;

@@ -97,7 +97,12 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   const listenHealth = async () => {
     const h = await serveHealth(o.healthPort ?? DEFAULT_HEALTH_PORT, o.healthHost ?? '0.0.0.0', {
       live: () => ({ ok: true, reason: '' }),
-      ready: () => (lockHeld ? (ready ? { ok: true, reason: '' } : { ok: false, reason: 'observers not synced yet' }) : { ok: false, reason: 'standby: another agent holds the node lock' }),
+      ready: () =>
+        lockHeld
+          ? ready
+            ? { ok: true, reason: '' }
+            : { ok: false, reason: 'observers not synced yet' }
+          : { ok: false, reason: 'standby: another agent holds the node lock' },
       registry: metrics.registry,
     });
     stops.push(() => h.close());
@@ -169,14 +174,41 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     const now = new Date().toISOString();
     return [
       policySource?.isMissing()
-        ? { type: 'PolicyValid', status: 'False', reason: 'Missing', message: 'no policy file or ConfigMap: the last good policy (else the built-in defaults) is in force', lastTransitionTime: now }
-        : { type: 'PolicyValid', status: policySource?.isValid() === false ? 'False' : 'True', reason: policySource?.isValid() === false ? 'Refused' : 'Valid', message: 'the policy in force', lastTransitionTime: now },
-      { type: 'ApiReachable', status: agent?.isApiReachable() ? 'True' : 'False', reason: agent?.isApiReachable() ? 'Reachable' : 'Unreachable', message: 'the agent reaches the api-server', lastTransitionTime: now },
+        ? {
+            type: 'PolicyValid',
+            status: 'False',
+            reason: 'Missing',
+            message: 'no policy file or ConfigMap: the last good policy (else the built-in defaults) is in force',
+            lastTransitionTime: now,
+          }
+        : {
+            type: 'PolicyValid',
+            status: policySource?.isValid() === false ? 'False' : 'True',
+            reason: policySource?.isValid() === false ? 'Refused' : 'Valid',
+            message: 'the policy in force',
+            lastTransitionTime: now,
+          },
+      {
+        type: 'ApiReachable',
+        status: agent?.isApiReachable() ? 'True' : 'False',
+        reason: agent?.isApiReachable() ? 'Reachable' : 'Unreachable',
+        message: 'the agent reaches the api-server',
+        lastTransitionTime: now,
+      },
     ];
   };
   // Tokens of running checkpoints, renewed in place whatever their parents' state (see token-refresh.ts).
   const tokens = new TokenRefresher({ store, manifests, resolver: () => kubeResolver(kube, o.node), wallNow: Date.now, logger: log });
-  const status = new StatusWriter({ node: o.node, kubeConfig: kc, views, conditions, clock, timers, logger: log, tokensExpireAt: (id) => tokens.expiries().get(id) });
+  const status = new StatusWriter({
+    node: o.node,
+    kubeConfig: kc,
+    views,
+    conditions,
+    clock,
+    timers,
+    logger: log,
+    tokensExpireAt: (id) => tokens.expiries().get(id),
+  });
   stops.push(() => status.stop());
 
   const handovers = new HandoverFile(stateDir);
@@ -204,7 +236,9 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     actuators,
     specHash: (pod) => {
       const md = (pod as V1Pod).metadata ?? {};
-      const p = parentsOnNode([pod as V1Pod], o.node).values().next().value;
+      const p = parentsOnNode([pod as V1Pod], o.node)
+        .values()
+        .next().value;
       return specHashOf({ node: o.node, store }, `${md.namespace}/${p?.key ?? md.name}`, p?.key ?? md.name ?? '', pod);
     },
     hooks: {
@@ -248,7 +282,14 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     if (text === undefined) return;
     metrics.policyMissing.set(0);
     status.poke();
-    lastGoodFile.save(text).catch((e: Error) => log.warn({ file: lastGoodFile.path, err: e.message }, 'could not persist the last good policy; a restart while the policy is missing would use an older one'));
+    lastGoodFile
+      .save(text)
+      .catch((e: Error) =>
+        log.warn(
+          { file: lastGoodFile.path, err: e.message },
+          'could not persist the last good policy; a restart while the policy is missing would use an older one',
+        ),
+      );
   };
   const onMissing = (origin: string, using: 'last-good' | 'defaults') => {
     firstPolicy();
@@ -273,7 +314,18 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   };
   policySource = o.policyFile
     ? filePolicySource({ path: o.policyFile, log, timers, onPolicy, onInvalid, onMissing, lastGood })
-    : configMapPolicySource({ kubeConfig: kc, namespace: o.namespace, log, clock, timers, onPolicy, onInvalid, onMissing, lastGood, ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}) });
+    : configMapPolicySource({
+        kubeConfig: kc,
+        namespace: o.namespace,
+        log,
+        clock,
+        timers,
+        onPolicy,
+        onInvalid,
+        onMissing,
+        lastGood,
+        ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}),
+      });
   policySource.start();
   // Parents are judged with the policy they will live under: wait (briefly) for its first read, so
   // a parent is not given the built-in grace because the ConfigMap answered a moment late.
@@ -298,10 +350,15 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     // The agent's own copy is kept by SelfCheckpoint, always active, never judged by the core.
     if (isAgentCopy(c.capture.manifest.metadata?.labels)) continue;
     const [namespace, key] = c.id.split('/') as [string, string];
-    a.restore(namespace, key, { stored: true, active: active.has(c.id), specHash: c.capture.specHash }, c.capture.manifest.metadata?.labels ?? {}, handovers.recovered(c.id));
+    a.restore(
+      namespace,
+      key,
+      { stored: true, active: active.has(c.id), specHash: c.capture.specHash },
+      c.capture.manifest.metadata?.labels ?? {},
+      handovers.recovered(c.id),
+    );
   }
   log.info({ checkpoints: listed.checkpoints.length, active: [...active] }, 'recovered from the state folder');
-
 
   // The api-server's reachability, by its own /readyz: every probe period, or every calm period
   // while the watches below are open (their health is evidence too; a broken one nudges the probe).
@@ -452,7 +509,9 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       for (const v of a.views()) {
         const info = v.state.pod;
         if (v.state.state !== 'Healthy' || !info || !v.pod || v.state.checkpoint.specHash !== info.specHash) continue;
-        actuators.capture(v, info, { code: 'RefreshCopies', message: 'refreshing the copied secrets and tokens' }).catch((e: Error) => log.warn({ parent: v.id, err: e.message }, 'refreshing the checkpoint copy failed; the previous copy stays'));
+        actuators
+          .capture(v, info, { code: 'RefreshCopies', message: 'refreshing the copied secrets and tokens' })
+          .catch((e: Error) => log.warn({ parent: v.id, err: e.message }, 'refreshing the checkpoint copy failed; the previous copy stays'));
       }
       refreshCopies();
     }, COPY_REFRESH_MS);
@@ -473,7 +532,13 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   leases.start();
   local.start();
   log.info(
-    { stateDir, manifestDir: manifests.dir, heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, policyValid: policySource.isValid(), interval: formatDuration(policySource.current().defaults.intervalMs) },
+    {
+      stateDir,
+      manifestDir: manifests.dir,
+      heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
+      policyValid: policySource.isValid(),
+      interval: formatDuration(policySource.current().defaults.intervalMs),
+    },
     'agent started',
   );
 

@@ -28,7 +28,11 @@ export interface SelfCheckpointDeps {
 /** The parent id under which the agent keeps its own copy, derived from its pod (DaemonSet name). */
 export function selfId(pod: V1Pod): string {
   const md = pod.metadata ?? {};
-  const key = parentKey({ name: md.name ?? '', labels: md.labels ?? {}, ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })) });
+  const key = parentKey({
+    name: md.name ?? '',
+    labels: md.labels ?? {},
+    ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })),
+  });
   return parentId(md.namespace ?? '', key);
 }
 
@@ -93,7 +97,11 @@ export class SelfCheckpoint {
       this.ids.add(id);
       const key = id.slice(id.indexOf('/') + 1);
       const now = new Date((this.d.wallNow ?? Date.now)()).toISOString();
-      const r = await capture(copyOfAgentPod(pod), { parentKey: key, node: this.d.node, checkpointDir: this.d.store.checkpointDir(id), capturedAt: now, lastReadyAt: now }, kubeResolver(this.d.kube(), this.d.node));
+      const r = await capture(
+        copyOfAgentPod(pod),
+        { parentKey: key, node: this.d.node, checkpointDir: this.d.store.checkpointDir(id), capturedAt: now, lastReadyAt: now },
+        kubeResolver(this.d.kube(), this.d.node),
+      );
       if (r.capture.specHash === this.lastHash) return;
       await this.d.store.save(id, r.capture, r.data);
       await this.d.manifests.activate(id, r.capture.manifest);

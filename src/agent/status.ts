@@ -130,7 +130,10 @@ export class StatusWriter {
       const n = await this.o.kubeConfig.makeApiClient(CoreV1Api).readNode({ name: this.o.node });
       if (n.metadata?.uid) return { apiVersion: 'v1', kind: 'Node', name: this.o.node, uid: n.metadata.uid };
     } catch (e) {
-      this.o.logger.info({ err: classifyKubeError(e, `node ${this.o.node}`).message }, 'NodeCheckpoint created without an owner: it stays if the Node is deleted');
+      this.o.logger.info(
+        { err: classifyKubeError(e, `node ${this.o.node}`).message },
+        'NodeCheckpoint created without an owner: it stays if the Node is deleted',
+      );
     }
     return undefined;
   }

@@ -45,7 +45,11 @@ beforeEach(async () => {
   wall = T0;
   api = 'up';
   minted = 0;
-  const r = await capture(parentPod(), { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(T0).toISOString(), lastReadyAt: null }, resolver);
+  const r = await capture(
+    parentPod(),
+    { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(T0).toISOString(), lastReadyAt: null },
+    resolver,
+  );
   await store.save(ID, r.capture, r.data);
   minted = 0;
 });
@@ -57,7 +61,7 @@ const tokenFile = () => join(store.checkpointDir(ID), TOKEN);
 const refresher = () => new TokenRefresher({ store, manifests, resolver: () => resolver, wallNow: () => wall, logger: pino({ level: 'silent' }) });
 
 describe('TokenRefresher', () => {
-  it('re-mints an active checkpoint\'s token near expiry and writes it in place, pass after pass', async () => {
+  it("re-mints an active checkpoint's token near expiry and writes it in place, pass after pass", async () => {
     await manifests.activate(ID, (await store.load(ID))!.manifest);
     const r = refresher();
     const folderIno = (await fsp.stat(join(store.checkpointDir(ID), 'projected/kube-api-access'))).ino;
@@ -98,7 +102,7 @@ describe('TokenRefresher', () => {
     expect(await fsp.readFile(tokenFile())).toEqual(jwt(wall, LIFETIME_S, 'mint-1'));
   });
 
-  it('leaves a checkpoint that is not active alone (its parent\'s capture keeps it fresh)', async () => {
+  it("leaves a checkpoint that is not active alone (its parent's capture keeps it fresh)", async () => {
     const r = refresher();
     wall = T0 + 110_000;
     expect(await r.pass()).toEqual([]);

@@ -82,7 +82,11 @@ export class TokenRefresher {
         expiries.push(outcome.expiresAt);
         results.push(outcome);
       }
-      if (expiries.length > 0) this.expiry.set(id, expiries.reduce((a, b) => (Date.parse(a) <= Date.parse(b) ? a : b)));
+      if (expiries.length > 0)
+        this.expiry.set(
+          id,
+          expiries.reduce((a, b) => (Date.parse(a) <= Date.parse(b) ? a : b)),
+        );
       else this.expiry.delete(id);
     }
     return results;
@@ -90,7 +94,10 @@ export class TokenRefresher {
 
   private async refreshOne(id: string, t: TokenCopy, now: number): Promise<TokenRefreshResult> {
     const failed = (err: string): TokenRefreshResult => {
-      this.d.logger.warn({ checkpoint: id, token: t.relPath, expiresAt: t.expiresAt, err }, 'could not refresh a running checkpoint\'s token; the copy keeps the old one');
+      this.d.logger.warn(
+        { checkpoint: id, token: t.relPath, expiresAt: t.expiresAt, err },
+        "could not refresh a running checkpoint's token; the copy keeps the old one",
+      );
       return { id, relPath: t.relPath, outcome: 'failed', expiresAt: t.expiresAt };
     };
     const resolver = this.d.resolver();
@@ -101,13 +108,18 @@ export class TokenRefresher {
     } catch (e) {
       return failed((e as Error).message);
     }
-    const copy = tokenCopy(t.relPath, { namespace: t.namespace, name: t.serviceAccount, audience: t.audience, expirationSeconds: t.expirationSeconds }, bytes, now);
+    const copy = tokenCopy(
+      t.relPath,
+      { namespace: t.namespace, name: t.serviceAccount, audience: t.audience, expirationSeconds: t.expirationSeconds },
+      bytes,
+      now,
+    );
     try {
       await this.d.store.replaceToken(id, copy, bytes);
     } catch (e) {
       return failed((e as Error).message);
     }
-    this.d.logger.info({ checkpoint: id, token: t.relPath, expiresAt: copy.expiresAt }, 'refreshed a running checkpoint\'s token in place');
+    this.d.logger.info({ checkpoint: id, token: t.relPath, expiresAt: copy.expiresAt }, "refreshed a running checkpoint's token in place");
     return { id, relPath: t.relPath, outcome: 'refreshed', expiresAt: copy.expiresAt };
   }
 }

@@ -6,7 +6,15 @@ import { annotationPatch, beatFromPod } from './annotation.js';
 type Loose = Record<string, any>;
 
 const uid = '1b4e28ba-2fa1-11d2-883f-0016d3cca427';
-const beat: Beat = { channel: 'annotation', holder: 'api-1', holderUid: uid, role: 'parent', phase: 'Starting', sequence: 3, renewTime: '2026-12-02T10:00:01.000001Z' };
+const beat: Beat = {
+  channel: 'annotation',
+  holder: 'api-1',
+  holderUid: uid,
+  role: 'parent',
+  phase: 'Starting',
+  sequence: 3,
+  renewTime: '2026-12-02T10:00:01.000001Z',
+};
 
 function pod(edit: (p: Loose) => void = () => {}): unknown {
   const p: Loose = {

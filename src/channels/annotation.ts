@@ -5,9 +5,30 @@
 // cannot 409; what remains is the pod being gone (404: nothing to create, the round fails) and the
 // api-server not answering (backoff within the round, fresh connection pool after repeats).
 import type { Beat } from '../core/types.js';
-import { ANNOTATION_HOLDER_UID, ANNOTATION_INTERVAL_MS, ANNOTATION_UNPROBED, ANNOTATION_LAST_SEEN, ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE } from '../core/names.js';
+import {
+  ANNOTATION_HOLDER_UID,
+  ANNOTATION_INTERVAL_MS,
+  ANNOTATION_UNPROBED,
+  ANNOTATION_LAST_SEEN,
+  ANNOTATION_PHASE,
+  ANNOTATION_ROLE,
+  ANNOTATION_SEQUENCE,
+} from '../core/names.js';
 import type { BeatWriter, Clock } from './channel.js';
-import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from './fields.js';
+import {
+  type BeatResult,
+  beatOf,
+  isRecord,
+  parseHolder,
+  parseIntervalMs,
+  parsePhase,
+  parseRenewTime,
+  parseRole,
+  parseSequence,
+  parseUid,
+  show,
+  stringMap,
+} from './fields.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
@@ -65,7 +86,16 @@ export function beatFromPod(pod: unknown, expectedNode: string): BeatResult {
   }
   const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
   if (!interval.ok) return refuse(interval.reason);
-  return beatOf('annotation', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value, unprobed: ann[ANNOTATION_UNPROBED] === 'true' });
+  return beatOf('annotation', {
+    holder: holder.value,
+    holderUid: uid.value,
+    role: role.value,
+    phase: phase.value,
+    sequence: sequence.value,
+    renewTime: renew.value,
+    intervalMs: interval.value,
+    unprobed: ann[ANNOTATION_UNPROBED] === 'true',
+  });
 }
 
 export interface AnnotationChannelOptions {

@@ -40,7 +40,10 @@ export function beatOf(
   f: { holder: string; holderUid: string; role: Role; phase: Phase; sequence: number; renewTime: string; intervalMs: number | undefined; unprobed?: boolean },
 ): BeatResult {
   const { intervalMs, unprobed, ...rest } = f;
-  return { ok: true, beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...(unprobed && f.phase === 'Ready' ? { unprobed: true } : {}) } };
+  return {
+    ok: true,
+    beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...(unprobed && f.phase === 'Ready' ? { unprobed: true } : {}) },
+  };
 }
 
 export function show(v: unknown): string {

@@ -10,7 +10,15 @@ import { beatFromLease, CONFLICTS_BEFORE_PATCH, LeaseChannel, type LeaseTarget, 
 type Loose = Record<string, any>;
 
 const target: LeaseTarget = { namespace: 'kube-system', key: 'kube-apiserver', node: 'n1', role: 'parent', windowMs: 20_500 };
-const beat: Beat = { channel: 'lease', holder: 'api-1', holderUid: '1b4e28ba-2fa1-11d2-883f-0016d3cca427', role: 'parent', phase: 'Ready', sequence: 7, renewTime: '2026-12-02T10:00:01.123456Z' };
+const beat: Beat = {
+  channel: 'lease',
+  holder: 'api-1',
+  holderUid: '1b4e28ba-2fa1-11d2-883f-0016d3cca427',
+  role: 'parent',
+  phase: 'Ready',
+  sequence: 7,
+  renewTime: '2026-12-02T10:00:01.123456Z',
+};
 
 function lease(edit: (l: Loose) => void = () => {}): unknown {
   const l = JSON.parse(JSON.stringify(leaseWithBeat(null, target, beat)));
@@ -24,7 +32,12 @@ describe('leaseWithBeat', () => {
     expect(l.metadata).toMatchObject({
       name: 'kube-apiserver.n1',
       namespace: 'kube-system',
-      labels: { 'lastseen.dev/node': 'n1', 'lastseen.dev/parent': 'kube-apiserver', 'app.kubernetes.io/managed-by': 'lastseen', 'app.kubernetes.io/name': 'lastseen' },
+      labels: {
+        'lastseen.dev/node': 'n1',
+        'lastseen.dev/parent': 'kube-apiserver',
+        'app.kubernetes.io/managed-by': 'lastseen',
+        'app.kubernetes.io/name': 'lastseen',
+      },
       annotations: { 'lastseen.dev/phase': 'Ready', 'lastseen.dev/sequence': '7', 'lastseen.dev/role': 'parent', 'lastseen.dev/holder-uid': beat.holderUid },
     });
     expect(l.spec).toMatchObject({ holderIdentity: 'api-1', leaseDurationSeconds: 21, leaseTransitions: 0 });
@@ -116,14 +129,23 @@ describe('beatFromLease refuses, with a reason, never a throw', () => {
     ['the epoch (node rebooted without a real-time clock)', '1970-01-01T00:00:05.000001Z'],
     ['far future', '2999-01-01T00:00:00.000000Z'],
   ])('accepts a skewed renewTime: %s', (_name, renewTime) => {
-    expect(beatFromLease(lease((l) => (l.spec.renewTime = renewTime)), 'n1')).toMatchObject({ ok: true, beat: { renewTime } });
+    expect(
+      beatFromLease(
+        lease((l) => (l.spec.renewTime = renewTime)),
+        'n1',
+      ),
+    ).toMatchObject({ ok: true, beat: { renewTime } });
   });
 });
 
 /** A fake api: an in-memory Lease with resourceVersions, failures on demand, request counting. */
 function fakeApi() {
   const state = { stored: null as V1Lease | null, rv: 0, requests: [] as string[], conflictNext: 0, failNext: 0, clients: 0, closed: 0 };
-  const apiError = (code: number) => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', reason: code === 409 ? 'Conflict' : 'NotFound', message: `code ${code}` }) });
+  const apiError = (code: number) =>
+    Object.assign(new Error(`HTTP ${code}`), {
+      code,
+      body: JSON.stringify({ kind: 'Status', reason: code === 409 ? 'Conflict' : 'NotFound', message: `code ${code}` }),
+    });
   const save = (l: V1Lease) => {
     state.stored = JSON.parse(JSON.stringify({ ...l, metadata: { ...l.metadata, resourceVersion: String(++state.rv) } }));
     return JSON.parse(JSON.stringify(state.stored));
@@ -164,7 +186,11 @@ function fakeApi() {
       // JSON merge patch: a null value removes the key.
       const annotations: Record<string, string | null> = { ...s.metadata?.annotations, ...body.metadata?.annotations };
       for (const [k, v] of Object.entries(annotations)) if (v === null) delete annotations[k];
-      return save({ ...s, metadata: { ...s.metadata, labels: { ...s.metadata?.labels, ...body.metadata?.labels }, annotations: annotations as Record<string, string> }, spec: { ...s.spec, ...body.spec } });
+      return save({
+        ...s,
+        metadata: { ...s.metadata, labels: { ...s.metadata?.labels, ...body.metadata?.labels }, annotations: annotations as Record<string, string> },
+        spec: { ...s.spec, ...body.spec },
+      });
     },
   };
   const makeClient = (): KubeClient => {

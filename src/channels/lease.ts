@@ -34,7 +34,20 @@ import {
 } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter, Clock } from './channel.js';
-import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show, stringMap } from './fields.js';
+import {
+  type BeatResult,
+  beatOf,
+  isRecord,
+  parseHolder,
+  parseIntervalMs,
+  parsePhase,
+  parseRenewTime,
+  parseRole,
+  parseSequence,
+  parseUid,
+  show,
+  stringMap,
+} from './fields.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import { mergePatchOptions } from '../kube/patch.js';
@@ -144,7 +157,16 @@ export function beatFromLease(lease: unknown, expectedNode: string): BeatResult 
   if (!renew.ok) return refuse(renew.reason);
   const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
   if (!interval.ok) return refuse(interval.reason);
-  return beatOf('lease', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value, unprobed: ann[ANNOTATION_UNPROBED] === 'true' });
+  return beatOf('lease', {
+    holder: holder.value,
+    holderUid: uid.value,
+    role: role.value,
+    phase: phase.value,
+    sequence: sequence.value,
+    renewTime: renew.value,
+    intervalMs: interval.value,
+    unprobed: ann[ANNOTATION_UNPROBED] === 'true',
+  });
 }
 
 export interface LeaseChannelOptions {
@@ -248,7 +270,10 @@ export class LeaseChannel implements BeatWriter {
     const full = leaseWithBeat(null, this.opts.target, beat);
     // null removes the problem annotation in a merge patch once the policy file is fine again.
     const annotations = { [ANNOTATION_POLICY_PROBLEM]: null, ...full.metadata?.annotations };
-    return { metadata: { labels: full.metadata?.labels, annotations }, spec: { holderIdentity: beat.holder, leaseDurationSeconds: full.spec?.leaseDurationSeconds, renewTime: beat.renewTime } };
+    return {
+      metadata: { labels: full.metadata?.labels, annotations },
+      spec: { holderIdentity: beat.holder, leaseDurationSeconds: full.spec?.leaseDurationSeconds, renewTime: beat.renewTime },
+    };
   }
 
   private freshClient(): void {

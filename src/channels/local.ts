@@ -13,7 +13,19 @@ import { join } from 'node:path';
 import { localBeatFile } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter } from './channel.js';
-import { type BeatResult, beatOf, isRecord, parseHolder, parseIntervalMs, parsePhase, parseRenewTime, parseRole, parseSequence, parseUid, show } from './fields.js';
+import {
+  type BeatResult,
+  beatOf,
+  isRecord,
+  parseHolder,
+  parseIntervalMs,
+  parsePhase,
+  parseRenewTime,
+  parseRole,
+  parseSequence,
+  parseUid,
+  show,
+} from './fields.js';
 
 export const DEFAULT_HEARTBEAT_DIR = '/run/lastseen/heartbeats';
 /** Format version written into every file; a reader refuses versions it does not know. */
@@ -87,9 +99,17 @@ export function beatFromFile(text: string, expected: ExpectedLocal): BeatResult 
   if (doc.intervalMs !== undefined && typeof doc.intervalMs !== 'number') return { ok: false, reason: `intervalMs is ${show(doc.intervalMs)}, not a number` };
   const interval = parseIntervalMs(doc.intervalMs);
   if (!interval.ok) return interval;
-  return beatOf('local', { holder: holder.value, holderUid: uid.value, role: role.value, phase: phase.value, sequence: sequence.value, renewTime: renew.value, intervalMs: interval.value, unprobed: doc.unprobed === true });
+  return beatOf('local', {
+    holder: holder.value,
+    holderUid: uid.value,
+    role: role.value,
+    phase: phase.value,
+    sequence: sequence.value,
+    renewTime: renew.value,
+    intervalMs: interval.value,
+    unprobed: doc.unprobed === true,
+  });
 }
-
 
 export class LocalChannel implements BeatWriter {
   readonly channel = 'local' as const;

@@ -94,8 +94,7 @@ export function memoryResolver(
   },
 ): DataResolver & { calls: string[] } {
   const calls: string[] = [];
-  const toBuffers = (o: Record<string, string> | undefined) =>
-    o ? Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Buffer.from(v)])) : null;
+  const toBuffers = (o: Record<string, string> | undefined) => (o ? Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Buffer.from(v)])) : null);
   return {
     calls,
     secret: async (ns, name) => {

@@ -49,17 +49,12 @@ describe('sanitize: spec', () => {
   const { manifest, files, folders } = sanitize(parentPod(), OPTS);
   const spec = manifest.spec!;
 
-  it.each([
-    'nodeName',
-    'nodeSelector',
-    'serviceAccountName',
-    'serviceAccount',
-    'automountServiceAccountToken',
-    'affinity',
-    'priority',
-  ] as const)('clears spec.%s', (field) => {
-    expect(spec[field]).toBeUndefined();
-  });
+  it.each(['nodeName', 'nodeSelector', 'serviceAccountName', 'serviceAccount', 'automountServiceAccountToken', 'affinity', 'priority'] as const)(
+    'clears spec.%s',
+    (field) => {
+      expect(spec[field]).toBeUndefined();
+    },
+  );
 
   it('with the host network, declares no ports (they would keep the parent pod out) and probes by number', () => {
     const pod = parentPod();
@@ -116,12 +111,19 @@ describe('sanitize: spec', () => {
         source: { kind: 'configMap', namespace: 'kube-system', name: 'kube-root-ca.crt', key: 'ca.crt', optional: false },
         access: { mode: 0o644 },
       },
-      { relPath: 'projected/kube-api-access/namespace', source: { kind: 'downwardAPI', namespace: 'kube-system', fieldPath: 'metadata.namespace' }, access: { mode: 0o644 } },
+      {
+        relPath: 'projected/kube-api-access/namespace',
+        source: { kind: 'downwardAPI', namespace: 'kube-system', fieldPath: 'metadata.namespace' },
+        access: { mode: 0o644 },
+      },
     ]);
   });
 
   it('marks the heartbeat sidecar (by name) as role checkpoint, replacing the parent role', () => {
-    expect(spec.initContainers![0]!.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }, { name: 'LASTSEEN_PARENT_KEY', value: 'kube-apiserver' }]);
+    expect(spec.initContainers![0]!.env).toEqual([
+      { name: 'LASTSEEN_ROLE', value: 'checkpoint' },
+      { name: 'LASTSEEN_PARENT_KEY', value: 'kube-apiserver' },
+    ]);
     expect(spec.containers[0]!.env).toBeUndefined();
   });
 
@@ -129,7 +131,10 @@ describe('sanitize: spec', () => {
     const pod = parentPod();
     pod.spec!.containers.push({ name: 'beat', image: 'lastseen:1', args: ['heartbeat'] });
     const out = sanitize(pod, OPTS).manifest.spec!.containers.find((c) => c.name === 'beat');
-    expect(out?.env).toEqual([{ name: 'LASTSEEN_ROLE', value: 'checkpoint' }, { name: 'LASTSEEN_PARENT_KEY', value: 'kube-apiserver' }]);
+    expect(out?.env).toEqual([
+      { name: 'LASTSEEN_ROLE', value: 'checkpoint' },
+      { name: 'LASTSEEN_PARENT_KEY', value: 'kube-apiserver' },
+    ]);
   });
 
   it('does not change the pod it was given', () => {
@@ -175,7 +180,15 @@ describe('specHash', () => {
 
   it('does not depend on key order', () => {
     const reverse = (v: unknown): unknown =>
-      Array.isArray(v) ? v.map(reverse) : v && typeof v === 'object' && !(v instanceof Date) ? Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reverse(x)])) : v;
+      Array.isArray(v)
+        ? v.map(reverse)
+        : v && typeof v === 'object' && !(v instanceof Date)
+          ? Object.fromEntries(
+              Object.entries(v)
+                .reverse()
+                .map(([k, x]) => [k, reverse(x)]),
+            )
+          : v;
     const shuffled = reverse(parentPod()) as V1Pod;
     expect(Object.keys(shuffled)[0]).toBe('status');
     expect(sanitize(shuffled, OPTS).specHash).toBe(base);
@@ -265,7 +278,16 @@ describe('sanitize: the owner, group and modes the parent’s own volumes give i
   const nonRoot = (mutate: (pod: V1Pod) => void = () => {}) => {
     const pod = parentPod();
     pod.spec!.securityContext = { runAsUser: 1000, fsGroup: 1000 };
-    pod.spec!.volumes![0] = { name: 'certs', secret: { secretName: 'apiserver-certs', items: [{ key: 'tls.key', path: 'tls/key', mode: 0o400 }, { key: 'tls.crt', path: 'tls.crt' }] } };
+    pod.spec!.volumes![0] = {
+      name: 'certs',
+      secret: {
+        secretName: 'apiserver-certs',
+        items: [
+          { key: 'tls.key', path: 'tls/key', mode: 0o400 },
+          { key: 'tls.crt', path: 'tls.crt' },
+        ],
+      },
+    };
     mutate(pod);
     return pod;
   };
@@ -328,7 +350,8 @@ describe('sanitize: the owner, group and modes the parent’s own volumes give i
       'secrets/extra': { mode: 0o2755, gid: 1000 },
     });
     expect(r.capture.access?.['secrets/extra/deep']).toBeUndefined();
-    for (const path of Object.keys(r.capture.access ?? {})) expect(r.data.has(path) || r.data.has(`${path}/`) || [...r.data.keys()].some((k) => k.startsWith(`${path}/`))).toBe(true);
+    for (const path of Object.keys(r.capture.access ?? {}))
+      expect(r.data.has(path) || r.data.has(`${path}/`) || [...r.data.keys()].some((k) => k.startsWith(`${path}/`))).toBe(true);
   });
 });
 
@@ -347,7 +370,10 @@ describe('sanitize: the per-pod kube-api-access volume (issue 17, item 5)', () =
     const a = sanitize(withPerPodVolume('ab12c', 'uid-a'), OPTS);
     const b = sanitize(withPerPodVolume('zz9x8', 'uid-b'), OPTS);
     for (const r of [a, b]) {
-      expect(volume(r.manifest, 'kube-api-access')).toEqual({ name: 'kube-api-access', hostPath: { path: `${DIR}/projected/kube-api-access`, type: 'Directory' } });
+      expect(volume(r.manifest, 'kube-api-access')).toEqual({
+        name: 'kube-api-access',
+        hostPath: { path: `${DIR}/projected/kube-api-access`, type: 'Directory' },
+      });
       expect(r.manifest.spec!.containers[0]!.volumeMounts![2]!.name).toBe('kube-api-access');
       expect(r.manifest.spec!.initContainers![0]!.volumeMounts![0]!.name).toBe('kube-api-access');
       expect(r.folders).toContain('projected/kube-api-access/');

@@ -56,7 +56,8 @@ export const STABLE_API_ACCESS_VOLUME = 'kube-api-access';
 const DROPPED_ANNOTATION = /^(lastseen\.dev\/|kubernetes\.io\/config\.|kubectl\.kubernetes\.io\/last-applied-configuration$)/;
 
 /** Downward API fields the capture can answer from the parent pod it was given. */
-export const DOWNWARD_FIELDS = /^(metadata\.(name|namespace|uid|labels|annotations)|metadata\.(labels|annotations)\['[^']+'\]|spec\.(nodeName|serviceAccountName)|status\.(hostIP|podIP))$/;
+export const DOWNWARD_FIELDS =
+  /^(metadata\.(name|namespace|uid|labels|annotations)|metadata\.(labels|annotations)\['[^']+'\]|spec\.(nodeName|serviceAccountName)|status\.(hostIP|podIP))$/;
 
 export type DataSource =
   | { kind: 'secret'; namespace: string; name: string; key?: string; optional: boolean }
@@ -165,7 +166,13 @@ export function folderAccess(rules: VolumeAccessRules): Access {
   return rules.fsGroup !== undefined ? { mode: VOLUME_DIR_MODE | FS_GROUP_DIR_BITS, gid: rules.fsGroup } : { mode: VOLUME_DIR_MODE };
 }
 
-function keyFiles(folder: string, items: V1KeyToPath[] | undefined, defaultMode: number, rules: VolumeAccessRules, source: (key?: string) => DataSource): DataFile[] {
+function keyFiles(
+  folder: string,
+  items: V1KeyToPath[] | undefined,
+  defaultMode: number,
+  rules: VolumeAccessRules,
+  source: (key?: string) => DataSource,
+): DataFile[] {
   if (!items || items.length === 0) return [{ relPath: folder, source: source(), access: fileAccess(rules, defaultMode) }];
   return items.map((item) => ({ relPath: under(folder, item.path), source: source(item.key), access: fileAccess(rules, item.mode ?? defaultMode) }));
 }
@@ -186,13 +193,25 @@ function rewriteVolume(volume: V1Volume, namespace: string, spec: V1PodSpec, opt
     const s = volume.secret;
     const folder = `secrets/${volume.name}`;
     const name = s.secretName ?? '';
-    const files = keyFiles(folder, s.items, s.defaultMode ?? DEFAULT_VOLUME_FILE_MODE, rules, (key) => ({ kind: 'secret', namespace, name, key, optional: s.optional === true }));
+    const files = keyFiles(folder, s.items, s.defaultMode ?? DEFAULT_VOLUME_FILE_MODE, rules, (key) => ({
+      kind: 'secret',
+      namespace,
+      name,
+      key,
+      optional: s.optional === true,
+    }));
     return { volume: hostPath(folder), files, folder };
   }
   if (volume.configMap) {
     const c = volume.configMap;
     const folder = `configmaps/${volume.name}`;
-    const files = keyFiles(folder, c.items, c.defaultMode ?? DEFAULT_VOLUME_FILE_MODE, rules, (key) => ({ kind: 'configMap', namespace, name: c.name ?? '', key, optional: c.optional === true }));
+    const files = keyFiles(folder, c.items, c.defaultMode ?? DEFAULT_VOLUME_FILE_MODE, rules, (key) => ({
+      kind: 'configMap',
+      namespace,
+      name: c.name ?? '',
+      key,
+      optional: c.optional === true,
+    }));
     return { volume: hostPath(folder), files, folder };
   }
   if (volume.projected) {
@@ -202,10 +221,14 @@ function rewriteVolume(volume: V1Volume, namespace: string, spec: V1PodSpec, opt
     for (const source of volume.projected.sources ?? []) {
       if (source.secret) {
         const s = source.secret;
-        files.push(...keyFiles(folder, s.items, defaultMode, rules, (key) => ({ kind: 'secret', namespace, name: s.name ?? '', key, optional: s.optional === true })));
+        files.push(
+          ...keyFiles(folder, s.items, defaultMode, rules, (key) => ({ kind: 'secret', namespace, name: s.name ?? '', key, optional: s.optional === true })),
+        );
       } else if (source.configMap) {
         const c = source.configMap;
-        files.push(...keyFiles(folder, c.items, defaultMode, rules, (key) => ({ kind: 'configMap', namespace, name: c.name ?? '', key, optional: c.optional === true })));
+        files.push(
+          ...keyFiles(folder, c.items, defaultMode, rules, (key) => ({ kind: 'configMap', namespace, name: c.name ?? '', key, optional: c.optional === true })),
+        );
       } else if (source.serviceAccountToken) {
         const t = source.serviceAccountToken;
         const name = spec.serviceAccountName ?? spec.serviceAccount ?? 'default';
@@ -221,7 +244,11 @@ function rewriteVolume(volume: V1Volume, namespace: string, spec: V1PodSpec, opt
             warnings.push(`volume ${volume.name}: downward API item ${item.path} (${fieldPath ?? 'resourceFieldRef'}) is not copied`);
             continue;
           }
-          files.push({ relPath: under(folder, item.path), source: { kind: 'downwardAPI', namespace, fieldPath }, access: fileAccess(rules, item.mode ?? defaultMode) });
+          files.push({
+            relPath: under(folder, item.path),
+            source: { kind: 'downwardAPI', namespace, fieldPath },
+            access: fileAccess(rules, item.mode ?? defaultMode),
+          });
         }
       } else {
         warnings.push(`volume ${volume.name}: a projected source other than secret, configMap, serviceAccountToken or downwardAPI is not copied`);
@@ -244,7 +271,9 @@ function stableVolumeNames(spec: V1PodSpec): V1PodSpec {
   if (perPod.length !== 1 || spec.volumes?.some((v) => v.name === STABLE_API_ACCESS_VOLUME)) return spec;
   const from = perPod[0]!.name;
   const rename = (c: V1Container): V1Container =>
-    c.volumeMounts?.some((m) => m.name === from) ? { ...c, volumeMounts: c.volumeMounts.map((m) => (m.name === from ? { ...m, name: STABLE_API_ACCESS_VOLUME } : m)) } : c;
+    c.volumeMounts?.some((m) => m.name === from)
+      ? { ...c, volumeMounts: c.volumeMounts.map((m) => (m.name === from ? { ...m, name: STABLE_API_ACCESS_VOLUME } : m)) }
+      : c;
   return {
     ...spec,
     volumes: spec.volumes!.map((v) => (v.name === from ? { ...v, name: STABLE_API_ACCESS_VOLUME } : v)),
@@ -318,7 +347,10 @@ export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
       folderAccessByPath[result.folder] = folderAccess(rules);
       // Folders an item path makes inside the volume (`path: a/b`) are the volume's too.
       for (const f of result.files) {
-        const inner = f.relPath.slice(result.folder.length + 1).split('/').slice(0, -1);
+        const inner = f.relPath
+          .slice(result.folder.length + 1)
+          .split('/')
+          .slice(0, -1);
         for (let i = 1; i <= inner.length; i++) folderAccessByPath[`${result.folder}/${inner.slice(0, i).join('/')}`] = folderAccess(rules);
       }
     }

@@ -154,7 +154,13 @@ describe('Store modes', () => {
     const pod = parentPod();
     pod.spec!.securityContext = { runAsUser: uid, fsGroup: gid };
     const store = new Store({ stateDir });
-    const opts = { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: '2026-01-02T03:05:00.000Z', lastReadyAt: null };
+    const opts = {
+      parentKey: 'kube-apiserver',
+      node: 'node-a',
+      checkpointDir: store.checkpointDir(ID),
+      capturedAt: '2026-01-02T03:05:00.000Z',
+      lastReadyAt: null,
+    };
     const r = await capture(pod, opts, memoryResolver());
     await store.save(ID, r.capture, r.data);
     const dir = store.checkpointDir(ID);
@@ -174,7 +180,11 @@ describe('Store modes', () => {
     expect((await stat('projected/kube-api-access/token')).mode).toBe('640');
     // A token minted again in place keeps its owner, group and mode.
     const fresh = Buffer.from('fresh-token');
-    await store.replaceToken(ID, tokenCopy('projected/kube-api-access/token', { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, Date.now()), fresh);
+    await store.replaceToken(
+      ID,
+      tokenCopy('projected/kube-api-access/token', { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, Date.now()),
+      fresh,
+    );
     expect(await stat('projected/kube-api-access/token')).toEqual({ mode: '640', uid, gid });
     expect(await fsp.readFile(join(dir, 'projected/kube-api-access/token'))).toEqual(fresh);
     // A new plan for the same bytes (another defaultMode) is a new copy, not 'unchanged'.
@@ -187,8 +197,12 @@ describe('Store modes', () => {
   it('refuses an access for a path the copy does not have', async () => {
     const store = new Store({ stateDir });
     const v1 = await version(stateDir, 1);
-    await expect(store.save(ID, { ...v1.capture, access: { ...v1.capture.access, 'secrets/nope': { mode: 0o644 } } }, v1.data)).rejects.toMatchObject({ code: 'EINVAL' });
-    await expect(store.save(ID, { ...v1.capture, access: { ...v1.capture.access, secrets: { mode: 0o755 } } }, v1.data)).rejects.toMatchObject({ code: 'EINVAL' });
+    await expect(store.save(ID, { ...v1.capture, access: { ...v1.capture.access, 'secrets/nope': { mode: 0o644 } } }, v1.data)).rejects.toMatchObject({
+      code: 'EINVAL',
+    });
+    await expect(store.save(ID, { ...v1.capture, access: { ...v1.capture.access, secrets: { mode: 0o755 } } }, v1.data)).rejects.toMatchObject({
+      code: 'EINVAL',
+    });
   });
 });
 
@@ -248,7 +262,11 @@ describe('Store corruption', () => {
     const o = await version(stateDir, 1);
     const pod = parentPod();
     pod.metadata!.labels!['lastseen.dev/parent'] = 'other';
-    const oc = await capture(pod, { parentKey: 'other', node: 'n', checkpointDir: store.checkpointDir(other), capturedAt: o.capture.capturedAt, lastReadyAt: null }, memoryResolver());
+    const oc = await capture(
+      pod,
+      { parentKey: 'other', node: 'n', checkpointDir: store.checkpointDir(other), capturedAt: o.capture.capturedAt, lastReadyAt: null },
+      memoryResolver(),
+    );
     await store.save(other, oc.capture, oc.data);
 
     const path = join(store.checkpointDir(ID), file);
@@ -410,7 +428,13 @@ describe('Store: re-captures of re-created pods (issue 17, item 5)', () => {
     pod.spec!.volumes![2]!.name = `kube-api-access-${suffix}`;
     pod.spec!.containers[0]!.volumeMounts![2]!.name = `kube-api-access-${suffix}`;
     const store = new Store({ stateDir });
-    const opts = { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: '2026-01-02T03:05:00.000Z', lastReadyAt: null };
+    const opts = {
+      parentKey: 'kube-apiserver',
+      node: 'node-a',
+      checkpointDir: store.checkpointDir(ID),
+      capturedAt: '2026-01-02T03:05:00.000Z',
+      lastReadyAt: null,
+    };
     const r = await capture(pod, opts, memoryResolver());
     return { capture: r.capture, data: r.data };
   }

@@ -434,7 +434,8 @@ export class Store {
     try {
       for (const entry of await this.fs.readdir(dir, { withFileTypes: true })) {
         if (entry.isFile() && isTempName(entry.name)) await this.fs.unlink(join(dir, entry.name));
-        else if (entry.isDirectory() && (depth > 0 || (DATA_FOLDERS as readonly string[]).includes(entry.name))) await this.removeTemps(join(dir, entry.name), depth + 1);
+        else if (entry.isDirectory() && (depth > 0 || (DATA_FOLDERS as readonly string[]).includes(entry.name)))
+          await this.removeTemps(join(dir, entry.name), depth + 1);
       }
     } catch {
       // Best effort: a stray temp file left in a data folder makes the copy fail its dataHash check

@@ -42,7 +42,11 @@ afterEach(async () => {
 async function saved(dir: string, fs?: FaultFs) {
   const store = new Store({ stateDir: dir, ...(fs ? { fs } : {}) });
   const resolver = jwtResolver(() => T0, 600);
-  const r = await capture(parentPod(), { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(T0).toISOString(), lastReadyAt: null }, resolver);
+  const r = await capture(
+    parentPod(),
+    { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(T0).toISOString(), lastReadyAt: null },
+    resolver,
+  );
   await store.save(ID, r.capture, r.data);
   return { store, capture: r.capture };
 }
@@ -54,7 +58,7 @@ describe('token lifetimes', () => {
     expect(tokenTimes(Buffer.from('a.b.c'), undefined, T0)).toEqual({ issuedAtMs: T0, expiresAtMs: T0 + 3_600_000 });
   });
 
-  it('is due once 80% of its lifetime is gone (the kubelet\'s rule)', () => {
+  it("is due once 80% of its lifetime is gone (the kubelet's rule)", () => {
     const t = tokenCopy(TOKEN, { namespace: 'kube-system', name: 'kube-apiserver' }, jwt(T0, 600), T0);
     expect(isDue(t, T0 + 479_000)).toBe(false);
     expect(isDue(t, T0 + 480_000)).toBe(true);
@@ -63,7 +67,14 @@ describe('token lifetimes', () => {
   it('a capture records each copied token with its service account and expiry', async () => {
     const { capture: c, store } = await saved(stateDir);
     expect(c.tokens).toEqual([
-      { relPath: TOKEN, namespace: 'kube-system', serviceAccount: 'kube-apiserver', expirationSeconds: 3607, issuedAt: new Date(T0).toISOString(), expiresAt: new Date(T0 + 600_000).toISOString() },
+      {
+        relPath: TOKEN,
+        namespace: 'kube-system',
+        serviceAccount: 'kube-apiserver',
+        expirationSeconds: 3607,
+        issuedAt: new Date(T0).toISOString(),
+        expiresAt: new Date(T0 + 600_000).toISOString(),
+      },
     ]);
     expect((await store.load(ID))?.tokens).toEqual(c.tokens);
   });
@@ -74,7 +85,7 @@ describe('Store.replaceToken', () => {
     const { store } = await saved(stateDir);
     const dir = store.checkpointDir(ID);
     const folderIno = (await fsp.stat(dir)).ino;
-    const volumeIno = (await fsp.stat(join(dir, 'projected/kube-api-access')).then((s) => s.ino));
+    const volumeIno = await fsp.stat(join(dir, 'projected/kube-api-access')).then((s) => s.ino);
     const oldFileIno = (await fsp.stat(join(dir, TOKEN))).ino;
     const fresh = jwt(T0 + 500_000, 600, 'fresh');
     const copy = tokenCopy(TOKEN, { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, T0 + 500_000);
@@ -151,7 +162,11 @@ describe('Store.replaceToken alongside a save', () => {
     const pod = parentPod();
     pod.spec!.containers[0]!.image = 'registry.k8s.io/kube-apiserver:v1.34.9';
     const later = T0 + 500_000;
-    const r = await capture(pod, { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(later).toISOString(), lastReadyAt: null }, jwtResolver(() => later, 600));
+    const r = await capture(
+      pod,
+      { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date(later).toISOString(), lastReadyAt: null },
+      jwtResolver(() => later, 600),
+    );
     const fresh = jwt(later, 600, 'fresh');
     const copy = tokenCopy(TOKEN, { namespace: 'kube-system', name: 'kube-apiserver', expirationSeconds: 3607 }, fresh, later);
     let saving: Promise<unknown> = Promise.resolve();
@@ -176,7 +191,11 @@ describe('why in place', () => {
     const dir = store.checkpointDir(ID);
     const folderIno = (await fsp.stat(dir)).ino;
     const resolver = jwtResolver(() => T0 + 500_000, 600);
-    const r = await capture(parentPod(), { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: dir, capturedAt: new Date(T0 + 500_000).toISOString(), lastReadyAt: null }, resolver);
+    const r = await capture(
+      parentPod(),
+      { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: dir, capturedAt: new Date(T0 + 500_000).toISOString(), lastReadyAt: null },
+      resolver,
+    );
     await store.save(ID, r.capture, r.data);
     expect((await fsp.stat(dir)).ino).not.toBe(folderIno);
   });

@@ -52,7 +52,8 @@ export function accessProblem(access: unknown): string | null {
     const { mode, uid, gid } = a as Record<string, unknown>;
     if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o7777) return `access of ${path}: mode must be permission bits`;
     for (const [field, id] of [['uid', uid] as const, ['gid', gid] as const]) {
-      if (id !== undefined && (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > 0xffffffff)) return `access of ${path}: ${field} must be a user or group id`;
+      if (id !== undefined && (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > 0xffffffff))
+        return `access of ${path}: ${field} must be a user or group id`;
     }
   }
   return null;

@@ -40,7 +40,10 @@ export function register(program: Command): void {
     .description('run the node agent: watch parents on this node, keep their checkpoints, cover silent ones')
     .option('--node <name>', 'this node (env NODE_NAME)')
     .option('--pod-name <name>', 'this agent pod (env POD_NAME)')
-    .option('--namespace <ns>', "the agent's namespace, which holds the lastseen-policy ConfigMap and receives the policy Events (env POD_NAMESPACE; default lastseen-system)")
+    .option(
+      '--namespace <ns>',
+      "the agent's namespace, which holds the lastseen-policy ConfigMap and receives the policy Events (env POD_NAMESPACE; default lastseen-system)",
+    )
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
     .option('--manifest-dir <dir>', "the kubelet's static-pod folder", DEFAULT_MANIFEST_DIR)
     .option('--state-dir <dir>', 'checkpoints and the node lock', DEFAULT_STATE_DIR)
@@ -51,8 +54,14 @@ export function register(program: Command): void {
     .option('--health-host <host>', 'address for the health endpoints', '0.0.0.0')
     .option('--watchdog <duration>', 're-open a watch silent for this long (default 90s)')
     .option('--local-poll <duration>', 'scan the heartbeat folder this often (default 1s)')
-    .option('--api-probe <duration>', `probe the api-server's /readyz this often (default ${API_PROBE_INTERVAL_MS / 1000}s; unreachable after ${API_FAILURE_THRESHOLD} failures in a row, reachable after one success)`)
-    .option('--api-probe-calm <duration>', `probe this often instead while the pod and Lease watches are open and the api-server answers; a broken watch probes at once (default ${API_PROBE_CALM_FACTOR} x --api-probe; 0s: always --api-probe)`)
+    .option(
+      '--api-probe <duration>',
+      `probe the api-server's /readyz this often (default ${API_PROBE_INTERVAL_MS / 1000}s; unreachable after ${API_FAILURE_THRESHOLD} failures in a row, reachable after one success)`,
+    )
+    .option(
+      '--api-probe-calm <duration>',
+      `probe this often instead while the pod and Lease watches are open and the api-server answers; a broken watch probes at once (default ${API_PROBE_CALM_FACTOR} x --api-probe; 0s: always --api-probe)`,
+    )
     .option('--log-level <level>', 'pino level', 'info')
     .action(async (flags: Flags) => {
       const env = process.env;
@@ -65,7 +74,8 @@ export function register(program: Command): void {
       const localPollMs = ms(flags.localPoll, '--local-poll');
       const apiProbeMs = ms(flags.apiProbe, '--api-probe');
       const apiProbeCalmMs = ms(flags.apiProbeCalm, '--api-probe-calm');
-      if (apiProbeCalmMs && apiProbeCalmMs < (apiProbeMs || API_PROBE_INTERVAL_MS)) throw new CliError('--api-probe-calm: shorter than --api-probe; use 0s to turn calm periods off', 'EUSAGE', 2);
+      if (apiProbeCalmMs && apiProbeCalmMs < (apiProbeMs || API_PROBE_INTERVAL_MS))
+        throw new CliError('--api-probe-calm: shorter than --api-probe; use 0s to turn calm periods off', 'EUSAGE', 2);
       const running = await runAgent({
         node,
         podName: flags.podName ?? env.POD_NAME ?? `lastseen-agent-${node}`,

@@ -71,7 +71,10 @@ export function register(program: Command): void {
     .option('--probe-insecure', 'do not verify the https probe certificate')
     .option('--channels <list>', 'comma-separated: lease, annotation, local (default: the policy)')
     .option('--heartbeat-dir <dir>', 'folder of the local channel', DEFAULT_HEARTBEAT_DIR)
-    .option('--policy-file <file>', "the agent's policy.yaml, for the interval and window; re-read every 5s; when invalid or missing: the last good one, else the built-in defaults")
+    .option(
+      '--policy-file <file>',
+      "the agent's policy.yaml, for the interval and window; re-read every 5s; when invalid or missing: the last good one, else the built-in defaults",
+    )
     .option('--interval <duration>', 'beat interval, overriding the policy (e.g. 500ms, 5s)')
     .option('--labels-file <file>', "this pod's labels as the downward API writes them (env LASTSEEN_LABELS_FILE)")
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
@@ -100,7 +103,10 @@ async function run(flags: Flags, logger: Logger): Promise<void> {
     if (!d.ok) throw new CliError(`--interval: ${d.error}`, 'EUSAGE', 2);
     intervalMs = d.ms;
   }
-  const channels = flags.channels?.split(',').map((c) => c.trim()).filter(Boolean) as Channel[] | undefined;
+  const channels = flags.channels
+    ?.split(',')
+    .map((c) => c.trim())
+    .filter(Boolean) as Channel[] | undefined;
   const usesApi = !channels || channels.some((c) => c !== 'local');
 
   let key = flags.parentKey ?? env.LASTSEEN_PARENT_KEY;
@@ -119,7 +125,10 @@ async function run(flags: Flags, logger: Logger): Promise<void> {
   }
   if (!key) {
     key = podName;
-    logger.warn({ pod: podName }, 'parent key unknown (api unreachable, no --parent-key / LASTSEEN_PARENT_KEY): using the pod name; set LASTSEEN_PARENT_KEY so the agent finds these beats');
+    logger.warn(
+      { pod: podName },
+      'parent key unknown (api unreachable, no --parent-key / LASTSEEN_PARENT_KEY): using the pod name; set LASTSEEN_PARENT_KEY so the agent finds these beats',
+    );
   }
 
   const identity: HeartbeatIdentity = { node, podName, namespace, podUid, key, role };

@@ -4,9 +4,7 @@
 import { Command } from 'commander';
 import { CliError } from './errors.js';
 
-const program = new Command('lastseen')
-  .description('Heartbeat-lease checkpoints for self-hosted Kubernetes control planes')
-  .showHelpAfterError();
+const program = new Command('lastseen').description('Heartbeat-lease checkpoints for self-hosted Kubernetes control planes').showHelpAfterError();
 
 // Subcommands (one line each; keep alphabetical). Only the one named on the command line is
 // loaded: the agent starts first on a rebooted node and should not pay for the simulator's or

@@ -53,7 +53,8 @@ interface Opts {
 /** `--kubelet MODEL`: run the scenario on another kubelet model than the one it names. */
 function kubeletOf(s: string | undefined): KubeletModelName | undefined {
   if (s === undefined) return undefined;
-  if (!(KUBELET_MODELS as readonly string[]).includes(s)) throw new CliError(`unknown kubelet model "${s}": use one of ${KUBELET_MODELS.join(', ')}`, 'EKUBELET', EXIT_INVALID);
+  if (!(KUBELET_MODELS as readonly string[]).includes(s))
+    throw new CliError(`unknown kubelet model "${s}": use one of ${KUBELET_MODELS.join(', ')}`, 'EKUBELET', EXIT_INVALID);
   return s as KubeletModelName;
 }
 
@@ -62,7 +63,8 @@ function onKubelet(s: Scenario, k: KubeletModelName | undefined): Scenario {
 }
 
 function strategyOf(s: string): StrategyName {
-  if (!(STRATEGIES as readonly string[]).includes(s)) throw new CliError(`unknown strategy "${s}": use one of ${STRATEGIES.join(', ')}`, 'ESTRATEGY', EXIT_INVALID);
+  if (!(STRATEGIES as readonly string[]).includes(s))
+    throw new CliError(`unknown strategy "${s}": use one of ${STRATEGIES.join(', ')}`, 'ESTRATEGY', EXIT_INVALID);
   return s as StrategyName;
 }
 
@@ -123,10 +125,14 @@ async function runRandom(range: string, strategy: StrategyName, json: boolean, k
   if (json) {
     process.stdout.write(`${JSON.stringify({ strategy, runs, passed: runs - failing.length, failed: failing.length, failing, wallSeconds })}\n`);
   } else {
-    process.stdout.write(`random seeds ${seeds.from}..${seeds.to} (${strategy}): ${runs} runs, ${runs - failing.length} passed, ${failing.length} failed, ${wallSeconds.toFixed(1)}s\n`);
+    process.stdout.write(
+      `random seeds ${seeds.from}..${seeds.to} (${strategy}): ${runs} runs, ${runs - failing.length} passed, ${failing.length} failed, ${wallSeconds.toFixed(1)}s\n`,
+    );
     for (const f of failing) {
       const v = f.violations[0]!;
-      process.stdout.write(`  seed ${f.seed}: ${v.invariant} at ${v.t}s on ${v.node} (${v.key}): ${v.message}\n    replay: lastseen simulate random --seeds ${f.seed}..${f.seed} (or --seed ${f.seed} with the timeline: lastseen simulate random-one --seed ${f.seed})\n`);
+      process.stdout.write(
+        `  seed ${f.seed}: ${v.invariant} at ${v.t}s on ${v.node} (${v.key}): ${v.message}\n    replay: lastseen simulate random --seeds ${f.seed}..${f.seed} (or --seed ${f.seed} with the timeline: lastseen simulate random-one --seed ${f.seed})\n`,
+      );
     }
   }
   if (failing.length > 0 && strategy === 'lastseen') process.exitCode = EXIT_FAILED;
@@ -166,11 +172,14 @@ export function register(program: Command): void {
     .action(async (name: string | undefined, opts: Opts) => {
       const strategy = strategyOf(opts.strategy);
       const kubelet = kubeletOf(opts.kubelet);
-      if (opts.events && !opts.json) throw new CliError('--events adds the timeline to the JSON output: use it with --json (the text output is the timeline)', 'EEVENTS', EXIT_INVALID);
-      if (opts.events && (name === 'random' || opts.seeds !== undefined)) throw new CliError('--events belongs to one run; it cannot be used with --seeds', 'EEVENTS', EXIT_INVALID);
+      if (opts.events && !opts.json)
+        throw new CliError('--events adds the timeline to the JSON output: use it with --json (the text output is the timeline)', 'EEVENTS', EXIT_INVALID);
+      if (opts.events && (name === 'random' || opts.seeds !== undefined))
+        throw new CliError('--events belongs to one run; it cannot be used with --seeds', 'EEVENTS', EXIT_INVALID);
       if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json, kubelet);
       if (opts.seeds !== undefined) {
-        if (name === 'random-one') throw new CliError('random-one draws its scenario from --seed; use `random --seeds A..B` for a range', 'ESEEDS', EXIT_INVALID);
+        if (name === 'random-one')
+          throw new CliError('random-one draws its scenario from --seed; use `random --seeds A..B` for a range', 'ESEEDS', EXIT_INVALID);
         if (opts.seed !== undefined) throw new CliError('pass either --seed N (one run) or --seeds A..B (a run per seed), not both', 'ESEEDS', EXIT_INVALID);
         if (opts.svg) throw new CliError('--svg draws one run; it cannot be used with --seeds', 'ESEEDS', EXIT_INVALID);
         return runScenarioSeeds(onKubelet(await load(name, opts.file), kubelet), opts.seeds, strategy, !!opts.json);

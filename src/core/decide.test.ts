@@ -25,131 +25,150 @@ const inputs: Record<string, () => Input> = {
   actionFailed: () => ({ type: 'actionFailed', action: 'activate', error: 'ENOSPC' }),
 };
 
-const summary = (as: Action[]) => as.filter((a) => a.type !== 'transition' && a.type !== 'note').map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
+const summary = (as: Action[]) =>
+  as.filter((a) => a.type !== 'transition' && a.type !== 'note').map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
 const kinds = (as: Action[]) => as.map((a) => a.type);
 
 // [state, input, next state, actions (events by reason; transitions left out), next reason]
 // Inputs arrive 500 ms after the fixture's last input: inside the window, before any deadline.
 const MATRIX: Array<[string, string, string, string[], string]> = [
-  ['Pending', 'tick', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'beatReady', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Pending', 'beatStarting', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Pending', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
-  ['Pending', 'beatCheckpoint', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'confirmedUnchanged', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'confirmedUnavailable', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'confirmedChanged', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Pending', 'apiDown', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'podGone', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'podNew', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'schedulingUnknown', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'captured', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'activated', 'Pending', ["retire"], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'retired', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'collected', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Pending', 'actionFailed', 'Pending', [], "AgentStarted: waiting for a first beat"],
-  ['Healthy', 'tick', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'beatReady', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'beatStarting', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Healthy', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
-  ['Healthy', 'beatCheckpoint', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'confirmedUnchanged', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'confirmedUnavailable', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'confirmedChanged', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'apiDown', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'podGone', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'podNew', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'schedulingUnknown', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'captured', 'Healthy', ["capture"], "Ready: the parent reports Ready"],
-  ['Healthy', 'activated', 'Healthy', ["retire"], "Ready: the parent reports Ready"],
-  ['Healthy', 'retired', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Healthy', 'collected', 'Healthy', ["capture"], "Ready: the parent reports Ready"],
-  ['Healthy', 'actionFailed', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Starting', 'tick', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'beatReady', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Starting', 'beatStarting', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
-  ['Starting', 'beatCheckpoint', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'confirmedUnchanged', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'confirmedUnavailable', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'confirmedChanged', 'Healthy', [], "Ready: the parent reports Ready"],
-  ['Starting', 'apiDown', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'podGone', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'podNew', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'schedulingUnknown', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'captured', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'activated', 'Starting', ["retire"], "Starting: the parent reports Starting"],
-  ['Starting', 'retired', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'collected', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Starting', 'actionFailed', 'Starting', [], "Starting: the parent reports Starting"],
-  ['Silent', 'tick', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'beatReady', 'Healthy', [], "BeatResumed: a changed beat arrived"],
-  ['Silent', 'beatStarting', 'Starting', [], "BeatResumed: a changed beat arrived"],
-  ['Silent', 'beatStopping', 'Active', ["event:CheckpointActivated","activate"], "ParentStopping: the parent reported a deliberate stop"],
-  ['Silent', 'beatCheckpoint', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'confirmedUnchanged', 'Active', ["event:CheckpointActivated","activate"], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Silent', 'confirmedUnavailable', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'confirmedChanged', 'Healthy', [], "BeatResumed: a changed beat arrived"],
-  ['Silent', 'apiDown', 'Silent', [], "HoldApiUnreachable: silent, but the api-server is unreachable and the policy says hold"],
-  ['Silent', 'podGone', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'podNew', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'schedulingUnknown', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'captured', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'activated', 'Silent', ["retire"], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'retired', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Silent', 'collected', 'Silent', ["event:NoCheckpoint"], "NoCheckpoint: silent"],
-  ['Silent', 'actionFailed', 'Silent', [], "WindowExpired: no beat changed within the window"],
-  ['Active', 'tick', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'beatReady', 'Healthy', ["event:CheckpointRetired","retire"], "ParentReady: the parent reports Ready; checkpoint retired"],
-  ['Active', 'beatStarting', 'HandingOver', ["event:HandoverStarted","retire"], "HandoverStarted: attempt 1"],
-  ['Active', 'beatStopping', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'beatCheckpoint', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'confirmedUnchanged', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'confirmedUnavailable', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'confirmedChanged', 'Healthy', ["event:CheckpointRetired","retire"], "ParentReady: the parent reports Ready; checkpoint retired"],
-  ['Active', 'apiDown', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'podGone', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'podNew', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'schedulingUnknown', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'captured', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'activated', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'retired', 'Active', ["activate"], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'collected', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['Active', 'actionFailed', 'Active', [], "SilenceConfirmed: no beat changed within the window, confirmed by a live read"],
-  ['HandingOver', 'tick', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'beatReady', 'Healthy', ["event:HandoverSucceeded"], "HandedOver: the parent is Ready"],
-  ['HandingOver', 'beatStarting', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'beatStopping', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'beatCheckpoint', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'confirmedUnchanged', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'confirmedUnavailable', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'confirmedChanged', 'Healthy', ["event:HandoverSucceeded"], "HandedOver: the parent is Ready"],
-  ['HandingOver', 'apiDown', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'podGone', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'podNew', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'schedulingUnknown', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'captured', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'activated', 'HandingOver', ["retire"], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'retired', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'collected', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['HandingOver', 'actionFailed', 'HandingOver', [], "HandoverStarted: attempt 1"],
-  ['Orphaned', 'tick', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'beatReady', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'beatStarting', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'beatStopping', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'beatCheckpoint', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'confirmedUnchanged', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'confirmedUnavailable', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'confirmedChanged', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'apiDown', 'Pending', ["event:CollectionCancelled"], "CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)"],
-  ['Orphaned', 'podGone', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'podNew', 'Pending', [], "Rescheduled: the api-server has a pod for this parent here again"],
-  ['Orphaned', 'schedulingUnknown', 'Pending', ["event:CollectionCancelled"], "CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)"],
-  ['Orphaned', 'captured', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'activated', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'retired', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'collected', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
-  ['Orphaned', 'actionFailed', 'Orphaned', [], "NotScheduled: no pod for this parent key on this node"],
+  ['Pending', 'tick', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'beatReady', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Pending', 'beatStarting', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Pending', 'beatStopping', 'Active', ['event:CheckpointActivated', 'activate'], 'ParentStopping: the parent reported a deliberate stop'],
+  ['Pending', 'beatCheckpoint', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'confirmedUnchanged', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'confirmedUnavailable', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'confirmedChanged', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Pending', 'apiDown', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'podGone', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'podNew', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'schedulingUnknown', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'captured', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'activated', 'Pending', ['retire'], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'retired', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'collected', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'actionFailed', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Healthy', 'tick', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'beatReady', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'beatStarting', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Healthy', 'beatStopping', 'Active', ['event:CheckpointActivated', 'activate'], 'ParentStopping: the parent reported a deliberate stop'],
+  ['Healthy', 'beatCheckpoint', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'confirmedUnchanged', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'confirmedUnavailable', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'confirmedChanged', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'apiDown', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'podGone', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'podNew', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'schedulingUnknown', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'captured', 'Healthy', ['capture'], 'Ready: the parent reports Ready'],
+  ['Healthy', 'activated', 'Healthy', ['retire'], 'Ready: the parent reports Ready'],
+  ['Healthy', 'retired', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'collected', 'Healthy', ['capture'], 'Ready: the parent reports Ready'],
+  ['Healthy', 'actionFailed', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Starting', 'tick', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'beatReady', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Starting', 'beatStarting', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'beatStopping', 'Active', ['event:CheckpointActivated', 'activate'], 'ParentStopping: the parent reported a deliberate stop'],
+  ['Starting', 'beatCheckpoint', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'confirmedUnchanged', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'confirmedUnavailable', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'confirmedChanged', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Starting', 'apiDown', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'podGone', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'podNew', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'schedulingUnknown', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'captured', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'activated', 'Starting', ['retire'], 'Starting: the parent reports Starting'],
+  ['Starting', 'retired', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'collected', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'actionFailed', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Silent', 'tick', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'beatReady', 'Healthy', [], 'BeatResumed: a changed beat arrived'],
+  ['Silent', 'beatStarting', 'Starting', [], 'BeatResumed: a changed beat arrived'],
+  ['Silent', 'beatStopping', 'Active', ['event:CheckpointActivated', 'activate'], 'ParentStopping: the parent reported a deliberate stop'],
+  ['Silent', 'beatCheckpoint', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  [
+    'Silent',
+    'confirmedUnchanged',
+    'Active',
+    ['event:CheckpointActivated', 'activate'],
+    'SilenceConfirmed: no beat changed within the window, confirmed by a live read',
+  ],
+  ['Silent', 'confirmedUnavailable', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'confirmedChanged', 'Healthy', [], 'BeatResumed: a changed beat arrived'],
+  ['Silent', 'apiDown', 'Silent', [], 'HoldApiUnreachable: silent, but the api-server is unreachable and the policy says hold'],
+  ['Silent', 'podGone', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'podNew', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'schedulingUnknown', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'captured', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'activated', 'Silent', ['retire'], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'retired', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'collected', 'Silent', ['event:NoCheckpoint'], 'NoCheckpoint: silent'],
+  ['Silent', 'actionFailed', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Active', 'tick', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'beatReady', 'Healthy', ['event:CheckpointRetired', 'retire'], 'ParentReady: the parent reports Ready; checkpoint retired'],
+  ['Active', 'beatStarting', 'HandingOver', ['event:HandoverStarted', 'retire'], 'HandoverStarted: attempt 1'],
+  ['Active', 'beatStopping', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'beatCheckpoint', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'confirmedUnchanged', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'confirmedUnavailable', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'confirmedChanged', 'Healthy', ['event:CheckpointRetired', 'retire'], 'ParentReady: the parent reports Ready; checkpoint retired'],
+  ['Active', 'apiDown', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'podGone', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'podNew', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'schedulingUnknown', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'captured', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'activated', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'retired', 'Active', ['activate'], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'collected', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'actionFailed', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['HandingOver', 'tick', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'beatReady', 'Healthy', ['event:HandoverSucceeded'], 'HandedOver: the parent is Ready'],
+  ['HandingOver', 'beatStarting', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'beatStopping', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'beatCheckpoint', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'confirmedUnchanged', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'confirmedUnavailable', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'confirmedChanged', 'Healthy', ['event:HandoverSucceeded'], 'HandedOver: the parent is Ready'],
+  ['HandingOver', 'apiDown', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'podGone', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'podNew', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'schedulingUnknown', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'captured', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'activated', 'HandingOver', ['retire'], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'retired', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'collected', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'actionFailed', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['Orphaned', 'tick', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'beatReady', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'beatStarting', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'beatStopping', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'beatCheckpoint', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'confirmedUnchanged', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'confirmedUnavailable', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'confirmedChanged', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  [
+    'Orphaned',
+    'apiDown',
+    'Pending',
+    ['event:CollectionCancelled'],
+    'CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)',
+  ],
+  ['Orphaned', 'podGone', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'podNew', 'Pending', [], 'Rescheduled: the api-server has a pod for this parent here again'],
+  [
+    'Orphaned',
+    'schedulingUnknown',
+    'Pending',
+    ['event:CollectionCancelled'],
+    'CollectionCancelled: scheduling unknown (api-server unreachable, watch failed or a live read disagreed)',
+  ],
+  ['Orphaned', 'captured', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'activated', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'retired', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'collected', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'actionFailed', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
 ];
 
 describe('decide: every state x every input', () => {
@@ -353,7 +372,11 @@ describe('decide: rules over time', () => {
     });
     expect(new Set(pauses.slice(3, 5)).size).toBe(2); // the spread differs per attempt
     // And a Ready beat ends it, resetting the backoff.
-    const ready = decide(s.state === 'HandingOver' ? s : decide(s, { type: 'beat', beat: beat('Starting') }, 400_000).state, { type: 'beat', beat: beat('Ready') }, 400_100);
+    const ready = decide(
+      s.state === 'HandingOver' ? s : decide(s, { type: 'beat', beat: beat('Starting') }, 400_000).state,
+      { type: 'beat', beat: beat('Ready') },
+      400_100,
+    );
     expect(['Healthy']).toContain(ready.state.state);
     expect(ready.state.handover.nextBackoffMs).toBe(POLICY.handoverBackoff.initialMs);
   });
@@ -448,7 +471,14 @@ describe('decide: rules over time', () => {
       const rec = handoverToPersist(bad.state, 100_000);
       expect(rec).toMatchObject({ inProgress: false, knownBad: { specHash: 'h-bad', podUid: 'u2' } });
       // The agent restarts with the checkpoint still active; the same pod runs Starting.
-      const restarted = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 200_000, checkpoint: { stored: true, active: true, specHash: 'h1' }, handover: rec! });
+      const restarted = initialState({
+        namespace: 'kube-system',
+        key: 'kube-apiserver',
+        policy: POLICY,
+        now: 200_000,
+        checkpoint: { stored: true, active: true, specHash: 'h1' },
+        handover: rec!,
+      });
       expect(restarted.state).toBe('Active');
       expect(restarted.knownBad).toMatchObject({ specHash: 'h-bad', podUid: 'u2' });
       const after = run(BAD, 500_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
@@ -456,12 +486,25 @@ describe('decide: rules over time', () => {
       expect(after.state.checkpoint.active).toBe(true);
       expect(reasonText(after.state.reason)).toMatch(/^KnownBadSpec/);
       // Without the record (the earlier behaviour) the restarted agent hands over to it again.
-      const forgetful = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 200_000, checkpoint: { stored: true, active: true, specHash: 'h1' } });
+      const forgetful = initialState({
+        namespace: 'kube-system',
+        key: 'kube-apiserver',
+        policy: POLICY,
+        now: 200_000,
+        checkpoint: { stored: true, active: true, specHash: 'h1' },
+      });
       expect(run(BAD, 500_000, drive(forgetful, [[200_000, { type: 'api', reachable: true }]]).state, 200_200).handovers.length).toBeGreaterThan(0);
     });
 
     it('a record that only keeps a verdict resumes no hand-over', () => {
-      const s = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 0, checkpoint: { stored: true, active: false, specHash: 'h1' }, handover: { remainingMs: 0, attempts: 1, nextBackoffMs: 5000, inProgress: false, knownBad: { specHash: 'h-bad', podUid: 'u2' } } });
+      const s = initialState({
+        namespace: 'kube-system',
+        key: 'kube-apiserver',
+        policy: POLICY,
+        now: 0,
+        checkpoint: { stored: true, active: false, specHash: 'h1' },
+        handover: { remainingMs: 0, attempts: 1, nextBackoffMs: 5000, inProgress: false, knownBad: { specHash: 'h-bad', podUid: 'u2' } },
+      });
       expect(s.state).toBe('Pending');
       expect(s.handover.deadline).toBeNull();
       expect(s.knownBad).toMatchObject({ specHash: 'h-bad' });
@@ -471,7 +514,10 @@ describe('decide: rules over time', () => {
       const overlap = { ...POLICY, handover: 'overlap' as const };
       /** Active (overlap) on h1 with the bad pod here, reporting `restarts`, Starting beats in between. */
       /** The copy's own beat: Ready (holder `cp1`, a copy started from the manifest as written). */
-      const copyReady = (): Input => ({ type: 'beat', beat: beat('Ready', { role: 'checkpoint', holder: 'kube-apiserver-checkpoint-n1', holderUid: 'cp1', channel: 'local' }) });
+      const copyReady = (): Input => ({
+        type: 'beat',
+        beat: beat('Ready', { role: 'checkpoint', holder: 'kube-apiserver-checkpoint-n1', holderUid: 'cp1', channel: 'local' }),
+      });
       function overlapRun(restarts: number[], spec = BAD, copySeenReady = true) {
         let s = fixtures(overlap).Active!.state;
         if (copySeenReady) s = decide(s, copyReady(), 6900).state;
@@ -556,7 +602,11 @@ describe('decide: rules over time', () => {
 
   it('a Ready parent with a new spec is captured once, from that pod only', () => {
     const s = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
-    expect(s.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2' }, reason: { code: 'NewSpec', message: 'the Ready parent runs a new spec' } });
+    expect(s.actions).toContainEqual({
+      type: 'capture',
+      pod: { ...POD, specHash: 'h2' },
+      reason: { code: 'NewSpec', message: 'the Ready parent runs a new spec' },
+    });
     const again = decide(s.state, { type: 'beat', beat: beat('Ready') }, 2200);
     expect(kinds(again.actions)).not.toContain('capture');
     // A Ready beat from another pod (a different uid) does not capture this pod.
@@ -578,7 +628,11 @@ describe('decide: rules over time', () => {
       s = d.state;
     }
     const d = decide(s, { type: 'pod', pod: { ...POD, specHash: 'h2', ready: true } }, 10_100);
-    expect(d.actions).toContainEqual({ type: 'capture', pod: { ...POD, specHash: 'h2', ready: true }, reason: { code: 'NewSpec', message: 'the Ready parent runs a new spec' } });
+    expect(d.actions).toContainEqual({
+      type: 'capture',
+      pod: { ...POD, specHash: 'h2', ready: true },
+      reason: { code: 'NewSpec', message: 'the Ready parent runs a new spec' },
+    });
     // A probed Ready needs no word from the api-server on the pod's condition.
     const probed = decide(s, { type: 'beat', beat: beat('Ready') }, 10_200);
     expect(kinds(probed.actions)).toContain('capture');
@@ -608,7 +662,10 @@ describe('decide: rules over time', () => {
   it('a collection asked for but not yet done is cancelled when the api-server word is lost, and waits a full grace again', () => {
     const start = decide(f.Active!.state, { type: 'pod', pod: null }, 7000).state;
     const due = 7000 + POLICY.gcGraceMs;
-    for (const lost of [{ type: 'api', reachable: false }, { type: 'schedulingUnknown', why: 'live read failed' }] as Input[]) {
+    for (const lost of [
+      { type: 'api', reachable: false },
+      { type: 'schedulingUnknown', why: 'live read failed' },
+    ] as Input[]) {
       const orphaned = decide(start, { type: 'tick' }, due);
       expect(kinds(orphaned.actions)).toContain('collect');
       const cancelled = decide(orphaned.state, lost, due + 100);
@@ -703,7 +760,8 @@ describe('decide: a parent is judged by the interval it declares (issue 11, item
     while (t < untilMs) {
       const beatDue = nextBeat < stopAtMs ? nextBeat : Infinity;
       t = Math.min(beatDue, wake ?? Infinity, untilMs);
-      const d = t === beatDue ? feed({ type: 'beat', beat: beat('Ready', declaredMs === undefined ? {} : { intervalMs: declaredMs }) }, t) : feed({ type: 'tick' }, t);
+      const d =
+        t === beatDue ? feed({ type: 'beat', beat: beat('Ready', declaredMs === undefined ? {} : { intervalMs: declaredMs }) }, t) : feed({ type: 'tick' }, t);
       if (t === beatDue) nextBeat += everyMs;
       wake = d.wakeAt;
     }
@@ -751,7 +809,11 @@ describe('decide: a parent is judged by the interval it declares (issue 11, item
 
   it('when the policy catches up, a Normal Event and the reason return to normal', () => {
     const r = run(5000, 5000, 20_000);
-    const d = decide(r.state, { type: 'policy', policy: { ...POLICY, intervalMs: 5000, windowMs: 20_000, startupGraceMs: 20_000, handoverTimeoutMs: 30_000 } }, 20_000);
+    const d = decide(
+      r.state,
+      { type: 'policy', policy: { ...POLICY, intervalMs: 5000, windowMs: 20_000, startupGraceMs: 20_000, handoverTimeoutMs: 30_000 } },
+      20_000,
+    );
     expect(d.actions).toContainEqual(expect.objectContaining({ type: 'event', eventType: 'Normal', reason: 'WindowCoversInterval' }));
     expect(reasonText(d.state.reason)).toBe('Ready: the parent reports Ready');
     expect(d.state.windowNotedMs).toBeNull();
@@ -805,13 +867,27 @@ describe('decide: one round on several channels', () => {
 describe('decide: a hand-over survives an agent restart', () => {
   it('resumes HandingOver with the deadline left, capped at one handoverTimeout', () => {
     const ck = { stored: true, active: false, specHash: 'h1' };
-    const s = initialState({ namespace: 'n', key: 'k', policy: POLICY, now: 1000, checkpoint: ck, handover: { remainingMs: 3000, attempts: 2, nextBackoffMs: 10_000 } });
+    const s = initialState({
+      namespace: 'n',
+      key: 'k',
+      policy: POLICY,
+      now: 1000,
+      checkpoint: ck,
+      handover: { remainingMs: 3000, attempts: 2, nextBackoffMs: 10_000 },
+    });
     expect(s.state).toBe('HandingOver');
     expect(s.handover).toMatchObject({ attempts: 2, deadline: 4000, nextBackoffMs: 10_000 });
     const d = decide(s, { type: 'tick' }, 4000);
     expect(d.state.state).toBe('Active');
     expect(kinds(d.actions)).toContain('activate');
-    const stepped = initialState({ namespace: 'n', key: 'k', policy: POLICY, now: 0, checkpoint: ck, handover: { remainingMs: 1e9, attempts: 1, nextBackoffMs: 5000 } });
+    const stepped = initialState({
+      namespace: 'n',
+      key: 'k',
+      policy: POLICY,
+      now: 0,
+      checkpoint: ck,
+      handover: { remainingMs: 1e9, attempts: 1, nextBackoffMs: 5000 },
+    });
     expect(stepped.handover.deadline).toBe(POLICY.handoverTimeoutMs);
     const r = drive(s, [[1500, { type: 'tick' }]]);
     expect(r.state.state).toBe('HandingOver');

@@ -129,7 +129,12 @@ export function initialState(a: InitialStateArgs): ParentState {
     inflight: {},
     capturingHash: null,
     handover: resumed
-      ? { attempts: a.handover!.attempts, deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy), notBefore: a.now, nextBackoffMs: a.handover!.nextBackoffMs }
+      ? {
+          attempts: a.handover!.attempts,
+          deadline: a.now + clampRemaining(a.handover!.remainingMs, a.policy),
+          notBefore: a.now,
+          nextBackoffMs: a.handover!.nextBackoffMs,
+        }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
     knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
     exitWatch: { notHolder: null, ready: false, base: null },
@@ -196,7 +201,12 @@ function noteWindow(s: ParentState, actions: Action[]): void {
       `${s.id}: the parent beats every ${secs(s.declaredIntervalMs!)}, but the policy's window is ${secs(s.policy.windowMs)}; judging it by ${secs(widened)} (${WINDOW_INTERVALS} x its interval) instead. Give writer and agent the same policy (interval and window)`,
     );
   } else {
-    event(actions, 'Normal', 'WindowCoversInterval', `${s.id}: the policy's window (${secs(s.policy.windowMs)}) covers ${WINDOW_INTERVALS} x the parent's interval again`);
+    event(
+      actions,
+      'Normal',
+      'WindowCoversInterval',
+      `${s.id}: the policy's window (${secs(s.policy.windowMs)}) covers ${WINDOW_INTERVALS} x the parent's interval again`,
+    );
   }
   s.windowNotedMs = widened;
 }
@@ -208,7 +218,10 @@ function windowReason(s: ParentState, actions: Action[]): void {
   if (s.state !== 'Healthy' && s.state !== 'Starting') return;
   const noted = s.reason.code === WINDOW_REASON;
   if (s.windowNotedMs !== null) {
-    const reason = R(WINDOW_REASON, `the parent declares a ${secs(s.declaredIntervalMs!)} interval; judged by ${secs(s.windowNotedMs)}, not the policy's ${secs(s.policy.windowMs)} window`);
+    const reason = R(
+      WINDOW_REASON,
+      `the parent declares a ${secs(s.declaredIntervalMs!)} interval; judged by ${secs(s.windowNotedMs)}, not the policy's ${secs(s.policy.windowMs)} window`,
+    );
     if (!sameReason(s.reason, reason)) holdNote(s, reason, actions);
   } else if (noted) {
     holdNote(s, s.state === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), actions);
@@ -440,7 +453,12 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
   const graceOver = now >= s.graceUntil;
 
   if (s.state !== 'Orphaned' && gcDue(s, now)) {
-    event(actions, 'Normal', 'CheckpointCollected', `${s.id}: the api-server has scheduled no pod for this parent here for ${Math.round(p.gcGraceMs / 1000)}s; removing its checkpoint`);
+    event(
+      actions,
+      'Normal',
+      'CheckpointCollected',
+      `${s.id}: the api-server has scheduled no pod for this parent here for ${Math.round(p.gcGraceMs / 1000)}s; removing its checkpoint`,
+    );
     return enter(s, 'Orphaned', R('NotScheduled', 'no pod for this parent key on this node'), now, actions);
   }
 
@@ -455,11 +473,18 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
           return activate(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
         }
         const want = liveState(s.phase);
-        if (want !== s.state) return enter(s, want, want === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), now, actions);
+        if (want !== s.state)
+          return enter(s, want, want === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), now, actions);
         return false;
       }
       if (!graceOver) return false;
-      return enter(s, 'Silent', s.lastChangeAt === null ? R('NoBeat', 'no beat seen since the agent started') : R('WindowExpired', 'no beat changed within the window'), now, actions);
+      return enter(
+        s,
+        'Silent',
+        s.lastChangeAt === null ? R('NoBeat', 'no beat seen since the agent started') : R('WindowExpired', 'no beat changed within the window'),
+        now,
+        actions,
+      );
     }
     case 'Silent': {
       if (isFresh && s.lastChangeAt! >= s.since) {
@@ -470,7 +495,8 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       // Nothing to cover with: say so now rather than after a live read.
       if (!s.checkpoint.stored) return activate(s, 'NoCheckpoint', 'silent', now, actions);
       if (!s.apiReachable) {
-        if (p.whenApiUnreachable === 'activate') return activate(s, 'ApiUnreachable', 'silent and the api-server is unreachable (whenApiUnreachable: activate)', now, actions);
+        if (p.whenApiUnreachable === 'activate')
+          return activate(s, 'ApiUnreachable', 'silent and the api-server is unreachable (whenApiUnreachable: activate)', now, actions);
         holdNote(s, R('HoldApiUnreachable', 'silent, but the api-server is unreachable and the policy says hold'), actions);
         return false;
       }
@@ -482,7 +508,8 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       }
       if (s.confirm.result === 'unchanged') return activate(s, 'SilenceConfirmed', 'no beat changed within the window, confirmed by a live read', now, actions);
       if (s.confirm.result === 'unavailable') {
-        if (p.whenApiUnreachable === 'activate') return activate(s, 'ApiUnreachable', 'the live read could not reach the api-server (whenApiUnreachable: activate)', now, actions);
+        if (p.whenApiUnreachable === 'activate')
+          return activate(s, 'ApiUnreachable', 'the live read could not reach the api-server (whenApiUnreachable: activate)', now, actions);
         if (now - s.confirm.since >= CONFIRM_RETRY_MS) s.confirm = null; // ask again on the next step
         return s.confirm === null ? step(s, now, actions) : false;
       }
@@ -510,7 +537,12 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         s.handover.attempts += 1;
         const windowMs = handoverWindowMs(p, s.handover.attempts);
         s.handover.deadline = now + windowMs;
-        event(actions, 'Normal', 'HandoverStarted', `${s.id}: the parent is starting; retiring the checkpoint so it can take its ports (attempt ${s.handover.attempts}, must be Ready within ${Math.round(windowMs / 1000)}s)`);
+        event(
+          actions,
+          'Normal',
+          'HandoverStarted',
+          `${s.id}: the parent is starting; retiring the checkpoint so it can take its ports (attempt ${s.handover.attempts}, must be Ready within ${Math.round(windowMs / 1000)}s)`,
+        );
         return enter(s, 'HandingOver', R('HandoverStarted', `attempt ${s.handover.attempts}`), now, actions);
       }
       return false;
@@ -527,12 +559,22 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         const bad = s.pod !== null && s.pod.specHash !== s.checkpoint.specHash ? s.pod : null;
         if (bad) {
           s.knownBad = { specHash: bad.specHash, podUid: bad.uid, since: now };
-          event(actions, 'Warning', 'KnownBadSpec', `${s.id}: pod ${bad.name} (spec ${bad.specHash}) failed its hand-over; no further hand-over to this spec until it changes or reports Ready`);
+          event(
+            actions,
+            'Warning',
+            'KnownBadSpec',
+            `${s.id}: pod ${bad.name} (spec ${bad.specHash}) failed its hand-over; no further hand-over to this spec until it changes or reports Ready`,
+          );
         }
         s.handover.deadline = null;
         s.handover.notBefore = now + Math.round(backoff * (1 + handoverJitter(s.id, s.handover.attempts)));
         s.handover.nextBackoffMs = Math.min(p.handoverBackoff.maxMs, backoff * 2);
-        event(actions, 'Warning', 'HandoverFailed', `${s.id}: the parent did not become Ready in its hand-over window; re-activating the checkpoint, next hand-over in ${Math.round(backoff / 1000)}s`);
+        event(
+          actions,
+          'Warning',
+          'HandoverFailed',
+          `${s.id}: the parent did not become Ready in its hand-over window; re-activating the checkpoint, next hand-over in ${Math.round(backoff / 1000)}s`,
+        );
         return enter(s, 'Active', R('HandoverFailed', `not Ready by the deadline; next attempt in ${Math.round(backoff / 1000)}s`), now, actions);
       }
       return false;
@@ -547,9 +589,20 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       // pod): cancel, keep the copy, and count the grace again from the next list.
       if ((s.checkpoint.stored || s.checkpoint.active) && (!s.apiReachable || s.unscheduledSince === null)) {
         s.graceUntil = Math.max(s.graceUntil, now + p.startupGraceMs);
-        event(actions, 'Warning', 'CollectionCancelled', `${s.id}: the api-server's word that no pod is scheduled here was lost before the checkpoint was removed; keeping it, the grace starts again`);
+        event(
+          actions,
+          'Warning',
+          'CollectionCancelled',
+          `${s.id}: the api-server's word that no pod is scheduled here was lost before the checkpoint was removed; keeping it, the grace starts again`,
+        );
         // A running checkpoint keeps running (it may be what serves the api-server right now).
-        return enter(s, s.checkpoint.active ? 'Active' : 'Pending', R('CollectionCancelled', 'scheduling unknown (api-server unreachable, watch failed or a live read disagreed)'), now, actions);
+        return enter(
+          s,
+          s.checkpoint.active ? 'Active' : 'Pending',
+          R('CollectionCancelled', 'scheduling unknown (api-server unreachable, watch failed or a live read disagreed)'),
+          now,
+          actions,
+        );
       }
       return false;
     }
@@ -583,10 +636,18 @@ function resetHandover(s: ParentState): void {
  */
 function announceKnownBad(s: ParentState, now: number, actions: Action[]): void {
   const kb = s.knownBad!;
-  const reason = R('KnownBadSpec', `the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`);
+  const reason = R(
+    'KnownBadSpec',
+    `the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`,
+  );
   if (sameReason(s.reason, reason)) return;
   if (s.policy.handover === 'overlap' && kb.since === now) {
-    event(actions, 'Warning', 'KnownBadSpec', `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports; the checkpoint now holds them without sharing until the spec changes or reports Ready`);
+    event(
+      actions,
+      'Warning',
+      'KnownBadSpec',
+      `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports; the checkpoint now holds them without sharing until the spec changes or reports Ready`,
+    );
   }
   holdNote(s, reason, actions);
 }
@@ -647,7 +708,11 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   ) {
     s.inflight.capture = now;
     s.capturingHash = pod.specHash;
-    actions.push({ type: 'capture', pod: { ...pod }, reason: s.checkpoint.stored ? R('NewSpec', 'the Ready parent runs a new spec') : R('FirstCapture', 'first capture from a Ready parent') });
+    actions.push({
+      type: 'capture',
+      pod: { ...pod },
+      reason: s.checkpoint.stored ? R('NewSpec', 'the Ready parent runs a new spec') : R('FirstCapture', 'first capture from a Ready parent'),
+    });
   }
 }
 

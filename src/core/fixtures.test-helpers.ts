@@ -47,7 +47,13 @@ export function drive(state: ParentState, steps: Array<[number, Input]>): Run {
 }
 
 export function start(policy: ParentPolicy = POLICY, stored = true): ParentState {
-  const s = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy, now: 0, checkpoint: { stored, active: false, specHash: stored ? 'h1' : null } });
+  const s = initialState({
+    namespace: 'kube-system',
+    key: 'kube-apiserver',
+    policy,
+    now: 0,
+    checkpoint: { stored, active: false, specHash: stored ? 'h1' : null },
+  });
   return drive(s, [
     [0, { type: 'api', reachable: true }],
     [0, { type: 'pod', pod: POD }],

@@ -39,7 +39,15 @@ export function microTime(wallMs: number, extraMicros = 0): string {
  * The next beat: one more than the last sequence, the phase the probe chose, now on the writer's
  * clock, and the interval the writer beats at now (declared, so the agent can judge it by it).
  */
-export function nextBeat(counter: BeatCounter, id: HeartbeatIdentity, channel: Channel, phase: Phase, wallMs: number, intervalMs: number, unprobed = false): Beat {
+export function nextBeat(
+  counter: BeatCounter,
+  id: HeartbeatIdentity,
+  channel: Channel,
+  phase: Phase,
+  wallMs: number,
+  intervalMs: number,
+  unprobed = false,
+): Beat {
   return {
     ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}),
     channel,

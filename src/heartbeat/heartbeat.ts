@@ -100,12 +100,25 @@ function validateIdentity(id: HeartbeatIdentity): void {
 export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
   validateIdentity(opts.identity);
   const clock = opts.clock ?? systemClock;
-  const logger = (opts.logger ?? pino()).child({ component: 'heartbeat', namespace: opts.identity.namespace, key: opts.identity.key, node: opts.identity.node, role: opts.identity.role });
+  const logger = (opts.logger ?? pino()).child({
+    component: 'heartbeat',
+    namespace: opts.identity.namespace,
+    key: opts.identity.key,
+    node: opts.identity.node,
+    role: opts.identity.role,
+  });
   const policyFile = new PolicyFile(opts.policyFile, logger, opts.readPolicyFile);
   let settings = resolveSettings(policyFile.current().doc, opts);
   const { intervalMs } = settings;
   const id = opts.identity;
-  const leaseTarget: LeaseTarget = { namespace: id.namespace, key: id.key, node: id.node, role: id.role, windowMs: settings.policy.windowMs, policyProblem: policyFile.current().problem };
+  const leaseTarget: LeaseTarget = {
+    namespace: id.namespace,
+    key: id.key,
+    node: id.node,
+    role: id.role,
+    windowMs: settings.policy.windowMs,
+    policyProblem: policyFile.current().problem,
+  };
 
   let probe: Probe;
   if (typeof opts.probe === 'function') probe = opts.probe;
@@ -116,7 +129,16 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
   }
 
   const writers = opts.writers ?? buildWriters(opts, settings, leaseTarget, clock, logger);
-  logger.info({ intervalMs, windowMs: settings.policy.windowMs, channels: writers.map((w) => w.channel), pod: opts.identity.podName, policy: policyFile.current().origin }, 'heartbeat starting');
+  logger.info(
+    {
+      intervalMs,
+      windowMs: settings.policy.windowMs,
+      channels: writers.map((w) => w.channel),
+      pod: opts.identity.podName,
+      policy: policyFile.current().origin,
+    },
+    'heartbeat starting',
+  );
 
   // Re-read the policy file every POLICY_RELOAD_MS, at the start of a round (so on the loop's clock).
   let lastRead = clock.now();
@@ -137,7 +159,10 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
     // Interval and window apply from the next round; the probe and request timeouts and the set of
     // channels were fixed at start.
     if (next.channels.join(',') !== settings.channels.join(','))
-      logger.warn({ file: opts.policyFile, channels: next.channels, writing: settings.channels }, 'policy changed the channels: restart the heartbeat to apply');
+      logger.warn(
+        { file: opts.policyFile, channels: next.channels, writing: settings.channels },
+        'policy changed the channels: restart the heartbeat to apply',
+      );
     settings = { ...next, channels: settings.channels };
     leaseTarget.windowMs = settings.policy.windowMs;
     logger.info({ file: opts.policyFile, intervalMs: settings.intervalMs, windowMs: settings.policy.windowMs }, 'policy file changed: applied');
@@ -175,7 +200,14 @@ function buildWriters(opts: HeartbeatOptions, settings: ResolvedSettings, leaseT
           onFailure: onFailure('lease'),
         });
       case 'annotation':
-        return new AnnotationChannel({ namespace: id.namespace, podName: id.podName, makeClient, clock, random: opts.random, onFailure: onFailure('annotation') });
+        return new AnnotationChannel({
+          namespace: id.namespace,
+          podName: id.podName,
+          makeClient,
+          clock,
+          random: opts.random,
+          onFailure: onFailure('annotation'),
+        });
       default:
         return new LocalChannel(opts.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, { node: id.node, namespace: id.namespace, key: id.key, role: id.role });
     }

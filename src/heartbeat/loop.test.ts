@@ -96,7 +96,12 @@ describe('runHeartbeatLoop', () => {
   it('the probe chooses the phase', async () => {
     const clock = new FakeClock({ io: true });
     const local = new Recorder('local', clock);
-    const answers: ProbeResult[] = [{ ok: false, error: 'connection refused' }, { ok: false, error: 'HTTP 503' }, { ok: true }, { ok: false, error: 'HTTP 500' }];
+    const answers: ProbeResult[] = [
+      { ok: false, error: 'connection refused' },
+      { ok: false, error: 'HTTP 503' },
+      { ok: true },
+      { ok: false, error: 'HTTP 500' },
+    ];
     let i = 0;
     const { logger, lines } = memoryLogger();
     const hb = runHeartbeatLoop({ identity, intervalMs: 100, writers: [local], probe: async () => answers[i++] ?? { ok: true }, clock, logger });

@@ -77,7 +77,9 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     const wallMs = clock.wallNow();
     // async: a writer that throws synchronously still only fails its own channel.
     const unprobed = probe.ok && probe.unprobed === true;
-    const results = await Promise.allSettled(writers.map(async (w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed), deadline)));
+    const results = await Promise.allSettled(
+      writers.map(async (w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed), deadline)),
+    );
     results.forEach((r, i) => {
       const channel: Channel = writers[i]!.channel;
       const s = stats[channel]!;

@@ -110,8 +110,23 @@ describe('heartbeat policy file', () => {
   });
 
   it('shows the problem on the Lease and removes it once the file is fine', () => {
-    const target = { namespace: 'kube-system', key: 'kube-apiserver', node: 'n1', role: 'parent' as const, windowMs: 4_000, policyProblem: 'invalid policy x: defaults.interval: bad' as string | null };
-    const beat: Beat = { channel: 'lease', holder: 'api-1', holderUid: 'u-1', role: 'parent', phase: 'Ready', sequence: 1, renewTime: '2026-12-02T10:00:00.000000Z' };
+    const target = {
+      namespace: 'kube-system',
+      key: 'kube-apiserver',
+      node: 'n1',
+      role: 'parent' as const,
+      windowMs: 4_000,
+      policyProblem: 'invalid policy x: defaults.interval: bad' as string | null,
+    };
+    const beat: Beat = {
+      channel: 'lease',
+      holder: 'api-1',
+      holderUid: 'u-1',
+      role: 'parent',
+      phase: 'Ready',
+      sequence: 1,
+      renewTime: '2026-12-02T10:00:00.000000Z',
+    };
     const withProblem = leaseWithBeat(null, target, beat);
     expect(withProblem.metadata?.annotations?.[ANNOTATION_POLICY_PROBLEM]).toBe('invalid policy x: defaults.interval: bad');
     target.policyProblem = null;

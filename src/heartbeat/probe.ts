@@ -13,10 +13,7 @@ import type { ProbeResult } from './beat.js';
 import type { OwnershipOptions } from './ownership.js';
 import { proveReady } from './ready-proof.js';
 
-export type ProbeSpec =
-  | { kind: 'none' }
-  | { kind: 'http'; url: URL }
-  | { kind: 'tcp'; host: string; port: number };
+export type ProbeSpec = { kind: 'none' } | { kind: 'http'; url: URL } | { kind: 'tcp'; host: string; port: number };
 
 export interface ProbeOptions {
   timeoutMs: number;

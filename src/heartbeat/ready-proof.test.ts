@@ -79,7 +79,9 @@ describe('portOwnership over a fixture /proc', () => {
     const proc = fakeProc({ 1: ['/dev/null'], 7: ['socket:[123]'], 42: [] });
     const o = portOwnership(16443, { procRoot: proc, selfPid: 42 });
     expect(o.ours).toEqual([]);
-    expect(ownershipProblem(o)).toBe('port 16443 is held by 2 listening socket(s) (inode 5001, 5004) of no process of this pod (another pod on this network, such as its checkpoint, holds it)');
+    expect(ownershipProblem(o)).toBe(
+      'port 16443 is held by 2 listening socket(s) (inode 5001, 5004) of no process of this pod (another pod on this network, such as its checkpoint, holds it)',
+    );
   });
 
   it('nothing listening, no shared process namespace, unreadable fds: each says which proof failed', () => {
@@ -89,7 +91,9 @@ describe('portOwnership over a fixture /proc', () => {
     expect(ownershipProblem(alone)).toContain('sees no other process of its pod: set shareProcessNamespace: true');
     const denied = portOwnership(16443, { procRoot: fakeProc({ 1: [], 7: 'unreadable' }), selfPid: 42 });
     expect(denied.unreadable).toEqual([{ pid: 7, code: 'ENOTDIR' }]);
-    expect(ownershipProblem(denied)).toContain('process(es) 7 (ENOTDIR) cannot be read: give the heartbeat container the capabilities SYS_PTRACE and DAC_READ_SEARCH');
+    expect(ownershipProblem(denied)).toContain(
+      'process(es) 7 (ENOTDIR) cannot be read: give the heartbeat container the capabilities SYS_PTRACE and DAC_READ_SEARCH',
+    );
   });
 
   it('a dual-stack listener in tcp6 counts; a namespace without tcp6 is fine', () => {
@@ -205,7 +209,10 @@ describe('makeProbe with the ownership proof (issue 17)', () => {
     const spec = parseProbe(`http://127.0.0.1:${port}/healthz`);
     if (!spec.ok) throw new Error(spec.error);
     const r = await makeProbe(spec.spec, { timeoutMs: 1000, ownership: { procRoot: proc, selfPid: 42 } })();
-    expect(r).toEqual({ ok: false, error: `port ${port} is held by 1 listening socket(s) (inode 9001) of no process of this pod (another pod on this network, such as its checkpoint, holds it)` });
+    expect(r).toEqual({
+      ok: false,
+      error: `port ${port} is held by 1 listening socket(s) (inode 9001) of no process of this pod (another pod on this network, such as its checkpoint, holds it)`,
+    });
     // The same port with the pod's own process holding it is Ready.
     const ours = fakeProc({ 1: ['/dev/null'], 7: ['socket:[9001]'] }, tcp, null);
     expect(await makeProbe(spec.spec, { timeoutMs: 1000, ownership: { procRoot: ours, selfPid: 42 } })()).toEqual({ ok: true });

@@ -77,12 +77,26 @@ export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
   const problem = ownershipProblem(o);
   if (problem) return { ok: false, error: problem };
   const needed = d.kind === 'tcp' ? 1 : probesNeeded(o.ours.length, o.listeners.length);
-  if (needed === null) return { ok: false, error: `port ${d.port} has ${o.listeners.length} listeners, ${o.ours.length} of them this pod's: too many others to prove in one round` };
+  if (needed === null)
+    return {
+      ok: false,
+      error: `port ${d.port} has ${o.listeners.length} listeners, ${o.ours.length} of them this pod's: too many others to prove in one round`,
+    };
   for (let i = 1; i <= needed; i++) {
     const left = Math.floor(deadline - now());
-    if (left <= 0) return { ok: false, error: `${i - 1} of ${needed} probes answered within ${d.timeoutMs}ms (port ${d.port} is shared by ${o.listeners.length} listeners)` };
+    if (left <= 0)
+      return {
+        ok: false,
+        error: `${i - 1} of ${needed} probes answered within ${d.timeoutMs}ms (port ${d.port} is shared by ${o.listeners.length} listeners)`,
+      };
     const r = await d.once(left);
-    if (!r.ok) return needed === 1 ? r : { ok: false, error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)` };
+    if (!r.ok)
+      return needed === 1
+        ? r
+        : {
+            ok: false,
+            error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)`,
+          };
   }
   return { ok: true };
 }

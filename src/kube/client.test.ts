@@ -74,7 +74,12 @@ describe('makeKubeClient', () => {
 
   it('refuses a non-positive timeout', () => {
     const kc = new KubeConfig();
-    kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://x' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: 'https://x' }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
     expect(() => makeKubeClient(kc, { requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs/);
   });
 });
@@ -94,7 +99,9 @@ describe('loadKubeConfig', () => {
   });
 
   it('with no kubeconfig anywhere and not in a pod, says so instead of falling back to http://localhost:8080', () => {
-    expect(() => loadKubeConfig(undefined, {}, noHome)).toThrow(/^no kubeconfig: --kubeconfig not given, \$KUBECONFIG unset, .*home\/\.kube\/config missing, and not in a pod/);
+    expect(() => loadKubeConfig(undefined, {}, noHome)).toThrow(
+      /^no kubeconfig: --kubeconfig not given, \$KUBECONFIG unset, .*home\/\.kube\/config missing, and not in a pod/,
+    );
   });
 
   it('loads a good file from --kubeconfig and from $KUBECONFIG', () => {

@@ -49,7 +49,9 @@ export function loadKubeConfig(kubeconfigPath?: string, env: NodeJS.ProcessEnv =
   } else if (env.KUBERNETES_SERVICE_HOST) {
     source = 'in-cluster (service account)';
   } else {
-    throw new KubeConfigError(`no kubeconfig: --kubeconfig not given, $KUBECONFIG unset, ${homeConfig} missing, and not in a pod (KUBERNETES_SERVICE_HOST unset); pass --kubeconfig FILE`);
+    throw new KubeConfigError(
+      `no kubeconfig: --kubeconfig not given, $KUBECONFIG unset, ${homeConfig} missing, and not in a pod (KUBERNETES_SERVICE_HOST unset); pass --kubeconfig FILE`,
+    );
   }
   try {
     if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
@@ -92,9 +94,15 @@ export function makeKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeCli
     const o: { ca?: unknown; cert?: unknown; key?: unknown; pfx?: unknown; passphrase?: string; servername?: string; rejectUnauthorized?: boolean } = {};
     await kc.applyToHTTPSOptions(o as Parameters<KubeConfig['applyToHTTPSOptions']>[0]);
     const tls = Object.fromEntries(
-      Object.entries({ ca: o.ca, cert: o.cert, key: o.key, pfx: o.pfx, passphrase: o.passphrase, servername: o.servername, rejectUnauthorized: o.rejectUnauthorized }).filter(
-        ([, v]) => v !== undefined,
-      ),
+      Object.entries({
+        ca: o.ca,
+        cert: o.cert,
+        key: o.key,
+        pfx: o.pfx,
+        passphrase: o.passphrase,
+        servername: o.servername,
+        rejectUnauthorized: o.rejectUnauthorized,
+      }).filter(([, v]) => v !== undefined),
     );
     // keepAliveInitialDelay 30 s: client-go's and client-node's TCP keep-alive probe start.
     const a = new Agent({ connections: MAX_SOCKETS, connect: { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 } });

@@ -14,7 +14,12 @@ describe('classifyKubeError', () => {
     ['422', api(422, status('Invalid', 'spec.renewTime: bad')), 'invalid', /spec.renewTime/],
     ['429', api(429, 'slow down'), 'unreachable', /slow down/],
     ['503', api(503), 'unreachable', /HTTP 503/],
-    ['refused', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { name: 'FetchError', type: 'system', code: 'ECONNREFUSED' }), 'unreachable', /ECONNREFUSED/],
+    [
+      'refused',
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { name: 'FetchError', type: 'system', code: 'ECONNREFUSED' }),
+      'unreachable',
+      /ECONNREFUSED/,
+    ],
     ['abort', Object.assign(new Error('The operation was aborted.'), { name: 'AbortError', type: 'aborted' }), 'unreachable', /timed out/],
     ['timeout signal', Object.assign(new Error('timeout'), { name: 'TimeoutError' }), 'unreachable', /timed out/],
     ['a bug', new TypeError('x is not a function'), 'invalid', /unexpected error: x is not a function/],

@@ -177,7 +177,8 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
     this.requestTimeoutMs = o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
     this.backoff = o.backoff ?? { initialMs: INITIAL_BACKOFF_MS, maxMs: MAX_BACKOFF_MS };
     if (!(this.watchdogMs > 0) || !(this.requestTimeoutMs > 0)) throw new Error(`informer ${o.name}: watchdogMs and requestTimeoutMs must be positive`);
-    if (!(this.backoff.initialMs > 0) || this.backoff.maxMs < this.backoff.initialMs) throw new Error(`informer ${o.name}: backoff needs 0 < initialMs <= maxMs`);
+    if (!(this.backoff.initialMs > 0) || this.backoff.maxMs < this.backoff.initialMs)
+      throw new Error(`informer ${o.name}: backoff needs 0 < initialMs <= maxMs`);
     this.random = o.random ?? Math.random;
     this.transport = o.transport ?? httpsTransport(o.kubeConfig);
     this.log = o.log.child({ informer: o.name });

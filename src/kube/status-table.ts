@@ -85,7 +85,11 @@ function checkpointCell(p: ParentStatus): CheckpointCell {
 const rowKey = (node: string, namespace: string, parent: string) => `${node}\u0000${namespace}\u0000${parent}`;
 
 /** Join NodeCheckpoints and Leases into rows sorted by node, namespace and parent. */
-export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: readonly LeaseObject[], health: NodeHealth = { nodes: null, readyAgents: null }): BuildResult {
+export function buildRows(
+  checkpoints: readonly NodeCheckpointObject[],
+  leases: readonly LeaseObject[],
+  health: NodeHealth = { nodes: null, readyAgents: null },
+): BuildResult {
   const rows = new Map<string, StatusRow>();
   const invalid: string[] = [];
   const blank = (node: string, namespace: string, parent: string): StatusRow => ({
@@ -151,9 +155,7 @@ export function buildRows(checkpoints: readonly NodeCheckpointObject[], leases: 
     });
   }
 
-  const sorted = [...rows.values()].sort(
-    (a, b) => a.node.localeCompare(b.node) || a.namespace.localeCompare(b.namespace) || a.parent.localeCompare(b.parent),
-  );
+  const sorted = [...rows.values()].sort((a, b) => a.node.localeCompare(b.node) || a.namespace.localeCompare(b.namespace) || a.parent.localeCompare(b.parent));
   return { rows: sorted, invalid };
 }
 
@@ -206,7 +208,14 @@ function align(lines: string[][]): string {
   for (const l of lines) {
     for (const [i, c] of l.entries()) widths[i] = Math.max(widths[i] ?? 0, c.length);
   }
-  return lines.map((l) => l.map((c, i) => (i === l.length - 1 ? c : c.padEnd(widths[i]!))).join('   ').trimEnd()).join('\n');
+  return lines
+    .map((l) =>
+      l
+        .map((c, i) => (i === l.length - 1 ? c : c.padEnd(widths[i]!)))
+        .join('   ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 export function renderTable(rows: readonly StatusRow[], now: number, wide = false): string {
@@ -232,7 +241,10 @@ export function renderTable(rows: readonly StatusRow[], now: number, wide = fals
 }
 
 /** Machine-readable form: the rows plus each row's age in seconds at `now`. */
-export function toDocument(rows: readonly StatusRow[], now: number): { kind: 'ParentStatusList'; items: Array<StatusRow & { lastSeenSeconds: number | null }> } {
+export function toDocument(
+  rows: readonly StatusRow[],
+  now: number,
+): { kind: 'ParentStatusList'; items: Array<StatusRow & { lastSeenSeconds: number | null }> } {
   return {
     kind: 'ParentStatusList',
     items: rows.map((r) => {

@@ -65,7 +65,12 @@ describe('parsePolicy', () => {
     ['zero duration', 'defaults: { gcGrace: 0s }', 'defaults.gcGrace', (t: string) => t],
     ['over a day', 'defaults: { gcGrace: 25h }', 'defaults.gcGrace', (t: string) => t],
     ['override breaks rule', 'overrides: [{ name: a, selector: {}, policy: { window: 6s } }]', 'overrides[0].policy.window', (t: string) => t],
-    ['override bad operator', 'overrides: [{ name: a, selector: { matchExpressions: [{ key: k, operator: Is }] }, policy: {} }]', 'overrides[0].selector.matchExpressions[0].operator', (t: string) => t],
+    [
+      'override bad operator',
+      'overrides: [{ name: a, selector: { matchExpressions: [{ key: k, operator: Is }] }, policy: {} }]',
+      'overrides[0].selector.matchExpressions[0].operator',
+      (t: string) => t,
+    ],
   ])('%s is refused with path %s', (_name, body, path, edit) => {
     const r = parsePolicyText(edit(head + body));
     expect(r.ok).toBe(false);
@@ -78,8 +83,16 @@ describe('parsePolicy', () => {
     it.each([
       ['in the defaults', 'defaults: { whenApiUnreachable: activate, channels: [lease] }', 'defaults.whenApiUnreachable'],
       ['with annotation only', 'defaults: { whenApiUnreachable: activate, channels: [annotation, lease] }', 'defaults.whenApiUnreachable'],
-      ['in an override', 'defaults: { channels: [lease] }\noverrides: [{ name: apiserver, selector: {}, policy: { whenApiUnreachable: activate } }]', 'overrides[0].policy.whenApiUnreachable'],
-      ['an override dropping local', 'defaults: { whenApiUnreachable: activate }\noverrides: [{ name: lease-only, selector: {}, policy: { channels: [lease] } }]', 'overrides[0].policy.whenApiUnreachable'],
+      [
+        'in an override',
+        'defaults: { channels: [lease] }\noverrides: [{ name: apiserver, selector: {}, policy: { whenApiUnreachable: activate } }]',
+        'overrides[0].policy.whenApiUnreachable',
+      ],
+      [
+        'an override dropping local',
+        'defaults: { whenApiUnreachable: activate }\noverrides: [{ name: lease-only, selector: {}, policy: { channels: [lease] } }]',
+        'overrides[0].policy.whenApiUnreachable',
+      ],
     ])('refused %s, naming the field and why', (_name, body, path) => {
       const errs = errorsOf(body);
       const e = errs.find((x) => x.path === path);
@@ -97,7 +110,8 @@ describe('parsePolicy', () => {
 
     it('policyFor skips an override that would combine activate with a lease-only parent', () => {
       const r = parsePolicyText(
-        head + 'overrides:\n  - { name: apiserver, selector: { parentKeys: [a] }, policy: { whenApiUnreachable: activate } }\n  - { name: lease-only, selector: { parentKeys: [a] }, policy: { channels: [lease] } }\n',
+        head +
+          'overrides:\n  - { name: apiserver, selector: { parentKeys: [a] }, policy: { whenApiUnreachable: activate } }\n  - { name: lease-only, selector: { parentKeys: [a] }, policy: { channels: [lease] } }\n',
       );
       expect(r.ok).toBe(true);
       if (!r.ok) return;
@@ -109,7 +123,9 @@ describe('parsePolicy', () => {
   });
 
   it('reports every error at once', () => {
-    const errs = errorsOf('defaults: { interval: nope, whenApiUnreachable: maybe, channels: [x] }\noverrides: [{ name: o, selector: {}, policy: { window: 1s } }]');
+    const errs = errorsOf(
+      'defaults: { interval: nope, whenApiUnreachable: maybe, channels: [x] }\noverrides: [{ name: o, selector: {}, policy: { window: 1s } }]',
+    );
     expect(errs.map((e) => e.path).sort()).toEqual(['defaults.channels[0]', 'defaults.interval', 'defaults.whenApiUnreachable'].sort());
   });
 
@@ -146,7 +162,12 @@ describe('policyFor', () => {
     [{ namespace: 'kube-system', key: 'kube-apiserver', labels: { component: 'kube-apiserver' } }, ['apiserver', 'not-cni'], 'activate', 15_000],
     [{ namespace: 'default', key: 'kube-apiserver', labels: { component: 'kube-apiserver' } }, ['not-cni'], 'hold', 20_000],
     [{ namespace: 'kube-system', key: 'x', labels: { tier: 'control-plane', cni: 'y' } }, ['fast'], 'hold', 8000],
-    [{ namespace: 'kube-system', key: 'both', labels: { component: 'kube-apiserver', tier: 'control-plane' } }, ['apiserver', 'fast', 'not-cni'], 'activate', 8000],
+    [
+      { namespace: 'kube-system', key: 'both', labels: { component: 'kube-apiserver', tier: 'control-plane' } },
+      ['apiserver', 'fast', 'not-cni'],
+      'activate',
+      8000,
+    ],
   ])('%o gets %o', (parent, applied, when, windowMs) => {
     const eff = policyFor(policy, parent);
     expect(eff.applied).toEqual(applied);

@@ -53,10 +53,12 @@ const fields = {
   channels,
 };
 
-const partialFields = z.strictObject({
-  ...fields,
-  handoverBackoff: z.strictObject({ initial: duration.optional(), max: duration.optional() }),
-}).partial();
+const partialFields = z
+  .strictObject({
+    ...fields,
+    handoverBackoff: z.strictObject({ initial: duration.optional(), max: duration.optional() }),
+  })
+  .partial();
 
 const labelSelector = z.strictObject({
   namespaces: z.array(z.string().min(1)).optional(),
@@ -77,9 +79,7 @@ export const policyDocument = z.strictObject({
   apiVersion: z.literal(POLICY_API_VERSION, { error: `must be ${POLICY_API_VERSION}` }),
   kind: z.literal(POLICY_KIND, { error: `must be ${POLICY_KIND}` }),
   defaults: partialFields.optional(),
-  overrides: z
-    .array(z.strictObject({ name: z.string().min(1), selector: labelSelector, policy: partialFields }))
-    .optional(),
+  overrides: z.array(z.strictObject({ name: z.string().min(1), selector: labelSelector, policy: partialFields })).optional(),
 });
 
 export type PolicyDocumentInput = z.input<typeof policyDocument>;

@@ -65,21 +65,35 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
   // The lost hand-over may be a later attempt, whose window has grown (handoverWindowMs): take the cap.
   const lostHandover = handoverWindowMs(p, Number.MAX_SAFE_INTEGER) + copyStarts + T.agentProbeMs;
   const noDeadline =
-    T.backoffInitialMs + RESTART_LATE_MS + T.agentStartMs + p.startupGraceMs + p.intervalMs +
+    T.backoffInitialMs +
+    RESTART_LATE_MS +
+    T.agentStartMs +
+    p.startupGraceMs +
+    p.intervalMs +
     p.startTimeoutMs +
-    CONFIRM_TIMEOUT_MS + T.agentProbeMs +
+    CONFIRM_TIMEOUT_MS +
+    T.agentProbeMs +
     copyStarts;
   const fromFault =
     (desiredHealthy ? 0 : p.startTimeoutMs) +
-    T.kubeletStartMs + kubelet.startupMs + podStartMs + T.agentStartMs +
+    T.kubeletStartMs +
+    kubelet.startupMs +
+    podStartMs +
+    T.agentStartMs +
     p.startupGraceMs +
     p.windowMs +
-    CONFIRM_TIMEOUT_MS + T.agentProbeMs +
-    T.agentFilePollMs + T.actuatorMs +
+    CONFIRM_TIMEOUT_MS +
+    T.agentProbeMs +
+    T.agentFilePollMs +
+    T.actuatorMs +
     fileCheckMs +
-    podStartMs + def.startMs +
-    def.stopMs + T.backoffInitialMs * (1 + 2 + 4) + 3 * RESTART_LATE_MS +
-    T.controllerMs + p.intervalMs;
+    podStartMs +
+    def.startMs +
+    def.stopMs +
+    T.backoffInitialMs * (1 + 2 + 4) +
+    3 * RESTART_LATE_MS +
+    T.controllerMs +
+    p.intervalMs;
   return parentUnnoticed ? Math.max(fromFault, lostHandover, noDeadline) : fromFault;
 }
 
@@ -99,8 +113,19 @@ export function parentBoundMs(def: ParentDef, kubelet: KubeletModel): number {
   const p = def.policy;
   const fileCheckMs = noticeBoundMs(kubelet);
   let rounds = 0;
-  for (let k = 0; k < HANDOVER_ROUNDS; k++) rounds += handoverWindowMs(p, k + 1) + 1.25 * Math.min(p.handoverBackoff.initialMs * 2 ** k, p.handoverBackoff.maxMs);
-  return serveBoundMs(def, kubelet) + rounds + kubelet.apiRelistAfterOutageMs + T.backoffMaxMs + RESTART_LATE_MS + fileCheckMs + def.stopMs + def.startMs + p.intervalMs;
+  for (let k = 0; k < HANDOVER_ROUNDS; k++)
+    rounds += handoverWindowMs(p, k + 1) + 1.25 * Math.min(p.handoverBackoff.initialMs * 2 ** k, p.handoverBackoff.maxMs);
+  return (
+    serveBoundMs(def, kubelet) +
+    rounds +
+    kubelet.apiRelistAfterOutageMs +
+    T.backoffMaxMs +
+    RESTART_LATE_MS +
+    fileCheckMs +
+    def.stopMs +
+    def.startMs +
+    p.intervalMs
+  );
 }
 
 /**

@@ -10,8 +10,22 @@ function run(servedAt: number | null, parentServedAt: number | null, unservedSec
   return {
     scenario: 's',
     strategy: 'lastseen',
-    invariantViolations: Array.from({ length: violations }, () => ({ invariant: 'x', t: 0, node: 'm1', key: 'k', message: 'm' })) as unknown as Run['invariantViolations'],
-    outcome: { faultAt: 60, servedAt, parentServedAt, unservedSeconds, finalServedBy: 'parent', perFault: [], totals: { unservedSeconds, activations: 0, handoverAttempts: 0 } },
+    invariantViolations: Array.from({ length: violations }, () => ({
+      invariant: 'x',
+      t: 0,
+      node: 'm1',
+      key: 'k',
+      message: 'm',
+    })) as unknown as Run['invariantViolations'],
+    outcome: {
+      faultAt: 60,
+      servedAt,
+      parentServedAt,
+      unservedSeconds,
+      finalServedBy: 'parent',
+      perFault: [],
+      totals: { unservedSeconds, activations: 0, handoverAttempts: 0 },
+    },
   };
 }
 

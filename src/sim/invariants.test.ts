@@ -16,7 +16,11 @@ describe('unserved-total: the unserved time over a whole run is bounded, however
     // The budget is finite and well under what repeated hand-overs to the crashing spec cost
     // (before the rule: unserved about 77% of the time, 2,600 s over this hour).
     const def = s.parents[0]!;
-    const budget = unservedBudgetMs(def, s.kubelet, s.spec.faults.map((f) => ({ ...f, end: faultEnd(f) })));
+    const budget = unservedBudgetMs(
+      def,
+      s.kubelet,
+      s.spec.faults.map((f) => ({ ...f, end: faultEnd(f) })),
+    );
     expect(budget).toBeLessThan(0.5 * (3_600_000 - 180_000));
   });
 
@@ -39,7 +43,10 @@ describe('activation-while-parent-alive', () => {
     for (const name of ['master-reboot', 'bad-rollout', 'full-cluster-reboot', 'agent-restart-mid-handover', 'stalled-watch', 'clock-skew']) {
       for (const k of ['v1.5', 'v1.36'] as const) {
         const r = await runScenario(withKubeletModel(namedScenario(name)!, k), { keepLogs: false });
-        expect(r.invariantViolations.filter((v) => v.invariant === 'activation-while-parent-alive'), `${name} on ${k}`).toEqual([]);
+        expect(
+          r.invariantViolations.filter((v) => v.invariant === 'activation-while-parent-alive'),
+          `${name} on ${k}`,
+        ).toEqual([]);
       }
     }
   });

@@ -98,7 +98,12 @@ export class Invariants {
     const unseenMs = r.code === 'HandoverFailed' ? T.agentFilePollMs + T.apiRttMs : 0;
     const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
     if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && age >= unseenMs) {
-      this.violate(node.name, key, 'activation-while-fresh', `activated (${reason}) ${((this.world.q.now - lv.at) / 1000).toFixed(1)}s after a visible Ready beat (window ${p.windowMs / 1000}s)`);
+      this.violate(
+        node.name,
+        key,
+        'activation-while-fresh',
+        `activated (${reason}) ${((this.world.q.now - lv.at) / 1000).toFixed(1)}s after a visible Ready beat (window ${p.windowMs / 1000}s)`,
+      );
     }
   }
 
@@ -115,7 +120,8 @@ export class Invariants {
   }
 
   checkpointStored(node: SimNode, key: string, spec: PodSpec): void {
-    if (!this.world.readySpecs.has(spec.hash)) this.violate(node.name, key, 'checkpoint-not-ready', `stored generation ${spec.generation}, which never reached Ready`);
+    if (!this.world.readySpecs.has(spec.hash))
+      this.violate(node.name, key, 'checkpoint-not-ready', `stored generation ${spec.generation}, which never reached Ready`);
   }
 
   agentStarted(node: SimNode, key: string): void {
@@ -136,7 +142,12 @@ export class Invariants {
       h.failedAt = mono;
       h.expectMs = Math.min(hb.maxMs, hb.initialMs * 2 ** (h.failures - 1));
     } else if (from === 'Active' && to === 'HandingOver' && h.failedAt !== null && mono - h.failedAt < h.expectMs - SLACK_MS) {
-      this.violate(node.name, key, 'handover-backoff', `hand-over retried ${((mono - h.failedAt) / 1000).toFixed(1)}s after failure ${h.failures}; the schedule says ${h.expectMs / 1000}s`);
+      this.violate(
+        node.name,
+        key,
+        'handover-backoff',
+        `hand-over retried ${((mono - h.failedAt) / 1000).toFixed(1)}s after failure ${h.failures}; the schedule says ${h.expectMs / 1000}s`,
+      );
     }
   }
 
@@ -168,7 +179,13 @@ export class Invariants {
           const since = Math.max(this.notParentSince.get(tag) ?? now, w.lastFaultEnd);
           this.notParentSince.set(tag, this.notParentSince.get(tag) ?? now);
           const bound = parentBoundMs(def, w.scenario.kubelet);
-          if (now - since > bound) this.violate(n, def.key, 'checkpoint-not-retired', `the parent can become Ready but has not served alone for over ${Math.round(bound / 1000)}s after the last fault ended`);
+          if (now - since > bound)
+            this.violate(
+              n,
+              def.key,
+              'checkpoint-not-retired',
+              `the parent can become Ready but has not served alone for over ${Math.round(bound / 1000)}s after the last fault ended`,
+            );
         } else this.notParentSince.delete(tag);
       }
     }
@@ -191,7 +208,12 @@ export class Invariants {
     if (!present || was) return;
     const since = this.parentServingSince.get(tag);
     if (since !== undefined && now - since > intervalMs + SEEN_AFTER_MS) {
-      this.violate(node.name, key, 'activation-while-parent-alive', `checkpoint activated while the parent had been serving on this node for ${((now - since) / 1000).toFixed(1)}s`);
+      this.violate(
+        node.name,
+        key,
+        'activation-while-parent-alive',
+        `checkpoint activated while the parent had been serving on this node for ${((now - since) / 1000).toFixed(1)}s`,
+      );
     }
   }
 
@@ -205,10 +227,20 @@ export class Invariants {
       this.unservedTotal.set(tag, total);
       let budget = this.budgets.get(key);
       if (budget === undefined) {
-        budget = unservedBudgetMs(w.parentDef(key), w.scenario.kubelet, w.scenario.spec.faults.map((f) => ({ ...f, end: faultEnd(f) })));
+        budget = unservedBudgetMs(
+          w.parentDef(key),
+          w.scenario.kubelet,
+          w.scenario.spec.faults.map((f) => ({ ...f, end: faultEnd(f) })),
+        );
         this.budgets.set(key, budget);
       }
-      if (total > budget) this.violate(tag.split('/')[0]!, key, 'unserved-total', `unserved ${Math.round(total / 1000)}s in total since the first fault; the budget for this scenario's faults is ${Math.round(budget / 1000)}s`);
+      if (total > budget)
+        this.violate(
+          tag.split('/')[0]!,
+          key,
+          'unserved-total',
+          `unserved ${Math.round(total / 1000)}s in total since the first fault; the budget for this scenario's faults is ${Math.round(budget / 1000)}s`,
+        );
     }
     if (unserved) this.unservedAt.set(tag, now);
     else this.unservedAt.delete(tag);

@@ -151,7 +151,15 @@ export class Kubelet {
       const running = [...this.pods.values()].some((p) => p.manifestFile === file && (!p.removed || this.model.staticPodsOneAtATime));
       if (running) continue;
       const name = file === AGENT_MANIFEST ? 'lastseen-agent' : `${m.spec!.key}-checkpoint-${this.node.name}`;
-      this.add({ name, role: m.role, source: 'static', manifestFile: file, spec: m.spec, uid: `${this.node.name}/static/${++this.nextUid}`, identity: `static/${file}/${m.spec?.hash ?? ''}${m.exclusive ? '/exclusive' : ''}` });
+      this.add({
+        name,
+        role: m.role,
+        source: 'static',
+        manifestFile: file,
+        spec: m.spec,
+        uid: `${this.node.name}/static/${++this.nextUid}`,
+        identity: `static/${file}/${m.spec?.hash ?? ''}${m.exclusive ? '/exclusive' : ''}`,
+      });
     }
   }
 
@@ -204,7 +212,15 @@ export class Kubelet {
 
   // ---- containers ----
 
-  private add(a: { uid: string; name: string; role: PodRole; source: 'static' | 'api'; manifestFile: string | null; spec: PodSpec | null; identity: string }): void {
+  private add(a: {
+    uid: string;
+    name: string;
+    role: PodRole;
+    source: 'static' | 'api';
+    manifestFile: string | null;
+    spec: PodSpec | null;
+    identity: string;
+  }): void {
     const p: KPod = {
       ...a,
       exits: this.model.backoffSurvivesReboot && this.node.disk.containers.has(a.identity) ? 1 : 0,
@@ -250,7 +266,9 @@ export class Kubelet {
     this.after(T.bindDelayMs, () => {
       if (!same()) return;
       // A port is taken unless everyone on it, this pod included, shares it (SO_REUSEPORT).
-      const held = spec.ports.find((port) => [...(this.node.ports.get(port) ?? new Map<string, boolean>())].some(([uid, shares]) => uid !== p.uid && !(shares && spec.portSharing)));
+      const held = spec.ports.find((port) =>
+        [...(this.node.ports.get(port) ?? new Map<string, boolean>())].some(([uid, shares]) => uid !== p.uid && !(shares && spec.portSharing)),
+      );
       if (held !== undefined) return this.exit(p, `bind :${held}: address already in use`);
       for (const port of spec.ports) {
         const holders = this.node.ports.get(port) ?? new Map<string, boolean>();
@@ -317,7 +335,12 @@ export class Kubelet {
       while (delay < backoff) delay += T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter * this.rng.next());
       delay = Math.round(delay);
     }
-    this.world.log(this.node.name, 'kubelet', `${p.name} exited: ${why}; restart in ${(delay / 1000).toFixed(1)}s (${first ? 'first exit on record: no back-off' : `back-off ${backoff / 1000}s`})`, p.spec?.key);
+    this.world.log(
+      this.node.name,
+      'kubelet',
+      `${p.name} exited: ${why}; restart in ${(delay / 1000).toFixed(1)}s (${first ? 'first exit on record: no back-off' : `back-off ${backoff / 1000}s`})`,
+      p.spec?.key,
+    );
     const run = p.runId;
     this.after(delay, () => {
       if (p.runId === run) this.startContainer(p);
@@ -351,7 +374,12 @@ export class Kubelet {
     const wasUp = p.state !== 'waiting';
     const stopMs = this.model.killMs + (p.spec ? Math.min(p.spec.stopMs, p.spec.gracePeriodMs) : T.terminationMs);
     const holds = wasUp && p.bound;
-    this.world.log(this.node.name, 'kubelet', `pod ${p.name} removed: ${why}${holds ? `; stops serving, holds its ports until it exits (${stopMs / 1000}s)` : ''}`, p.spec?.key);
+    this.world.log(
+      this.node.name,
+      'kubelet',
+      `pod ${p.name} removed: ${why}${holds ? `; stops serving, holds its ports until it exits (${stopMs / 1000}s)` : ''}`,
+      p.spec?.key,
+    );
     p.state = 'terminating';
     this.after(wasUp ? stopMs : 0, () => {
       if (holds) this.world.log(this.node.name, 'kubelet', `${p.name} terminated; ports released`, p.spec?.key);

@@ -27,7 +27,12 @@ function world(): World {
   return w;
 }
 
-const run = (w: World, until: number) => w.q.runUntil(until, () => w.afterEvent(), () => w.settle());
+const run = (w: World, until: number) =>
+  w.q.runUntil(
+    until,
+    () => w.afterEvent(),
+    () => w.settle(),
+  );
 
 /** The DaemonSet stops placing the parent on `node`: its pod there is deleted and not recreated. */
 function unschedule(w: World, key: string, node: string): void {
@@ -103,7 +108,14 @@ describe('the production agent in the simulator: a known-bad spec survives an ag
       name: 'bad-rollout-agent-restart',
       duration: '15m',
       nodes: [{ name: 'm1', master: true }],
-      parents: [{ key: 'kube-apiserver', kind: 'apiserver', ...(overlap ? { portSharing: true } : {}), policy: { whenApiUnreachable: 'activate', ...(overlap ? { handover: 'overlap' } : {}) } }],
+      parents: [
+        {
+          key: 'kube-apiserver',
+          kind: 'apiserver',
+          ...(overlap ? { portSharing: true } : {}),
+          policy: { whenApiUnreachable: 'activate', ...(overlap ? { handover: 'overlap' } : {}) },
+        },
+      ],
       faults: [
         { type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false },
         // After the verdict (release: the first hand-over's window ends about 5m55s; overlap: the

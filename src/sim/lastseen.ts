@@ -108,8 +108,7 @@ export class SimLastseen implements AgentProcess {
               ...(h.inProgress === false ? { inProgress: false } : {}),
               ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
             });
-          }
-          else node.disk.handovers.delete(id);
+          } else node.disk.handovers.delete(id);
           return this.settled(undefined);
         },
       },
@@ -303,7 +302,10 @@ export class SimLastseen implements AgentProcess {
           // As ManifestDir.activate: an unchanged manifest is not written again (the kubelet sees nothing).
           if (before && before.spec?.hash === cp.spec.hash && (before.exclusive === true) === x) return;
           // Without port sharing: the same copy with --permit-port-sharing removed.
-          node.disk.manifests.set(file(p), x ? { role: 'checkpoint', spec: { ...cp.spec, portSharing: false }, exclusive: true } : { role: 'checkpoint', spec: cp.spec });
+          node.disk.manifests.set(
+            file(p),
+            x ? { role: 'checkpoint', spec: { ...cp.spec, portSharing: false }, exclusive: true } : { role: 'checkpoint', spec: cp.spec },
+          );
           w.log(node.name, 'agent', `wrote manifest ${file(p)} (generation ${cp.spec.generation}${x ? ', without port sharing' : ''})`, p.key);
         });
       },

@@ -79,7 +79,10 @@ export interface NodeDisk {
   /** /var/lib/lastseen/checkpoints: parent id -> copy. Survives reboots. */
   checkpoints: Map<string, StoredCheckpoint>;
   /** /var/lib/lastseen/handovers.json: parent id -> hand-over in progress (deadline on the wall clock). Survives reboots. */
-  handovers: Map<string, { deadlineWall: number; attempts: number; nextBackoffMs: number; inProgress?: boolean; knownBad?: { specHash: string; podUid: string } }>;
+  handovers: Map<
+    string,
+    { deadlineWall: number; attempts: number; nextBackoffMs: number; inProgress?: boolean; knownBad?: { specHash: string; podUid: string } }
+  >;
   /** /var/lib/lastseen/boot-id: the boot the agent last started in. Survives reboots. */
   agentBootId?: number;
 }

@@ -50,10 +50,14 @@ describe('EventQueue', () => {
         .then(() => q.after(0, () => seen.push('scheduled by the chain')));
     });
     q.at(1, () => seen.push('next event'));
-    await q.runUntil(10, () => {
-      seen.push(`check at ${q.now}`);
-      return true;
-    }, settle);
+    await q.runUntil(
+      10,
+      () => {
+        seen.push(`check at ${q.now}`);
+        return true;
+      },
+      settle,
+    );
     expect(seen).toEqual(['then', 'check at 1', 'next event', 'check at 1', 'scheduled by the chain', 'check at 1']);
   });
 });

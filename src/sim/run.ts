@@ -44,7 +44,11 @@ export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Pr
   w.bootstrap();
   scheduleFaults(w);
   const end = opts.durationMs ?? scenario.spec.duration;
-  await w.q.runUntil(end, () => w.afterEvent(), () => w.settle());
+  await w.q.runUntil(
+    end,
+    () => w.afterEvent(),
+    () => w.settle(),
+  );
   const outcome = w.outcome.figures(w.q.now);
   const expectationFailures = strategy === 'lastseen' ? judge(scenario, outcome, w) : [];
   const violations = w.invariants.violations;
@@ -72,11 +76,13 @@ function judge(s: Scenario, o: OutcomeFigures, w: World): string[] {
   if (e.served === false && o.servedAt !== null && o.servedAt > 0) out.push('expected the key not to be served again; it was');
   if (e.parentServed === true && o.parentServedAt === null) out.push('expected the parent to serve again; it did not');
   if (e.parentServed === false && o.parentServedAt !== null && o.parentServedAt > 0) out.push('expected the parent not to serve again; it did');
-  if (e.maxServedAt !== undefined && (o.servedAt === null || o.servedAt * 1000 > e.maxServedAt)) out.push(`expected servedAt <= ${e.maxServedAt / 1000}s, got ${o.servedAt}`);
+  if (e.maxServedAt !== undefined && (o.servedAt === null || o.servedAt * 1000 > e.maxServedAt))
+    out.push(`expected servedAt <= ${e.maxServedAt / 1000}s, got ${o.servedAt}`);
   if (e.maxParentServedAt !== undefined && (o.parentServedAt === null || o.parentServedAt * 1000 > e.maxParentServedAt)) {
     out.push(`expected parentServedAt <= ${e.maxParentServedAt / 1000}s, got ${o.parentServedAt}`);
   }
-  if (e.maxUnserved !== undefined && o.unservedSeconds * 1000 > e.maxUnserved) out.push(`expected at most ${e.maxUnserved / 1000}s unserved in total, got ${o.unservedSeconds}`);
+  if (e.maxUnserved !== undefined && o.unservedSeconds * 1000 > e.maxUnserved)
+    out.push(`expected at most ${e.maxUnserved / 1000}s unserved in total, got ${o.unservedSeconds}`);
   if (e.noActivation) {
     const { node, key } = s.spec.focus ?? s.focus;
     const activated = w.logs.some((l) => l.node === node && l.key === key && l.kind === 'core' && / -> Active/.test(l.text) && l.t >= (w.firstFaultAt ?? 0));
@@ -86,7 +92,8 @@ function judge(s: Scenario, o: OutcomeFigures, w: World): string[] {
     const { node, key } = s.focus;
     const def = w.parentDef(key);
     const cp = w.nodes.get(node)!.disk.checkpoints.get(`${def.namespace}/${key}`);
-    if (cp?.spec.generation !== e.checkpointGeneration) out.push(`expected the stored checkpoint to be generation ${e.checkpointGeneration}, got ${cp?.spec.generation ?? 'none'}`);
+    if (cp?.spec.generation !== e.checkpointGeneration)
+      out.push(`expected the stored checkpoint to be generation ${e.checkpointGeneration}, got ${cp?.spec.generation ?? 'none'}`);
   }
   return out;
 }

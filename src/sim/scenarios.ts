@@ -162,7 +162,8 @@ NAMED['master-reboot-overlap'] = {
 // port sharing and overlap, starting in about 3 s (etcd, then /readyz) and draining watches 3 s.
 NAMED['testbed-reboot'] = {
   name: 'testbed-reboot',
-  description: "The real-node test bed's power cycle (3 s off), on the calibrated kubelet, with the test bed's api-server (shared port, overlap hand-over, ~3 s start).",
+  description:
+    "The real-node test bed's power cycle (3 s off), on the calibrated kubelet, with the test bed's api-server (shared port, overlap hand-over, ~3 s start).",
   duration: '10m',
   kubelet: { model: 'v1.36' },
   nodes: one,

@@ -162,7 +162,11 @@ export const scenarioSchema = z
       if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
     });
     if (s.kubelet.model !== 'v1.5' && s.kubelet.fileCheckPeriod !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['kubelet', 'fileCheckPeriod'], message: `applies to the v1.5 model only: kubelet ${s.kubelet.model} notices manifests by inotify` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['kubelet', 'fileCheckPeriod'],
+        message: `applies to the v1.5 model only: kubelet ${s.kubelet.model} notices manifests by inotify`,
+      });
     }
     if (s.focus && !names.has(s.focus.node)) ctx.addIssue({ code: 'custom', path: ['focus', 'node'], message: `no node named "${s.focus.node}"` });
     if (s.focus && !keys.has(s.focus.key)) ctx.addIssue({ code: 'custom', path: ['focus', 'key'], message: `no parent with key "${s.focus.key}"` });

@@ -57,14 +57,18 @@ export function renderSvg(r: RunResult): string {
     s.forEach((p, j) => {
       const t1 = j + 1 < s.length ? s[j + 1]!.t : endMs;
       const w = Math.max(0.5, x(t1) - x(p.t));
-      out.push(`<rect x="${x(p.t).toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${LANE_H}" fill="${COLORS[p.v] ?? '#bdbdbd'}"><title>${esc(`${p.v} from ${(p.t / 1000).toFixed(1)}s`)}</title></rect>`);
+      out.push(
+        `<rect x="${x(p.t).toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${LANE_H}" fill="${COLORS[p.v] ?? '#bdbdbd'}"><title>${esc(`${p.v} from ${(p.t / 1000).toFixed(1)}s`)}</title></rect>`,
+      );
       if (lane.id.startsWith('core/') && w > 40) out.push(`<text x="${(x(p.t) + 3).toFixed(1)}" y="${y + 13}" font-size="10">${esc(p.v)}</text>`);
     });
   });
   const bottom = top + lanes.length * (LANE_H + GAP);
   for (const l of r.logs) {
     if (l.kind !== 'fault') continue;
-    out.push(`<line x1="${x(l.t).toFixed(1)}" y1="${top - 6}" x2="${x(l.t).toFixed(1)}" y2="${bottom}" stroke="#000" stroke-width="1.5" stroke-dasharray="4,3"><title>${esc(`${l.node}: ${l.text}`)}</title></line>`);
+    out.push(
+      `<line x1="${x(l.t).toFixed(1)}" y1="${top - 6}" x2="${x(l.t).toFixed(1)}" y2="${bottom}" stroke="#000" stroke-width="1.5" stroke-dasharray="4,3"><title>${esc(`${l.node}: ${l.text}`)}</title></line>`,
+    );
   }
   for (let t = 0; t <= endMs; t += 60_000) {
     out.push(`<text x="${x(t).toFixed(1)}" y="${bottom + 14}" text-anchor="middle" font-size="9">${t / 60_000}m</text>`);
@@ -79,10 +83,14 @@ export function renderSvg(r: RunResult): string {
     Silent: 'silent',
   };
   legend.forEach((k, i) => {
-    out.push(`<rect x="${LABEL_W + i * 160}" y="${bottom + 28}" width="12" height="12" fill="${COLORS[k]}"/><text x="${LABEL_W + i * 160 + 16}" y="${bottom + 38}">${names[k]}</text>`);
+    out.push(
+      `<rect x="${LABEL_W + i * 160}" y="${bottom + 28}" width="12" height="12" fill="${COLORS[k]}"/><text x="${LABEL_W + i * 160 + 16}" y="${bottom + 38}">${names[k]}</text>`,
+    );
   });
   const o = r.outcome;
-  out.push(`<text x="10" y="${bottom + 60}">${esc(`served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; parent itself ${o.parentServedAt === null ? 'never' : `after ${o.parentServedAt}s`}; unserved ${o.unservedSeconds}s`)}</text>`);
+  out.push(
+    `<text x="10" y="${bottom + 60}">${esc(`served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; parent itself ${o.parentServedAt === null ? 'never' : `after ${o.parentServedAt}s`}; unserved ${o.unservedSeconds}s`)}</text>`,
+  );
   out.push('</svg>');
   return out.join('\n');
 }

@@ -34,7 +34,10 @@ export function verdictLines(r: RunResult): string[] {
       );
     }
   }
-  if (o.faultAt !== null) lines.push(`whole run: unserved ${o.totals.unservedSeconds}s after the key first served; ${o.totals.activations} activation(s), ${o.totals.handoverAttempts} hand-over attempt(s)`);
+  if (o.faultAt !== null)
+    lines.push(
+      `whole run: unserved ${o.totals.unservedSeconds}s after the key first served; ${o.totals.activations} activation(s), ${o.totals.handoverAttempts} hand-over attempt(s)`,
+    );
   for (const v of r.invariantViolations) lines.push(`invariant violated at ${v.t}s on ${v.node} (${v.key}): ${v.invariant}: ${v.message}`);
   for (const f of r.expectationFailures) lines.push(`expectation failed: ${f}`);
   if (r.strategy !== 'lastseen') {

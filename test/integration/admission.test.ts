@@ -64,11 +64,20 @@ describe('the test control plane runs a real cluster’s admission chain (issue 
   });
 
   it('NodeRestriction: a node may create mirror pods only, and only of its own', async () => {
-    const plain = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'not-mirror', namespace: ns }, spec: { nodeName: NODE_A, containers: [{ name: 'c', image: 'x' }] } };
+    const plain = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'not-mirror', namespace: ns },
+      spec: { nodeName: NODE_A, containers: [{ name: 'c', image: 'x' }] },
+    };
     const r = await kubectl(['create', '-f', '-', ...asNode(NODE_A)], { input: JSON.stringify(plain) });
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/can only create mirror pods/);
-    const mirrorElsewhere = { ...plain, metadata: { ...plain.metadata, name: 'mirror-b', annotations: { 'kubernetes.io/config.mirror': 'x' } }, spec: { ...plain.spec, nodeName: NODE_B } };
+    const mirrorElsewhere = {
+      ...plain,
+      metadata: { ...plain.metadata, name: 'mirror-b', annotations: { 'kubernetes.io/config.mirror': 'x' } },
+      spec: { ...plain.spec, nodeName: NODE_B },
+    };
     const r2 = await kubectl(['create', '-f', '-', ...asNode(NODE_A)], { input: JSON.stringify(mirrorElsewhere) });
     expect(r2.code).not.toBe(0);
     expect(r2.stderr).toMatch(/can only create pods with spec.nodeName set to itself/);

@@ -12,7 +12,8 @@ import { appears, captured, exists, type FaultSetup, faultSetup, KEY } from './f
 import { kubeConfigFor, startApiserver, stopApiserver, waitFor } from './harness.js';
 import { healthPort, writePolicy } from './processes.js';
 
-const POLICY = '{ interval: 250ms, window: 1s, startupGrace: 2s, startTimeout: 30s, handoverTimeout: 2s, handoverBackoff: { initial: 1s, max: 4s }, channels: [lease] }';
+const POLICY =
+  '{ interval: 250ms, window: 1s, startupGrace: 2s, startTimeout: 30s, handoverTimeout: 2s, handoverBackoff: { initial: 1s, max: 4s }, channels: [lease] }';
 
 function setup(name: string, policy = POLICY, bundle?: string): Promise<FaultSetup> {
   return faultSetup(name, { policy, ...(bundle ? { bundle } : {}) });
@@ -76,21 +77,29 @@ describe('lastseen agent, end to end', () => {
     expect(Date.now() - handedAt).toBeGreaterThanOrEqual(2000 - 300);
     await hb.stop('SIGKILL');
 
-    const reasons = await waitFor(async () => {
-      const r = await events(s.ns);
-      return ['CheckpointActivated', 'CheckpointRetired', 'HandoverStarted', 'HandoverFailed'].every((x) => r.includes(x)) ? r : undefined;
-    }, { what: 'events for every step' });
+    const reasons = await waitFor(
+      async () => {
+        const r = await events(s.ns);
+        return ['CheckpointActivated', 'CheckpointRetired', 'HandoverStarted', 'HandoverFailed'].every((x) => r.includes(x)) ? r : undefined;
+      },
+      { what: 'events for every step' },
+    );
     expect(reasons).toContain('HandoverFailed');
 
     // The NodeCheckpoint shows this parent, active.
     const co = kubeConfigFor('admin').makeApiClient(CustomObjectsApi);
-    const nc = await waitFor(async () => {
-      const o = (await co.getClusterCustomObject({ group: 'lastseen.dev', version: 'v1alpha1', plural: 'nodecheckpoints', name: s.node }).catch(() => null)) as {
-        status?: { parents?: Array<{ key: string; checkpointActive?: boolean; state: string }> };
-      } | null;
-      const p = o?.status?.parents?.find((x) => x.key === KEY);
-      return p?.checkpointActive ? p : undefined;
-    }, { what: 'NodeCheckpoint status with the active checkpoint' });
+    const nc = await waitFor(
+      async () => {
+        const o = (await co
+          .getClusterCustomObject({ group: 'lastseen.dev', version: 'v1alpha1', plural: 'nodecheckpoints', name: s.node })
+          .catch(() => null)) as {
+          status?: { parents?: Array<{ key: string; checkpointActive?: boolean; state: string }> };
+        } | null;
+        const p = o?.status?.parents?.find((x) => x.key === KEY);
+        return p?.checkpointActive ? p : undefined;
+      },
+      { what: 'NodeCheckpoint status with the active checkpoint' },
+    );
     expect(nc.state).toBe('Active');
     // A condition's lastTransitionTime moves only when its status does: the policy was valid all
     // along, so its time is the first status write's, seconds before the latest one.
@@ -101,7 +110,9 @@ describe('lastseen agent, end to end', () => {
     expect(policyValid?.status).toBe('True');
     expect(Date.parse(latest.status.observedAt) - Date.parse(policyValid!.lastTransitionTime)).toBeGreaterThan(2000);
 
-    process.stdout.write(`[measured] activation after SIGKILL ${activationMs} ms (window 1000 ms, interval 250 ms); retire after Ready ${retireMs} ms; cover after SIGTERM ${coverMs} ms\n`);
+    process.stdout.write(
+      `[measured] activation after SIGKILL ${activationMs} ms (window 1000 ms, interval 250 ms); retire after Ready ${retireMs} ms; cover after SIGTERM ${coverMs} ms\n`,
+    );
     await s.agent.stop();
     // A graceful stop leaves the active checkpoint in place.
     expect(await exists(s.manifest)).toBe(true);
@@ -139,7 +150,9 @@ describe('lastseen agent, end to end', () => {
     await waitFor(
       // On the agent's own pod (it reads a file), in its namespace: where an operator looks.
       async () =>
-        (await core.listNamespacedEvent({ namespace: s.ns })).items.some((e) => e.involvedObject.kind === 'Pod' && e.involvedObject.name === `agent-${s.node}` && e.reason === 'PolicyMissing' && e.type === 'Warning')
+        (await core.listNamespacedEvent({ namespace: s.ns })).items.some(
+          (e) => e.involvedObject.kind === 'Pod' && e.involvedObject.name === `agent-${s.node}` && e.reason === 'PolicyMissing' && e.type === 'Warning',
+        )
           ? true
           : undefined,
       { timeoutMs: 30_000, what: "a PolicyMissing Warning Event on the agent's pod" },
@@ -161,7 +174,11 @@ describe('lastseen agent, end to end', () => {
     await hb.stop('SIGKILL');
     await appears(s.manifest);
     const before = await readFile(s.manifest, 'utf8');
-    const recovers = (p: typeof s.agent) => waitFor(() => p.logs.find((l) => l.msg === 'tracking parent' && l.state === 'Active'), { intervalMs: 25, what: 'the agent to re-cover the active parent' });
+    const recovers = (p: typeof s.agent) =>
+      waitFor(() => p.logs.find((l) => l.msg === 'tracking parent' && l.state === 'Active'), {
+        intervalMs: 25,
+        what: 'the agent to re-cover the active parent',
+      });
 
     // A second agent (the static-pod copy next to the DaemonSet pod: hostNetwork, same flags, so
     // the same health port) stands by behind the lock ...
@@ -187,7 +204,9 @@ describe('lastseen agent, end to end', () => {
     s.agent = s.startAgent();
     await recovers(s.agent);
     const restartMs = Date.now() - t0;
-    process.stdout.write(`[measured] active parent re-covered ${takeoverMs} ms after SIGKILL of the lock holder (standby already running); ${restartMs} ms after SIGKILL + restart of the agent process\n`);
+    process.stdout.write(
+      `[measured] active parent re-covered ${takeoverMs} ms after SIGKILL of the lock holder (standby already running); ${restartMs} ms after SIGKILL + restart of the agent process\n`,
+    );
     // The figures are printed above; the bounds only separate the kernel-freed lock from the old
     // file lock, which a successor could take only after 10 s (a loaded CI box took 3.3 s to start
     // an agent process, so a tighter bound would test the machine, not the lock).
@@ -296,7 +315,10 @@ describe('lastseen agent without an api-server', () => {
   // agent would cover a healthy parent on the api-server's silence alone), so the api-server parent
   // is covered on local evidence: its local beats stop.
   it('activate: the api-server parent is covered when the api-server goes away and its local beats stop', async () => {
-    const s = await setup('activate', '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease, local], whenApiUnreachable: activate }');
+    const s = await setup(
+      'activate',
+      '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [lease, local], whenApiUnreachable: activate }',
+    );
     const hb = s.heartbeat('lease,local');
     await captured(s);
     await stopApiserver();

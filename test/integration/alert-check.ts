@@ -64,7 +64,13 @@ export interface NonEmpty {
   exprs: string[];
 }
 
-export async function evaluateAlerts(o: { node: string; instance: string; phases: Phase[]; expect: Expectation[]; nonEmpty?: NonEmpty[] }): Promise<PromtoolResult & { testFile: string; ms: number }> {
+export async function evaluateAlerts(o: {
+  node: string;
+  instance: string;
+  phases: Phase[];
+  expect: Expectation[];
+  nonEmpty?: NonEmpty[];
+}): Promise<PromtoolResult & { testFile: string; ms: number }> {
   const target = { job: 'lastseen-agent', instance: o.instance, node: o.node };
   const extra = Object.entries(target)
     .map(([k, v]) => `${k}="${v}"`)

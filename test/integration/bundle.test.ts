@@ -17,7 +17,6 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const MAX_BUNDLE_BYTES = 12 * 1024 * 1024;
 const RUN_TIMEOUT_MS = 120_000;
 
-
 function run(cmd: string, args: string[], cwd: string): Promise<RunResult> {
   return runCommand(cmd, args, { cwd, timeoutMs: RUN_TIMEOUT_MS });
 }

@@ -60,8 +60,30 @@ function validStatus(node: string) {
   return summarize(
     node,
     [
-      { namespace: 'kube-system', key: 'kube-apiserver', state: 'Active', phase: '', lastSeen: null, checkpointStored: true, checkpointActive: true, reason: 'no beat for 20s; confirmed', lastTransitionTime: T, policyOverrides: ['kube-apiserver'], tokensExpireAt: '2026-12-02T10:50:00Z' },
-      { namespace: 'kube-system', key: 'kube-scheduler', state: 'Healthy', phase: 'Ready', lastSeen: T, checkpointStored: true, checkpointActive: false, reason: 'fresh', lastTransitionTime: T },
+      {
+        namespace: 'kube-system',
+        key: 'kube-apiserver',
+        state: 'Active',
+        phase: '',
+        lastSeen: null,
+        checkpointStored: true,
+        checkpointActive: true,
+        reason: 'no beat for 20s; confirmed',
+        lastTransitionTime: T,
+        policyOverrides: ['kube-apiserver'],
+        tokensExpireAt: '2026-12-02T10:50:00Z',
+      },
+      {
+        namespace: 'kube-system',
+        key: 'kube-scheduler',
+        state: 'Healthy',
+        phase: 'Ready',
+        lastSeen: T,
+        checkpointStored: true,
+        checkpointActive: false,
+        reason: 'fresh',
+        lastTransitionTime: T,
+      },
     ],
     [{ type: 'Ready', status: 'True', lastTransitionTime: T, reason: 'AgentRunning', message: 'covering 2 parents' }],
     T,
@@ -122,7 +144,11 @@ describe('the kustomize base', () => {
     const dry = await kubectl(['apply', '--dry-run=server', '-k', `${ROOT}deploy/base`]);
     expect(dry.stderr).toBe('');
     expect(dry.code).toBe(0);
-    for (const kind of ['daemonset.apps/lastseen-agent', 'configmap/lastseen-policy', 'validatingadmissionpolicy.admissionregistration.k8s.io/lastseen-lease-own-node']) {
+    for (const kind of [
+      'daemonset.apps/lastseen-agent',
+      'configmap/lastseen-policy',
+      'validatingadmissionpolicy.admissionregistration.k8s.io/lastseen-lease-own-node',
+    ]) {
       expect(dry.stdout).toContain(kind);
     }
   });
@@ -162,7 +188,9 @@ describe('the kustomize base', () => {
     expect(c.livenessProbe.httpGet).toMatchObject({ path: '/healthz', port: 'health' });
     expect(c.readinessProbe.httpGet).toMatchObject({ path: '/readyz', port: 'health' });
     expect(c.ports).toContainEqual(expect.objectContaining({ name: 'health', containerPort: 9870 }));
-    const env = Object.fromEntries(c.env.map((e: { name: string; valueFrom: { fieldRef: { fieldPath: string } } }) => [e.name, e.valueFrom.fieldRef.fieldPath]));
+    const env = Object.fromEntries(
+      c.env.map((e: { name: string; valueFrom: { fieldRef: { fieldPath: string } } }) => [e.name, e.valueFrom.fieldRef.fieldPath]),
+    );
     expect(env).toEqual({ NODE_NAME: 'spec.nodeName', POD_NAME: 'metadata.name', POD_NAMESPACE: 'metadata.namespace', POD_UID: 'metadata.uid' });
     const hostPaths = Object.fromEntries(
       pod.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { name: string; hostPath: { path: string } }) => [v.hostPath.path, v.name]),
@@ -213,7 +241,11 @@ describe('the NodeCheckpoint CRD', () => {
     ['a parent without a key', { parents: [{ namespace: 'kube-system', state: 'Healthy' }] }, 'Required value'],
     ['a lastSeen that is not a date-time', { parents: [{ ...parent, lastSeen: 'yesterday' }] }, 'lastSeen'],
     ['a negative count', { parentCount: -1 }, 'parentCount'],
-    ['a condition status outside True/False/Unknown', { conditions: [{ type: 'Ready', status: 'Yes', lastTransitionTime: T, reason: 'X', message: '' }] }, 'Unsupported value: "Yes"'],
+    [
+      'a condition status outside True/False/Unknown',
+      { conditions: [{ type: 'Ready', status: 'Yes', lastTransitionTime: T, reason: 'X', message: '' }] },
+      'Unsupported value: "Yes"',
+    ],
     ['status.node naming another node', { node: 'someone-else' }, 'status.node must equal metadata.name'],
   ])('rejects %s', async (_what, status, message) => {
     const r = await patchStatus(NODE_B, status);
@@ -376,7 +408,12 @@ describe('admission: a node’s credentials are good for that node only', () => 
     expect((await kubectl(['apply', '-f', `${ROOT}deploy/components/annotation-channel/rbac.yaml`])).code).toBe(0);
     for (const name of [`hb-${RUN}`, `other-${RUN}`]) {
       // As a parent with the heartbeat sidecar runs: under its account (the ServiceAccount admission plugin refuses a pod whose account does not exist).
-      const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: NS, labels: { app: 'x' } }, spec: { serviceAccountName: 'lastseen-heartbeat', containers: [{ name: 'c', image: 'example.invalid/x:1' }] } };
+      const pod = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name, namespace: NS, labels: { app: 'x' } },
+        spec: { serviceAccountName: 'lastseen-heartbeat', containers: [{ name: 'c', image: 'example.invalid/x:1' }] },
+      };
       expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(pod) })).code).toBe(0);
     }
     const patch = (pod: string, body: unknown) =>
@@ -387,7 +424,7 @@ describe('admission: a node’s credentials are good for that node only', () => 
     const beat = { metadata: { annotations: { 'lastseen.dev/last-seen': '2026-12-02T10:00:00.000000Z', 'lastseen.dev/sequence': '7' } } };
     // RBAC grants take effect through an informer too.
     await waitFor(async () => (await patch(`hb-${RUN}`, beat)).status === 200, { what: 'pods/patch for the heartbeat to take effect' });
-    const annotated = await kubectl(['get', 'pod', `hb-${RUN}`, '-n', NS, '-o', "jsonpath={.metadata.annotations.lastseen\\.dev/sequence}"]);
+    const annotated = await kubectl(['get', 'pod', `hb-${RUN}`, '-n', NS, '-o', 'jsonpath={.metadata.annotations.lastseen\\.dev/sequence}']);
     expect(annotated.stdout).toBe('7');
 
     const other = await patch(`other-${RUN}`, beat);

@@ -88,7 +88,9 @@ describe('control-plane outages under a running agent', () => {
         return { name, metrics: body };
       };
       const parentSeries = `{parent="${s.ns}/${KEY}"}`;
-      const phases: Phase[] = [await scrapeWhen('healthy', (b) => metric(b, 'lastseen_api_reachable') === 1 && metric(b, `lastseen_checkpoint_active${parentSeries}`) === 0)];
+      const phases: Phase[] = [
+        await scrapeWhen('healthy', (b) => metric(b, 'lastseen_api_reachable') === 1 && metric(b, `lastseen_checkpoint_active${parentSeries}`) === 0),
+      ];
       const localFile = join(s.dirs.heartbeats, `${s.ns}_${KEY}.json`);
       const manifestSeen = watchFile(s.manifest);
       const outages: string[] = [];
@@ -103,7 +105,12 @@ describe('control-plane outages under a running agent', () => {
             await reachability(s.agent, false);
             const noticedMs = Date.now() - t0;
             if (cycle === 1 && what === 'kube-apiserver') {
-              phases.push(await scrapeWhen('api-server down', (b) => metric(b, 'lastseen_api_reachable') === 0 && metric(b, 'lastseen_watch_healthy{resource="leases"}') === 0));
+              phases.push(
+                await scrapeWhen(
+                  'api-server down',
+                  (b) => metric(b, 'lastseen_api_reachable') === 0 && metric(b, 'lastseen_watch_healthy{resource="leases"}') === 0,
+                ),
+              );
             }
             const seqBefore = await localSequence(localFile);
             await sleep(OUTAGE_MS);
@@ -200,62 +207,67 @@ describe('a stalled path between the agent and the api-server', () => {
   it.each([
     { when: 'hold', watchdog: '3s' },
     { when: 'activate', watchdog: '10s' },
-  ] as const)('established connections stall, new ones pass (whenApiUnreachable: $when, watchdog $watchdog): no false activation (the live read sees the Lease change), the watchdog restores the watch', async ({ when, watchdog }) => {
-    const proxy = await startTcpProxy({ host: '127.0.0.1', port: apiserverPort() });
-    proxies.push(proxy);
-    // `activate` needs the local channel in the policy (the validator refuses it without); the
-    // heartbeat below writes the Lease only, so the local channel stays silent and the Lease decides.
-    const channels = when === 'activate' ? 'lease, local' : 'lease';
-    const policy = `{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [${channels}], whenApiUnreachable: ${when} }`;
-    const s = await faultSetup(`stall-${when}`, { policy, agentKubeconfig: await kubeconfigVia(proxy.port), watchdog });
-    let hb: Proc | null = s.heartbeat('lease');
-    await captured(s);
-    await healthy(s.agent);
-    await sleep(1_000);
+  ] as const)(
+    'established connections stall, new ones pass (whenApiUnreachable: $when, watchdog $watchdog): no false activation (the live read sees the Lease change), the watchdog restores the watch',
+    async ({ when, watchdog }) => {
+      const proxy = await startTcpProxy({ host: '127.0.0.1', port: apiserverPort() });
+      proxies.push(proxy);
+      // `activate` needs the local channel in the policy (the validator refuses it without); the
+      // heartbeat below writes the Lease only, so the local channel stays silent and the Lease decides.
+      const channels = when === 'activate' ? 'lease, local' : 'lease';
+      const policy = `{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [${channels}], whenApiUnreachable: ${when} }`;
+      const s = await faultSetup(`stall-${when}`, { policy, agentKubeconfig: await kubeconfigVia(proxy.port), watchdog });
+      let hb: Proc | null = s.heartbeat('lease');
+      await captured(s);
+      await healthy(s.agent);
+      await sleep(1_000);
 
-    const mark = s.agent.logs.length;
-    const manifestSeen = watchFile(s.manifest);
-    const stalledAt = Date.now();
-    proxy.stallEstablished();
-    const reopened = await waitFor(
-      () => {
-        const i = s.agent.logs.findIndex((l, j) => j >= mark && l.msg === 'watch silent past the watchdog; re-opening' && String(l.informer).startsWith('leases of'));
-        return i >= 0 ? i : undefined;
-      },
-      { timeoutMs: 40_000, what: 'the lease watch to be re-opened by the watchdog' },
-    );
-    const reopenedMs = Date.now() - stalledAt;
-    // Settle: the re-opened watch delivers again.
-    await sleep(3_000);
-    expect(await manifestSeen.stop()).toBeNull();
-    expect(activations(s.agent, mark)).toEqual([]);
+      const mark = s.agent.logs.length;
+      const manifestSeen = watchFile(s.manifest);
+      const stalledAt = Date.now();
+      proxy.stallEstablished();
+      const reopened = await waitFor(
+        () => {
+          const i = s.agent.logs.findIndex(
+            (l, j) => j >= mark && l.msg === 'watch silent past the watchdog; re-opening' && String(l.informer).startsWith('leases of'),
+          );
+          return i >= 0 ? i : undefined;
+        },
+        { timeoutMs: 40_000, what: 'the lease watch to be re-opened by the watchdog' },
+      );
+      const reopenedMs = Date.now() - stalledAt;
+      // Settle: the re-opened watch delivers again.
+      await sleep(3_000);
+      expect(await manifestSeen.stop()).toBeNull();
+      expect(activations(s.agent, mark)).toEqual([]);
 
-    // While the watch was silent the window passed (Silent), and a live read over a new connection
-    // found the Lease changing (Silent -> Healthy) before the watchdog re-opened the watch.
-    const during = transitions(s.agent, mark).filter((t) => t.at < reopened);
-    expect(during.some((t) => t.to === 'Silent')).toBe(true);
-    expect(during.some((t) => t.from === 'Silent' && t.to === 'Healthy')).toBe(true);
-    const confirmFailures = s.agent.logs.slice(mark).filter((l) => l.msg === 'action failed' && l.action === 'confirm');
-    expect(confirmFailures).toEqual([]);
+      // While the watch was silent the window passed (Silent), and a live read over a new connection
+      // found the Lease changing (Silent -> Healthy) before the watchdog re-opened the watch.
+      const during = transitions(s.agent, mark).filter((t) => t.at < reopened);
+      expect(during.some((t) => t.to === 'Silent')).toBe(true);
+      expect(during.some((t) => t.from === 'Silent' && t.to === 'Healthy')).toBe(true);
+      const confirmFailures = s.agent.logs.slice(mark).filter((l) => l.msg === 'action failed' && l.action === 'confirm');
+      expect(confirmFailures).toEqual([]);
 
-    // The re-opened watch delivers: the parent stays Healthy, with no Silent spell (a dead watch
-    // shows one about every window; one is forgiven to a loaded machine).
-    const steady = s.agent.logs.length;
-    await sleep(4_000);
-    expect(transitions(s.agent, steady).filter((t) => t.to === 'Silent').length).toBeLessThanOrEqual(1);
+      // The re-opened watch delivers: the parent stays Healthy, with no Silent spell (a dead watch
+      // shows one about every window; one is forgiven to a loaded machine).
+      const steady = s.agent.logs.length;
+      await sleep(4_000);
+      expect(transitions(s.agent, steady).filter((t) => t.to === 'Silent').length).toBeLessThanOrEqual(1);
 
-    // A later change is delivered: the parent's death is covered at the window.
-    await hb.stop('SIGKILL');
-    hb = null;
-    const activationMs = await appears(s.manifest);
-    expect(activationMs).toBeGreaterThanOrEqual(1000 - 250);
-    expect(activationMs).toBeLessThan(10_000);
-    process.stdout.write(
-      `[faults] established-only stall (${when}): watchdog re-opened the lease watch after ${reopenedMs} ms; Silent spells ended by live reads: ${during.filter((t) => t.from === 'Silent' && t.to === 'Healthy').length}; activation after the parent's SIGKILL ${activationMs} ms\n`,
-    );
-    proxy.resume();
-    await s.agent.stop();
-  });
+      // A later change is delivered: the parent's death is covered at the window.
+      await hb.stop('SIGKILL');
+      hb = null;
+      const activationMs = await appears(s.manifest);
+      expect(activationMs).toBeGreaterThanOrEqual(1000 - 250);
+      expect(activationMs).toBeLessThan(10_000);
+      process.stdout.write(
+        `[faults] established-only stall (${when}): watchdog re-opened the lease watch after ${reopenedMs} ms; Silent spells ended by live reads: ${during.filter((t) => t.from === 'Silent' && t.to === 'Healthy').length}; activation after the parent's SIGKILL ${activationMs} ms\n`,
+      );
+      proxy.resume();
+      await s.agent.stop();
+    },
+  );
 
   it('everything stalls (new connections hang too): hold, no activation; the agent recovers when the path does', async () => {
     const proxy = await startTcpProxy({ host: '127.0.0.1', port: apiserverPort() });
@@ -291,7 +303,9 @@ describe('a stalled path between the agent and the api-server', () => {
 
 describe('garbage in the local heartbeat folder', () => {
   it('a running agent counts malformed files as bad inputs and keeps a local-only parent Healthy', async () => {
-    const s = await faultSetup('garbage', { policy: '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [local], whenApiUnreachable: hold }' });
+    const s = await faultSetup('garbage', {
+      policy: '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, channels: [local], whenApiUnreachable: hold }',
+    });
     const hb = s.heartbeat('local');
     await captured(s);
     await healthy(s.agent);
@@ -302,7 +316,15 @@ describe('garbage in the local heartbeat folder', () => {
     const manifestSeen = watchFile(s.manifest);
 
     const d = s.dirs.heartbeats;
-    const beat = { holder: s.pod.name, holderUid: s.pod.uid, role: 'parent' as const, phase: 'Ready' as const, sequence: 7, renewTime: '2030-01-01T00:00:00.000000Z', channel: 'local' as const };
+    const beat = {
+      holder: s.pod.name,
+      holderUid: s.pod.uid,
+      role: 'parent' as const,
+      phase: 'Ready' as const,
+      sequence: 7,
+      renewTime: '2030-01-01T00:00:00.000000Z',
+      channel: 'local' as const,
+    };
     const valid = localBeatText({ node: s.node, namespace: s.ns, key: KEY, role: 'parent' }, beat);
     // Each reaches the parser (a regular, small *.json file) and must be refused.
     const refused: Record<string, string> = {
@@ -328,23 +350,33 @@ describe('garbage in the local heartbeat folder', () => {
       await sleep(300);
     }
 
-    const counted = await waitFor(async () => {
-      const n = await bad();
-      return n - before >= Object.keys(refused).length ? n - before : undefined;
-    }, { what: 'lastseen_bad_inputs_total{source="local"} to rise' });
+    const counted = await waitFor(
+      async () => {
+        const n = await bad();
+        return n - before >= Object.keys(refused).length ? n - before : undefined;
+      },
+      { what: 'lastseen_bad_inputs_total{source="local"} to rise' },
+    );
     await sleep(2_000);
     expect(await manifestSeen.stop()).toBeNull();
     expect(activations(s.agent, mark)).toEqual([]);
     expect(transitions(s.agent, mark).filter((t) => t.to !== 'Healthy')).toEqual([]);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
-    const skipped = s.agent.logs.slice(mark).filter((l) => l.msg === 'heartbeat file skipped').map((l) => String(l.file));
-    expect(skipped).toEqual(expect.arrayContaining([`${s.ns}_huge.json`, `${s.ns}_dir.json`, `${s.ns}_zero.json`, ...(fifo.status === 0 ? [`${s.ns}_fifo.json`] : [])]));
+    const skipped = s.agent.logs
+      .slice(mark)
+      .filter((l) => l.msg === 'heartbeat file skipped')
+      .map((l) => String(l.file));
+    expect(skipped).toEqual(
+      expect.arrayContaining([`${s.ns}_huge.json`, `${s.ns}_dir.json`, `${s.ns}_zero.json`, ...(fifo.status === 0 ? [`${s.ns}_fifo.json`] : [])]),
+    );
 
     // Still working: the parent's death is covered at the window (no api channel: no live read).
     await hb.stop('SIGKILL');
     const activationMs = await appears(s.manifest);
     expect(activationMs).toBeLessThan(10_000);
-    process.stdout.write(`[faults] garbage files: ${counted} bad inputs counted (${Object.keys(refused).length} malformed files + torn parent file), parent stayed Healthy; activation after its SIGKILL ${activationMs} ms\n`);
+    process.stdout.write(
+      `[faults] garbage files: ${counted} bad inputs counted (${Object.keys(refused).length} malformed files + torn parent file), parent stayed Healthy; activation after its SIGKILL ${activationMs} ms\n`,
+    );
     await s.agent.stop();
   });
 });

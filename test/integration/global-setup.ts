@@ -113,9 +113,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const t1 = Date.now();
     const up = await run(SCRIPT, ['up'], { ...env, LASTSEEN_CP_OWNER_PID: String(process.pid) }, UP_TIMEOUT_MS);
     if (up.code !== 0) throw new Error(`scripts/control-plane up failed (exit ${up.code}); logs in ${dir}:\n${up.stderr.trim()}`);
-    const exported = Object.fromEntries(
-      [...up.stdout.matchAll(/^export (\w+)=(.*)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']),
-    );
+    const exported = Object.fromEntries([...up.stdout.matchAll(/^export (\w+)=(.*)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
     const kubectl = exported.LASTSEEN_KUBECTL;
     if (!kubectl) throw new Error(`scripts/control-plane up printed no LASTSEEN_KUBECTL:\n${up.stdout}`);
     const binDir = await run(SCRIPT, ['bin-dir'], env, DOWN_TIMEOUT_MS);
@@ -130,9 +128,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     };
     const crds = await installCrds(cp);
     await systemNamespaceBasics(cp);
-    process.stderr.write(
-      `control-plane: ensure ${ensureTime}, up ${seconds(t1)}, ${crds.length} CRD(s) established, server ${cp.server}, dir ${dir}\n`,
-    );
+    process.stderr.write(`control-plane: ensure ${ensureTime}, up ${seconds(t1)}, ${crds.length} CRD(s) established, server ${cp.server}, dir ${dir}\n`);
     project.provide('controlPlane', cp);
   } catch (err) {
     await teardown().catch(() => undefined);
@@ -175,12 +171,7 @@ async function installCrds(cp: ControlPlane): Promise<string[]> {
     .map((l) => l.trim())
     .filter((l) => l.startsWith('customresourcedefinition'));
   if (names.length === 0) return [];
-  const wait = await run(
-    cp.kubectl,
-    [...kc, 'wait', '--for=condition=Established', `--timeout=${CRD_ESTABLISHED_TIMEOUT}`, ...names],
-    process.env,
-    120_000,
-  );
+  const wait = await run(cp.kubectl, [...kc, 'wait', '--for=condition=Established', `--timeout=${CRD_ESTABLISHED_TIMEOUT}`, ...names], process.env, 120_000);
   if (wait.code !== 0) throw new Error(`CRDs from crds/ did not become Established:\n${wait.stderr}`);
   return names;
 }

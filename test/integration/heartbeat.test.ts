@@ -126,7 +126,14 @@ describe('lease channel', () => {
     const intervalMs = 300;
     const requests: string[] = [];
     const { logger, lines } = memoryLogger();
-    const hb = startHeartbeat({ identity: identity('contended'), intervalMs, channels: ['lease'], kubeConfig: kubeConfigFor('admin'), logger, onRequest: (m) => requests.push(m) });
+    const hb = startHeartbeat({
+      identity: identity('contended'),
+      intervalMs,
+      channels: ['lease'],
+      kubeConfig: kubeConfigFor('admin'),
+      logger,
+      onRequest: (m) => requests.push(m),
+    });
     const name = 'contended.node-a';
     let rival = true;
     let rivalWrites = 0;
@@ -162,7 +169,9 @@ describe('lease channel', () => {
       expect(lines.filter((l) => l.msg === 'heartbeat round overran its interval')).toEqual([]);
       const byMethod: Record<string, number> = {};
       for (const m of requests) byMethod[m] = (byMethod[m] ?? 0) + 1;
-      console.log(`under a rival (${rivalWrites} rival writes): ${end.written - start.written} beats in ${elapsedIntervals} intervals, requests ${JSON.stringify(byMethod)} in total`);
+      console.log(
+        `under a rival (${rivalWrites} rival writes): ${end.written - start.written} beats in ${elapsedIntervals} intervals, requests ${JSON.stringify(byMethod)} in total`,
+      );
       // The rival did cost us conflicts: re-reads (GET) and merge patches, not just PUTs.
       expect(requests.filter((m) => m === 'GET').length).toBeGreaterThan(1);
     } finally {
@@ -174,7 +183,14 @@ describe('lease channel', () => {
   it('keeps beating locally while the api-server restarts, and the Lease resumes', async () => {
     const { logger, lines } = memoryLogger();
     const heartbeatDir = join(dir, 'restart');
-    const hb = startHeartbeat({ identity: identity('survivor'), intervalMs: 300, channels: ['lease', 'local'], heartbeatDir, kubeConfig: kubeConfigFor('admin'), logger });
+    const hb = startHeartbeat({
+      identity: identity('survivor'),
+      intervalMs: 300,
+      channels: ['lease', 'local'],
+      heartbeatDir,
+      kubeConfig: kubeConfigFor('admin'),
+      logger,
+    });
     try {
       await waitFor(() => hb.stats().lease!.written >= 2, { what: 'the Lease', timeoutMs: 20_000 });
       await restartApiserver({ signal: 'KILL', downMs: 2_000 });
@@ -198,11 +214,20 @@ describe('annotation channel', () => {
   it('patches the parent pod itself', async () => {
     const pod = await core.createNamespacedPod({
       namespace: ns,
-      body: { metadata: { name: 'cni-x', labels: { 'lastseen.dev/parent': 'cni' } }, spec: { nodeName: NODE, containers: [{ name: 'main', image: 'registry.invalid/none' }] } },
+      body: {
+        metadata: { name: 'cni-x', labels: { 'lastseen.dev/parent': 'cni' } },
+        spec: { nodeName: NODE, containers: [{ name: 'main', image: 'registry.invalid/none' }] },
+      },
     });
     const uid = pod.metadata!.uid!;
     const { logger } = memoryLogger();
-    const hb = startHeartbeat({ identity: identity('cni', 'parent', 'cni-x', uid), intervalMs: 250, channels: ['annotation'], kubeConfig: kubeConfigFor('admin'), logger });
+    const hb = startHeartbeat({
+      identity: identity('cni', 'parent', 'cni-x', uid),
+      intervalMs: 250,
+      channels: ['annotation'],
+      kubeConfig: kubeConfigFor('admin'),
+      logger,
+    });
     try {
       const beat = await waitFor(
         async () => {
@@ -231,7 +256,22 @@ describe('lastseen heartbeat (CLI)', () => {
     // and the exit code is its own (npx does not wait for its child on a signal).
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', 'heartbeat', '--kubeconfig', controlPlane().adminKubeconfig, '--channels', 'lease,local', '--heartbeat-dir', heartbeatDir, '--interval', '300ms', '--probe', 'none'],
+      [
+        '--import',
+        'tsx',
+        'src/cli/main.ts',
+        'heartbeat',
+        '--kubeconfig',
+        controlPlane().adminKubeconfig,
+        '--channels',
+        'lease,local',
+        '--heartbeat-dir',
+        heartbeatDir,
+        '--interval',
+        '300ms',
+        '--probe',
+        'none',
+      ],
       {
         cwd: REPO,
         env: { ...process.env, NODE_NAME: NODE, POD_NAME: 'etcd-node-a', POD_NAMESPACE: ns, POD_UID: 'abc-123', LASTSEEN_PARENT_KEY: 'etcd' },
@@ -256,7 +296,10 @@ describe('lastseen heartbeat (CLI)', () => {
     const file = beatFromFile(await readFile(join(heartbeatDir, `${ns}_etcd.json`), 'utf8'), { node: NODE, namespace: ns, key: 'etcd' });
     expect(file).toMatchObject({ ok: true, beat: { phase: 'Stopping', sequence: last.sequence } });
     // JSON logs on stdout, with structured fields.
-    const logs = stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const logs = stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(logs.find((l) => l.msg === 'heartbeat starting')).toMatchObject({ intervalMs: 300, channels: ['lease', 'local'], key: 'etcd', node: NODE });
     expect(logs.at(-1)).toMatchObject({ msg: 'heartbeat stopped' });
   });

@@ -125,7 +125,12 @@ describe('informer against a real api-server', () => {
     await leases.deleteNamespacedLease({ namespace: ns, name: 'mine' });
     await waitFor(() => has('delete', `${ns}/mine`), { what: 'delete' });
     expect(seen.filter((s) => s.name?.endsWith('/other-node'))).toEqual([]);
-    expect(inf.list().map((l) => l.metadata?.name).sort()).toEqual(['before-start', 'mine-too']);
+    expect(
+      inf
+        .list()
+        .map((l) => l.metadata?.name)
+        .sort(),
+    ).toEqual(['before-start', 'mine-too']);
     await inf.stop();
   });
 
@@ -270,7 +275,10 @@ describe('policy source over a live ConfigMap', () => {
     const head = 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\n';
     const cm = (text: string) => ({ metadata: { name: 'lastseen-policy', namespace: policyNs }, data: { 'policy.yaml': text } });
     // Another ConfigMap in the namespace is never looked at.
-    await core.createNamespacedConfigMap({ namespace: policyNs, body: { metadata: { name: 'unrelated', namespace: policyNs }, data: { 'policy.yaml': 'garbage: [' } } });
+    await core.createNamespacedConfigMap({
+      namespace: policyNs,
+      body: { metadata: { name: 'unrelated', namespace: policyNs }, data: { 'policy.yaml': 'garbage: [' } },
+    });
     await core.createNamespacedConfigMap({ namespace: policyNs, body: cm(`${head}defaults: { interval: 10s, window: 40s, startupGrace: 60s }\n`) });
     await waitFor(() => got.length === 2, { what: 'valid policy applied' });
     expect(src.current().defaults.intervalMs).toBe(10_000);

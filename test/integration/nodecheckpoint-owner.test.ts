@@ -18,7 +18,15 @@ afterAll(async () => {
 
 async function written(node: string): Promise<{ metadata: { ownerReferences?: Array<{ kind: string; name: string; uid: string }> } }> {
   const kc = kubeConfigFor('admin');
-  const w = new StatusWriter({ node, kubeConfig: kc, views: () => [], conditions: () => [], clock: monotonicClock, timers: realTimers, logger: pino({ level: 'silent' }) });
+  const w = new StatusWriter({
+    node,
+    kubeConfig: kc,
+    views: () => [],
+    conditions: () => [],
+    clock: monotonicClock,
+    timers: realTimers,
+    logger: pino({ level: 'silent' }),
+  });
   await w.flush();
   expect(w.writes).toBe(1);
   const api = kc.makeApiClient(CustomObjectsApi);
@@ -27,7 +35,9 @@ async function written(node: string): Promise<{ metadata: { ownerReferences?: Ar
 
 describe('NodeCheckpoint owner', () => {
   it('is the Node when the agent can read it, and none when there is no Node', async () => {
-    const node = await kubeConfigFor('admin').makeApiClient(CoreV1Api).createNode({ body: { apiVersion: 'v1', kind: 'Node', metadata: { name: WITH_NODE } } });
+    const node = await kubeConfigFor('admin')
+      .makeApiClient(CoreV1Api)
+      .createNode({ body: { apiVersion: 'v1', kind: 'Node', metadata: { name: WITH_NODE } } });
     expect((await written(WITH_NODE)).metadata.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Node', name: WITH_NODE, uid: node.metadata!.uid! }]);
     expect((await written(WITHOUT_NODE)).metadata.ownerReferences).toBeUndefined();
   });

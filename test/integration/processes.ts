@@ -118,7 +118,13 @@ export interface RunResult {
 /** Runs a command to its end and keeps its output; killed after `timeoutMs`. Never rejects on a non-zero exit. */
 export function runCommand(cmd: string, args: string[], o: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs: number }): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: o.cwd ?? ROOT, env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], timeout: o.timeoutMs, killSignal: 'SIGKILL' });
+    const child = spawn(cmd, args, {
+      cwd: o.cwd ?? ROOT,
+      env: o.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: o.timeoutMs,
+      killSignal: 'SIGKILL',
+    });
     let stdout = '';
     let stderr = '';
     child.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));

@@ -26,16 +26,7 @@ import {
   Watch,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  controlPlane,
-  kubeConfigFor,
-  kubectl,
-  startApiserver,
-  stopApiserver,
-  USER_NAME,
-  useNamespace,
-  waitFor,
-} from './harness.js';
+import { controlPlane, kubeConfigFor, kubectl, startApiserver, stopApiserver, USER_NAME, useNamespace, waitFor } from './harness.js';
 
 const SIX_DIGITS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
@@ -82,12 +73,10 @@ describe('Lease renewTime (MicroTime) through client-node 1.4', () => {
   it('a plain Date goes out with 3 fractional digits and is rejected with 400', async () => {
     const sent = new Date();
     expect(JSON.stringify(sent)).toMatch(/\.\d{3}Z"$/);
-    const err = await leases
-      .createNamespacedLease({ namespace: ns, body: { metadata: { name: 'plain-date' }, spec: { renewTime: sent } } })
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+    const err = await leases.createNamespacedLease({ namespace: ns, body: { metadata: { name: 'plain-date' }, spec: { renewTime: sent } } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(httpStatus(err)).toBe(400);
     expect(String((err as ApiException<unknown>).body)).toContain('2006-01-02T15:04:05.000000Z07:00');
   });
@@ -136,10 +125,7 @@ describe('Lease renewTime (MicroTime) through client-node 1.4', () => {
     expect(httpStatus(stale)).toBe(409);
 
     const third = microTime(Date.now() + 2, 999);
-    const patched = await leases.patchNamespacedLease(
-      { name: 'renewed', namespace: ns, body: { spec: { renewTime: third } } },
-      mergePatch,
-    );
+    const patched = await leases.patchNamespacedLease({ name: 'renewed', namespace: ns, body: { spec: { renewTime: third } } }, mergePatch);
     expect(patched.spec?.renewTime).toBe(third);
 
     const read = await kubectl(['get', 'lease', 'renewed', '-n', ns, '-o', 'jsonpath={.spec.renewTime}']);
@@ -281,12 +267,10 @@ describe('RBAC', () => {
     expect(allowed.stdout).toContain('lease.coordination.k8s.io/renewed');
 
     expect(await listAsUser('default')).toBe(403);
-    const write = await asUser
-      .createNamespacedLease({ namespace: ns, body: { metadata: { name: 'by-user' } } })
-      .then(
-        () => 201,
-        (e: unknown) => httpStatus(e),
-      );
+    const write = await asUser.createNamespacedLease({ namespace: ns, body: { metadata: { name: 'by-user' } } }).then(
+      () => 201,
+      (e: unknown) => httpStatus(e),
+    );
     expect(write).toBe(403);
   });
 });
@@ -331,8 +315,7 @@ describe('a watch across a kube-apiserver restart', () => {
 
     try {
       await startWatch();
-      const setHolder = (holderIdentity: string) =>
-        leases.patchNamespacedLease({ name, namespace: ns, body: { spec: { holderIdentity } } }, mergePatch);
+      const setHolder = (holderIdentity: string) => leases.patchNamespacedLease({ name, namespace: ns, body: { spec: { holderIdentity } } }, mergePatch);
       await setHolder('live');
       await waitFor(() => holders.includes('live'), { what: 'the watch to see an update before the restart' });
 

@@ -32,7 +32,6 @@ const T = new Date(Date.now() - 60_000).toISOString();
 let ns: string;
 const cleanup: string[][] = [];
 
-
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<RunResult> {
   return runCommand(cmd, args, { env, timeoutMs: CLI_TIMEOUT_MS });
 }
@@ -85,7 +84,9 @@ async function setStatus(node: string, parents: ParentStatus[]): Promise<void> {
 beforeAll(async () => {
   ns = await useNamespace('status');
   for (const node of [NODE_A, NODE_B, NODE_GONE]) {
-    const r = await kubectl(['create', '-f', '-'], { input: JSON.stringify({ apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', metadata: { name: node } }) });
+    const r = await kubectl(['create', '-f', '-'], {
+      input: JSON.stringify({ apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', metadata: { name: node } }),
+    });
     expect(r.stderr).toBe('');
   }
   cleanup.push(['delete', 'nodecheckpoint', NODE_A, NODE_B, NODE_GONE, '--ignore-not-found']);
@@ -107,7 +108,13 @@ beforeAll(async () => {
   expect((await kubectl(['-n', ns, 'patch', 'pod', `agent-${NODE_A}`, '--subresource=status', '--type=merge', '-p', JSON.stringify(ready)])).stderr).toBe('');
   await setStatus(NODE_GONE, [parent('apiserver', 'Healthy')]);
   await setStatus(NODE_A, [
-    parent('apiserver', 'Active', { phase: '', checkpointActive: true, reason: 'SilenceConfirmed', message: 'no beat for 20s, confirmed live', policyOverrides: ['kube-apiserver'] }),
+    parent('apiserver', 'Active', {
+      phase: '',
+      checkpointActive: true,
+      reason: 'SilenceConfirmed',
+      message: 'no beat for 20s, confirmed live',
+      policyOverrides: ['kube-apiserver'],
+    }),
     parent('scheduler', 'Healthy'),
   ]);
   await setStatus(NODE_B, [parent('apiserver', 'Starting', { phase: 'Starting', checkpointStored: false, reason: 'BeatResumed', message: 'beats resumed' })]);
@@ -144,7 +151,9 @@ describe('lastseen status', () => {
       [NODE_B, ns, 'cni', 'Ready', expect.stringMatching(/^\d+s$/), '<no report>', '-', '-', '-'],
     ]);
     // A NodeCheckpoint whose Node is gone.
-    expect(rows.filter((row) => row[0] === NODE_GONE)).toEqual([[NODE_GONE, ns, 'apiserver', 'Ready', expect.any(String), 'Healthy (node gone)', 'stored', 'Ready', 'fresh']]);
+    expect(rows.filter((row) => row[0] === NODE_GONE)).toEqual([
+      [NODE_GONE, ns, 'apiserver', 'Ready', expect.any(String), 'Healthy (node gone)', 'stored', 'Ready', 'fresh'],
+    ]);
   });
 
   it('--node limits the table to one node; -o wide adds holder, sequence, Lease, transition and overrides', async () => {
@@ -153,7 +162,15 @@ describe('lastseen status', () => {
     const [header, ...rows] = cells(r.stdout);
     expect(header?.slice(8)).toEqual(['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT', 'MESSAGE']);
     expect(rows.map((row) => row[0])).toEqual([NODE_A, NODE_A]);
-    expect(rows[0]?.slice(8)).toEqual([`apiserver-${NODE_A}`, '42', `apiserver.${NODE_A}`, expect.stringMatching(/^\d+s$/), 'kube-apiserver', 'Ready', 'no beat for 20s, confirmed live']);
+    expect(rows[0]?.slice(8)).toEqual([
+      `apiserver-${NODE_A}`,
+      '42',
+      `apiserver.${NODE_A}`,
+      expect.stringMatching(/^\d+s$/),
+      'kube-apiserver',
+      'Ready',
+      'no beat for 20s, confirmed live',
+    ]);
   });
 
   it('-o json and -o yaml carry the same rows for programs', async () => {
@@ -162,7 +179,15 @@ describe('lastseen status', () => {
     const doc = JSON.parse(json.stdout);
     expect(doc.kind).toBe('ParentStatusList');
     expect(doc.items).toHaveLength(2);
-    expect(doc.items[0]).toMatchObject({ node: NODE_B, namespace: ns, parent: 'apiserver', phase: 'Starting', state: 'Starting', checkpoint: '-', sequence: 42 });
+    expect(doc.items[0]).toMatchObject({
+      node: NODE_B,
+      namespace: ns,
+      parent: 'apiserver',
+      phase: 'Starting',
+      state: 'Starting',
+      checkpoint: '-',
+      sequence: 42,
+    });
     expect(doc.items[0].lastSeen).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     expect(doc.items[1]).toMatchObject({ parent: 'cni', state: null });
     const yaml = await status(...admin(), '--node', NODE_B, '-o', 'yaml');
@@ -256,7 +281,16 @@ describe('lastseen status', () => {
     // answers 404 as kube-apiserver does for an unknown resource plays one without it.
     const server: Server = createServer((_req, res) => {
       res.writeHead(404, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'the server could not find the requested resource', reason: 'NotFound', code: 404 }));
+      res.end(
+        JSON.stringify({
+          kind: 'Status',
+          apiVersion: 'v1',
+          status: 'Failure',
+          message: 'the server could not find the requested resource',
+          reason: 'NotFound',
+          code: 404,
+        }),
+      );
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const dir = await mkdtemp(join(tmpdir(), 'lastseen-nocrd-'));

@@ -27,7 +27,9 @@ async function agentCapabilities(): Promise<string[]> {
 async function storeAs(caps: string[]): Promise<{ ok: boolean; error?: string }> {
   const set = ['-all', ...caps.map((c) => `+${c.toLowerCase()}`)].join(',');
   const tsx = join(REPO, 'node_modules', '.bin', 'tsx');
-  const r = await run('setpriv', [`--bounding-set=${set}`, '--inh-caps=-all', '--', tsx, join(REPO, 'test', 'node', 'store-as-agent.ts'), dir], { timeout: 60_000 });
+  const r = await run('setpriv', [`--bounding-set=${set}`, '--inh-caps=-all', '--', tsx, join(REPO, 'test', 'node', 'store-as-agent.ts'), dir], {
+    timeout: 60_000,
+  });
   return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}');
 }
 

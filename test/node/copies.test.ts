@@ -80,7 +80,11 @@ describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', ()
     for (const [name, obj] of Object.entries(staticManifests(tb.env))) tb.writeStatic(name, obj);
     await tb.waitFor('the bootstrap api-server', 180, () => tb.readyz());
     await tb.apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } }]);
-    await tb.waitFor(`the default ServiceAccount and kube-root-ca.crt in ${NS}`, 120, async () => (await tb.kubectl(['get', 'sa/default', 'configmap/kube-root-ca.crt', '-n', NS, '-o', 'name'])).split('\n').filter(Boolean).length === 2);
+    await tb.waitFor(
+      `the default ServiceAccount and kube-root-ca.crt in ${NS}`,
+      120,
+      async () => (await tb.kubectl(['get', 'sa/default', 'configmap/kube-root-ca.crt', '-n', NS, '-o', 'name'])).split('\n').filter(Boolean).length === 2,
+    );
     await tb.apply([
       { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'demo-secret', namespace: NS }, stringData: { key: 'demo-value' } },
       {
@@ -91,7 +95,15 @@ describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', ()
           nodeName: tb.env.nodeName,
           hostNetwork: true,
           securityContext: { runAsUser: 1000, fsGroup: 1000 },
-          containers: [{ name: 'app', image: LASTSEEN_IMAGE, imagePullPolicy: 'Never', command: ['/nodejs/bin/node', '-e', READER], volumeMounts: [{ name: 'demo-secret', mountPath: '/etc/demo-secret', readOnly: true }] }],
+          containers: [
+            {
+              name: 'app',
+              image: LASTSEEN_IMAGE,
+              imagePullPolicy: 'Never',
+              command: ['/nodejs/bin/node', '-e', READER],
+              volumeMounts: [{ name: 'demo-secret', mountPath: '/etc/demo-secret', readOnly: true }],
+            },
+          ],
           volumes: [{ name: 'demo-secret', secret: { secretName: 'demo-secret' } }],
         },
       },
@@ -109,7 +121,11 @@ describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', ()
     try {
       const pod: V1Pod = await kc.makeApiClient(CoreV1Api).readNamespacedPod({ name: PARENT, namespace: NS });
       expect(pod.spec?.volumes?.some((v) => v.name.startsWith('kube-api-access-'))).toBe(true);
-      const r = await capture(pod, { parentKey: PARENT, node: tb.env.nodeName, checkpointDir: store.checkpointDir(id), capturedAt: new Date().toISOString(), lastReadyAt: null }, kubeResolver(kube, tb.env.nodeName));
+      const r = await capture(
+        pod,
+        { parentKey: PARENT, node: tb.env.nodeName, checkpointDir: store.checkpointDir(id), capturedAt: new Date().toISOString(), lastReadyAt: null },
+        kubeResolver(kube, tb.env.nodeName),
+      );
       await store.save(id, r.capture, r.data);
     } finally {
       kube.close();

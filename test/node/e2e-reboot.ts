@@ -23,7 +23,17 @@ const program = new Command('e2e:reboot')
   .option('--out <file>', 'also write every figure, with the date and commit, to this JSON file (bench/real-node.json is what npm run bench reads)')
   .option('--keep', 'leave the node up at the end');
 program.parse();
-const o = program.opts<{ reboots: string; withoutAgent?: boolean; json?: boolean; off: string; limit?: string; settle: string; keep?: boolean; case: string; out?: string }>();
+const o = program.opts<{
+  reboots: string;
+  withoutAgent?: boolean;
+  json?: boolean;
+  off: string;
+  limit?: string;
+  settle: string;
+  keep?: boolean;
+  case: string;
+  out?: string;
+}>();
 if (!['reboot', 'delete-pod', 'bad-rollout'].includes(o.case)) {
   console.error(`--case ${o.case}: expected reboot, delete-pod or bad-rollout`);
   process.exit(2);
@@ -69,13 +79,21 @@ try {
 }
 
 const summary = {
-  reboots: results.map((r) => ({ apiServedAfterS: r.apiServedAfterS, parentServedAfterS: r.parentServedAfterS, unavailableS: r.unavailableS, recovered: r.recovered })),
+  reboots: results.map((r) => ({
+    apiServedAfterS: r.apiServedAfterS,
+    parentServedAfterS: r.parentServedAfterS,
+    unavailableS: r.unavailableS,
+    recovered: r.recovered,
+  })),
   baseline: !withAgent,
   ...(o.case === 'reboot' ? {} : { case: o.case }),
 };
 if (o.out) {
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  writeFileSync(o.out, `${JSON.stringify({ measuredAt: new Date().toISOString(), commit, case: o.case, baseline: !withAgent, offS: Number(o.off), reboots: results }, null, 2)}\n`);
+  writeFileSync(
+    o.out,
+    `${JSON.stringify({ measuredAt: new Date().toISOString(), commit, case: o.case, baseline: !withAgent, offS: Number(o.off), reboots: results }, null, 2)}\n`,
+  );
 }
 if (o.json) {
   process.stdout.write(`${JSON.stringify(summary)}\n`);

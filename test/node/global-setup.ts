@@ -12,10 +12,15 @@ import { NODE_SCRIPT } from './env.js';
 
 export default function setup(): () => void {
   if (process.getuid?.() !== 0) {
-    throw new Error('the node project needs root (its kubelet mounts volumes, makes cgroups and sets sysctls); run `npm test` as root, or `npm run test:unit` / `vitest run --project integration` without it');
+    throw new Error(
+      'the node project needs root (its kubelet mounts volumes, makes cgroups and sets sysctls); run `npm test` as root, or `npm run test:unit` / `vitest run --project integration` without it',
+    );
   }
   const r = spawnSync(NODE_SCRIPT, ['ensure'], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 30 * 60_000 });
-  if (r.status !== 0) throw new Error(`scripts/node ensure failed (exit ${r.status}): it needs Go (https://go.dev/dl) and, as root, apt-get for containerd and runc; see its output above`);
+  if (r.status !== 0)
+    throw new Error(
+      `scripts/node ensure failed (exit ${r.status}): it needs Go (https://go.dev/dl) and, as root, apt-get for containerd and runc; see its output above`,
+    );
   return () => {
     spawnSync(NODE_SCRIPT, ['down'], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 });
   };

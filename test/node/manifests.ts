@@ -99,7 +99,16 @@ export function schedulerCommand(env: TestbedEnv, port: number): string[] {
   const kc = `${env.dir}/scheduler.kubeconfig`;
   // Delegated authentication through the same kubeconfig: in a pod it would otherwise use the
   // `kubernetes` Service's address, which leads nowhere on the test bed (no kube-proxy).
-  return ['/usr/local/bin/kube-scheduler', `--kubeconfig=${kc}`, `--authentication-kubeconfig=${kc}`, `--authorization-kubeconfig=${kc}`, '--bind-address=127.0.0.1', `--secure-port=${port}`, '--leader-elect=true', '--permit-port-sharing'];
+  return [
+    '/usr/local/bin/kube-scheduler',
+    `--kubeconfig=${kc}`,
+    `--authentication-kubeconfig=${kc}`,
+    `--authorization-kubeconfig=${kc}`,
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    '--leader-elect=true',
+    '--permit-port-sharing',
+  ];
 }
 
 export function controllerManagerCommand(env: TestbedEnv, port: number): string[] {
@@ -126,7 +135,12 @@ export function staticManifests(env: TestbedEnv): Record<string, object> {
     'etcd.yaml': etcdPod(env),
     'bootstrap-kube-apiserver.yaml': staticPod(env, 'bootstrap-kube-apiserver', 'kube-apiserver', ['/usr/local/bin/kube-apiserver', ...apiserverArgs(env)]),
     // Port 0: no serving port, so it never meets the self-hosted one's.
-    'bootstrap-kube-scheduler.yaml': staticPod(env, 'bootstrap-kube-scheduler', 'kube-scheduler', schedulerCommand(env, 0).filter((a) => a !== '--permit-port-sharing')),
+    'bootstrap-kube-scheduler.yaml': staticPod(
+      env,
+      'bootstrap-kube-scheduler',
+      'kube-scheduler',
+      schedulerCommand(env, 0).filter((a) => a !== '--permit-port-sharing'),
+    ),
     'bootstrap-kube-controller-manager.yaml': staticPod(
       env,
       'bootstrap-kube-controller-manager',
@@ -153,7 +167,12 @@ function heartbeatSidecar(env: TestbedEnv, probe: string) {
       { name: 'LASTSEEN_LABELS_FILE', value: '/etc/podinfo/labels' },
     ],
     // The probe reads which process holds the port (/proc/<pid>/fd of another user), as deploy/examples says.
-    securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['SYS_PTRACE', 'DAC_READ_SEARCH'] } },
+    securityContext: {
+      runAsUser: 0,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'], add: ['SYS_PTRACE', 'DAC_READ_SEARCH'] },
+    },
     volumeMounts: [
       { name: 'lastseen-heartbeats', mountPath: '/run/lastseen/heartbeats' },
       { name: 'lastseen-policy', mountPath: '/etc/lastseen', readOnly: true },
@@ -207,7 +226,11 @@ function selfHosted(env: TestbedEnv, name: string, command: string[], probe: str
 
 /** The self-hosted control plane and what its heartbeats need in kube-system. */
 export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[] {
-  const meta = (name: string) => ({ name, namespace: 'kube-system', labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'heartbeat' } });
+  const meta = (name: string) => ({
+    name,
+    namespace: 'kube-system',
+    labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'heartbeat' },
+  });
   return [
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta('lastseen-heartbeat') },
     {
@@ -232,10 +255,21 @@ export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[]
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'lastseen-agent-tokens' },
       subjects: [{ kind: 'ServiceAccount', name: 'lastseen-agent', namespace: 'lastseen-system' }],
     },
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { ...meta('lastseen-policy'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'policy' } }, data: { 'policy.yaml': policyYaml } },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { ...meta('lastseen-policy'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'policy' } },
+      data: { 'policy.yaml': policyYaml },
+    },
     selfHosted(env, 'kube-apiserver', ['/usr/local/bin/kube-apiserver', ...apiserverArgs(env)], `https://127.0.0.1:${env.apiserverPort}/readyz`, true),
     selfHosted(env, 'kube-scheduler', schedulerCommand(env, SCHEDULER_PORT), `https://127.0.0.1:${SCHEDULER_PORT}/healthz`, true),
-    selfHosted(env, 'kube-controller-manager', controllerManagerCommand(env, CONTROLLER_MANAGER_PORT), `https://127.0.0.1:${CONTROLLER_MANAGER_PORT}/healthz`, true),
+    selfHosted(
+      env,
+      'kube-controller-manager',
+      controllerManagerCommand(env, CONTROLLER_MANAGER_PORT),
+      `https://127.0.0.1:${CONTROLLER_MANAGER_PORT}/healthz`,
+      true,
+    ),
   ];
 }
 
@@ -286,7 +320,15 @@ export function demoParent(env: TestbedEnv, mode: 'serve' | 'crash') {
           tolerations: [{ operator: 'Exists' }],
           terminationGracePeriodSeconds: 5,
           initContainers: [heartbeatSidecar(env, `http://127.0.0.1:${DEMO_PORT}/`)],
-          containers: [{ name: 'app', image: LASTSEEN_IMAGE, imagePullPolicy: 'Never', command: ['/nodejs/bin/node', '-e', DEMO_SCRIPT], env: [{ name: 'MODE', value: mode }] }],
+          containers: [
+            {
+              name: 'app',
+              image: LASTSEEN_IMAGE,
+              imagePullPolicy: 'Never',
+              command: ['/nodejs/bin/node', '-e', DEMO_SCRIPT],
+              env: [{ name: 'MODE', value: mode }],
+            },
+          ],
           volumes: [
             { name: 'lastseen-heartbeats', hostPath: { path: '/run/lastseen/heartbeats', type: 'DirectoryOrCreate' } },
             { name: 'lastseen-policy', configMap: { name: 'lastseen-policy' } },

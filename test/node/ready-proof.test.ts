@@ -138,7 +138,9 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
       .filter((l) => l.includes('"heartbeat phase"'))
       .map((l) => JSON.parse(l) as { phase: string; probeError?: string });
     log(`crashing pod: ${after?.restarts} restarts; its app said: ${JSON.stringify(appLog)}; its heartbeat: ${JSON.stringify(reasons)}`);
-    log(`lease phases of ${crashing?.name} in 30 s: ${JSON.stringify(phases)}; of the checkpoint: ${JSON.stringify(copyPhases)}; samples with the checkpoint retired: ${retired}`);
+    log(
+      `lease phases of ${crashing?.name} in 30 s: ${JSON.stringify(phases)}; of the checkpoint: ${JSON.stringify(copyPhases)}; samples with the checkpoint retired: ${retired}`,
+    );
 
     // The checkpoint kept the node, and the crashing pod never beat Ready.
     expect(retired).toBe(0);
@@ -162,7 +164,9 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
     const beat = await leaseBeat();
     await sleep(3000);
     const darkS = await watch.stop(t0);
-    log(`rolled back: checkpoint retired ${retiredS.toFixed(1)}s after the rollback, by ${back?.name} (${JSON.stringify(beat)}); the port did not answer for ${darkS.toFixed(1)}s in all since the crashing rollout`);
+    log(
+      `rolled back: checkpoint retired ${retiredS.toFixed(1)}s after the rollback, by ${back?.name} (${JSON.stringify(beat)}); the port did not answer for ${darkS.toFixed(1)}s in all since the crashing rollout`,
+    );
     expect(back).toBeDefined();
     expect(beat).toEqual({ holder: back?.name, phase: 'Ready' });
     expect(await answers()).toBe(true);

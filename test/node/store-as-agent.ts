@@ -15,7 +15,11 @@ try {
   const pod = parentPod();
   pod.spec!.securityContext = { runAsUser: 1000, fsGroup: 1000 };
   const store = new Store({ stateDir });
-  const r = await capture(pod, { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date().toISOString(), lastReadyAt: null }, memoryResolver());
+  const r = await capture(
+    pod,
+    { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: store.checkpointDir(ID), capturedAt: new Date().toISOString(), lastReadyAt: null },
+    memoryResolver(),
+  );
   await store.save(ID, r.capture, r.data);
   const token = 'projected/kube-api-access/token';
   await chmod(join(store.checkpointDir(ID), token), 0o600); // a mode changed behind its back

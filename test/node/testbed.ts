@@ -150,14 +150,18 @@ export class Testbed {
     for (const [name, obj] of Object.entries(statics)) this.writeStatic(name, obj);
     await this.waitFor('the bootstrap api-server', 180, () => this.readyz());
     log(`bootstrap api-server ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
-    await this.waitFor('the default ServiceAccount', 60, async () => (await this.kubectl(['get', 'sa', 'default', '-n', 'kube-system', '-o', 'name'])).includes('default'));
+    await this.waitFor('the default ServiceAccount', 60, async () =>
+      (await this.kubectl(['get', 'sa', 'default', '-n', 'kube-system', '-o', 'name'])).includes('default'),
+    );
     await this.installLastseen(withAgent);
     const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
     await this.apply(selfHostedObjects(this.env, policy));
     for (const c of CONTROL_PLANE) await this.waitFor(`the ${c} DaemonSet pod`, 180, () => this.daemonPodServing(c));
     log(`self-hosted control plane ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     if (withAgent) {
-      await this.waitFor('the lastseen agent', 120, async () => (await this.kubectl(['get', 'pods', '-n', 'lastseen-system', '-o', 'jsonpath={.items[*].status.containerStatuses[*].ready}'])).includes('true'));
+      await this.waitFor('the lastseen agent', 120, async () =>
+        (await this.kubectl(['get', 'pods', '-n', 'lastseen-system', '-o', 'jsonpath={.items[*].status.containerStatuses[*].ready}'])).includes('true'),
+      );
       for (const c of CONTROL_PLANE) await this.waitFor(`the checkpoint of ${c}`, 120, () => this.checkpointStored(c));
       log(`lastseen ready, checkpoints stored, after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     }
@@ -211,7 +215,16 @@ export const badRollout: Disruption = async (tb) => {
   const at = command.findIndex((a) => a.startsWith('--etcd-servers='));
   if (at < 0) throw new Error('the kube-apiserver DaemonSet has no --etcd-servers flag to break');
   const t0 = Date.now();
-  await tb.kubectl(['-n', 'kube-system', 'patch', 'daemonset', 'kube-apiserver', '--type=json', '-p', JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value: '--etcd-servers=http://127.0.0.1:9' }])]);
+  await tb.kubectl([
+    '-n',
+    'kube-system',
+    'patch',
+    'daemonset',
+    'kube-apiserver',
+    '--type=json',
+    '-p',
+    JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value: '--etcd-servers=http://127.0.0.1:9' }]),
+  ]);
   return t0;
 };
 
@@ -225,7 +238,10 @@ export async function undoRollout(tb: Testbed): Promise<void> {
  * it), when the self-hosted api-server pod itself serves with its checkpoint retired, and how long
  * /readyz failed in all (polled every 100 ms) until then and for `settleS` after.
  */
-export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: number; settleS: number; withAgent: boolean; disrupt?: Disruption }): Promise<RebootResult> {
+export async function rebootOnce(
+  tb: Testbed,
+  opts: { offS: number; limitS: number; settleS: number; withAgent: boolean; disrupt?: Disruption },
+): Promise<RebootResult> {
   const samples: { t: number; ok: boolean }[] = [];
   let polling = true;
   const poller = (async () => {
@@ -252,7 +268,8 @@ export async function rebootOnce(tb: Testbed, opts: { offS: number; limitS: numb
     }
     if (apiServedAt !== null) {
       try {
-        if (parentServedAt === null && !tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver', t0)) && (await tb.readyz())) parentServedAt = Date.now();
+        if (parentServedAt === null && !tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver', t0)) && (await tb.readyz()))
+          parentServedAt = Date.now();
         // After a power cycle everything must have started again; after a disruption of the
         // api-server alone, the others need only be running.
         const others = opts.disrupt ? 0 : t0;

@@ -27,7 +27,10 @@ describe('fault kill', () => {
     const logs = sinceFault(r.logs, 'app');
     expect(logs.find((l) => /app-2 exited/.test(l.text))?.text).toMatch(/killed .*restart in 1\.0s \(first exit on record/);
     // No last beat: the sidecar goes on beating Starting (never Stopping) and the core follows it.
-    expect(logs.filter((l) => l.kind === 'core').map((l) => l.text.split(':')[0])).toEqual(['kube-system/app Healthy -> Starting', 'kube-system/app Starting -> Healthy']);
+    expect(logs.filter((l) => l.kind === 'core').map((l) => l.text.split(':')[0])).toEqual([
+      'kube-system/app Healthy -> Starting',
+      'kube-system/app Starting -> Healthy',
+    ]);
     expect(activated(r.logs, 'app')).toBe(false);
     // Restart after 1 s, then the app's 5 s start: unserved 6 s, served by the parent itself.
     expect(r.outcome.servedAt).toBe(6);
@@ -81,7 +84,9 @@ describe('fault hang', () => {
   it('a long hang: lastseen covers it after the window; the checkpoint retires once the process resumes', async () => {
     const r = await run({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m' }] });
     expect(r.verdict).toBe('pass');
-    expect(sinceFault(r.logs, 'app').find((l) => /CheckpointActivated/.test(l.text))?.text).toMatch(/no beat changed within the window, confirmed by a live read/);
+    expect(sinceFault(r.logs, 'app').find((l) => /CheckpointActivated/.test(l.text))?.text).toMatch(
+      /no beat changed within the window, confirmed by a live read/,
+    );
     // Window (20 s) + the live read + the copy's start (5 s): served within 30 s, not after 120.
     expect(r.outcome.servedAt!).toBeGreaterThan(20);
     expect(r.outcome.servedAt!).toBeLessThan(30);

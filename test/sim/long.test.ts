@@ -20,11 +20,15 @@ const total = range.to - range.from + 1;
 
 if (LONG) {
   describe(`long random sweep: ${total} seeds ${range.from}..${range.to}`, () => {
-    it.each(chunks)('seeds $from to $to hold every invariant', async ({ from, to }) => {
-      const failing: string[] = [];
-      for (let seed = from; seed <= to; seed++) failing.push(...(await unexplained(seed)));
-      expect(failing).toEqual([]);
-    }, 600_000);
+    it.each(chunks)(
+      'seeds $from to $to hold every invariant',
+      async ({ from, to }) => {
+        const failing: string[] = [];
+        for (let seed = from; seed <= to; seed++) failing.push(...(await unexplained(seed)));
+        expect(failing).toEqual([]);
+      },
+      600_000,
+    );
   });
 } else {
   it.skip(`long random sweep of ${total} seeds ${range.from}..${range.to}: skipped, set LASTSEEN_LONG=1 to run it (a deliberate opt-in: it takes minutes)`, () => {});

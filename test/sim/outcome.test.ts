@@ -14,7 +14,9 @@ describe('outcome per fault and totals', () => {
     const o = run.outcome;
     // The text verdict prints a line per fault (when there are several) and the whole run's.
     const text = formatTimeline(run);
-    expect(text).toMatch(/\n {2}fault 0 \(kill at 120s, until 300s\): served again after 6s; parent itself after 6s; unserved 6s; 0 activation\(s\), 0 hand-over attempt\(s\)\n/);
+    expect(text).toMatch(
+      /\n {2}fault 0 \(kill at 120s, until 300s\): served again after 6s; parent itself after 6s; unserved 6s; 0 activation\(s\), 0 hand-over attempt\(s\)\n/,
+    );
     expect(text).toMatch(/\n {2}fault 1 \(hang at 300s, until 600s\): served again after 2\d(\.\d)?s; parent itself after 12\d(\.\d)?s; .* 1 activation\(s\)/);
     expect(text).toMatch(/\nwhole run: unserved [\d.]+s after the key first served; 1 activation\(s\), 0 hand-over attempt\(s\)\n/);
     expect(o.perFault.map((f) => [f.index, f.type, f.at, f.until])).toEqual([
@@ -67,7 +69,12 @@ describe('outcome per fault and totals', () => {
   });
 
   it('faults at the same moment share one window; a fault that costs nothing reports 0; no fault, no figures', async () => {
-    const base = { name: 'x', duration: '8m', nodes: [{ name: 'm1', master: true }], parents: [{ key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } }] };
+    const base = {
+      name: 'x',
+      duration: '8m',
+      nodes: [{ name: 'm1', master: true }],
+      parents: [{ key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } }],
+    };
     const twin = parseScenario({
       ...base,
       faults: [

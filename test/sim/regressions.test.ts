@@ -21,7 +21,8 @@ describe('random-sweep regressions', () => {
   it('FIXED handover-deadline (src/sim/invariants.ts): a HandoverFailed re-activation is not judged by a Ready beat no agent could have seen yet', async () => {
     const seeds = REGRESSION_SEEDS.filter((r) => r.bug === 'handover-deadline').map((r) => r.seed);
     const violations: string[] = [];
-    for (const seed of seeds) violations.push(...(await runScenario(randomScenario(seed), { seed, keepLogs: false })).invariantViolations.map((v) => describeViolation(seed, v)));
+    for (const seed of seeds)
+      violations.push(...(await runScenario(randomScenario(seed), { seed, keepLogs: false })).invariantViolations.map((v) => describeViolation(seed, v)));
     expect(violations).toEqual([]);
   });
 });

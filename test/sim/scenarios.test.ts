@@ -80,7 +80,7 @@ describe('named scenarios under lastseen', () => {
     expect(old.expectationFailures).toEqual([expect.stringMatching(/^expected at most 76s unserved in total, got 9\d/)]);
   });
 
-  it('master-reboot shows the background issue\'s race, and lastseen recovers through it', async () => {
+  it("master-reboot shows the background issue's race, and lastseen recovers through it", async () => {
     const r = await runScenario(namedScenario('master-reboot')!);
     const text = formatTimeline(r);
     // The real pod fails to bind while the checkpoint holds the ports.

@@ -11,7 +11,7 @@
 import fc from 'fast-check';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { Agent, type Actuators, type LiveRead, } from '../../src/agent/agent.js';
+import { Agent, type Actuators, type LiveRead } from '../../src/agent/agent.js';
 import { leaseParent, localFileParent } from '../../src/agent/parents.js';
 import {
   ANNOTATION_HOLDER_UID,
@@ -59,7 +59,13 @@ function validPod(): Record<string, unknown> {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: POD, namespace: NS, uid: UID, labels: { [LABEL_PARENT]: KEY }, annotations: { 'lastseen.dev/checkpoint': 'true', ...annotationPatch(baseBeat('annotation')).metadata.annotations } },
+    metadata: {
+      name: POD,
+      namespace: NS,
+      uid: UID,
+      labels: { [LABEL_PARENT]: KEY },
+      annotations: { 'lastseen.dev/checkpoint': 'true', ...annotationPatch(baseBeat('annotation')).metadata.annotations },
+    },
     spec: { nodeName: NODE, containers: [{ name: 'main', image: 'x' }] },
   };
 }
@@ -140,7 +146,12 @@ const odd = fc.constantFrom<unknown>(
 );
 /** Any value, except the two phases that are deliberate signals (a forged Stopping is a real Stopping). */
 const anyValue = fc
-  .oneof({ weight: 3, arbitrary: special }, { weight: 2, arbitrary: odd }, { weight: 2, arbitrary: fc.anything({ maxDepth: 2 }) }, { weight: 1, arbitrary: fc.string({ maxLength: 300 }) })
+  .oneof(
+    { weight: 3, arbitrary: special },
+    { weight: 2, arbitrary: odd },
+    { weight: 2, arbitrary: fc.anything({ maxDepth: 2 }) },
+    { weight: 1, arbitrary: fc.string({ maxLength: 300 }) },
+  )
   .filter((v) => v !== 'Starting' && v !== 'Stopping');
 
 type Path = string[];
@@ -218,7 +229,9 @@ const malformedFile: fc.Arbitrary<string> = fc.oneof(
     const t = safeStringify(mutate(validFileDoc(), ms));
     return t.slice(0, n % Math.max(1, t.length));
   }),
-  fc.nat({ max: 200 }).map((n) => `${localBeatText({ node: NODE, namespace: NS, key: KEY, role: 'parent' }, baseBeat('local')).trimEnd()}${' '.repeat(MAX_BEAT_FILE_BYTES + n)}`),
+  fc
+    .nat({ max: 200 })
+    .map((n) => `${localBeatText({ node: NODE, namespace: NS, key: KEY, role: 'parent' }, baseBeat('local')).trimEnd()}${' '.repeat(MAX_BEAT_FILE_BYTES + n)}`),
   fc.string({ maxLength: 500 }),
   fc.string({ unit: 'binary', maxLength: 500 }),
   fc.json(),
@@ -277,7 +290,10 @@ describe('parsers refuse malformed heartbeats with a reason, and never throw', (
   it('the valid bases parse (so every refusal below comes from a mutation)', () => {
     expect(beatFromLease(validLease(), NODE)).toEqual({ ok: true, beat: baseBeat('lease') });
     expect(beatFromPod(validPod(), NODE)).toEqual({ ok: true, beat: baseBeat('annotation') });
-    expect(beatFromFile(JSON.stringify(validFileDoc()), { node: NODE, namespace: NS, key: KEY, role: 'parent' })).toEqual({ ok: true, beat: baseBeat('local') });
+    expect(beatFromFile(JSON.stringify(validFileDoc()), { node: NODE, namespace: NS, key: KEY, role: 'parent' })).toEqual({
+      ok: true,
+      beat: baseBeat('local'),
+    });
   });
 
   it(`Leases: ${RUNS} mutated objects, and anything at all`, () => {
@@ -339,7 +355,15 @@ describe('parsers refuse malformed heartbeats with a reason, and never throw', (
       return beatFromLease(l, NODE);
     };
     for (const t of ['9999-12-31T23:59:59.999999Z', '1970-01-01T00:00:00.000000Z', '2000-02-29T00:00:00.000000Z']) expect(withRenew(t).ok, t).toBe(true);
-    for (const t of ['1969-12-31T23:59:59.999999Z', '2001-02-29T00:00:00.000000Z', '2024-13-01T00:00:00.000000Z', '2024-01-01T24:00:00.000000Z', '2024-01-01T00:00:60.000000Z', 12345, null]) {
+    for (const t of [
+      '1969-12-31T23:59:59.999999Z',
+      '2001-02-29T00:00:00.000000Z',
+      '2024-13-01T00:00:00.000000Z',
+      '2024-01-01T24:00:00.000000Z',
+      '2024-01-01T00:00:60.000000Z',
+      12345,
+      null,
+    ]) {
       const r = withRenew(t);
       expect(r.ok, String(t)).toBe(false);
       if (!r.ok) expect(r.reason).toMatch(/spec\.renewTime/);
@@ -361,7 +385,6 @@ describe('parsers refuse malformed heartbeats with a reason, and never throw', (
 
 // ---- through the agent loop ----
 
-
 const policy = (() => {
   const r = parsePolicyText(
     'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\ndefaults: { interval: 1s, window: 3s, startupGrace: 4s, handoverTimeout: 5s, channels: [lease, annotation, local], whenApiUnreachable: activate }\n',
@@ -372,7 +395,14 @@ const policy = (() => {
 
 type Junk = { kind: 'lease'; obj: unknown } | { kind: 'pod'; obj: unknown } | { kind: 'file'; name: string; text: string };
 
-const fileName = fc.constantFrom(localBeatFile(NS, KEY), localBeatFile(NS, KEY, 'checkpoint'), localBeatFile(NS, 'other'), 'garbage.json', `${NS}_.json`, 'UPPER_case.json');
+const fileName = fc.constantFrom(
+  localBeatFile(NS, KEY),
+  localBeatFile(NS, KEY, 'checkpoint'),
+  localBeatFile(NS, 'other'),
+  'garbage.json',
+  `${NS}_.json`,
+  'UPPER_case.json',
+);
 /** What an informer hands over: the object as it survives JSON (no symbols, functions or bigints). */
 const asJson = (v: unknown): unknown => parsedDoc(safeStringify(v));
 const junk: fc.Arbitrary<Junk> = fc.oneof(
@@ -380,7 +410,10 @@ const junk: fc.Arbitrary<Junk> = fc.oneof(
   malformedPod.map((obj): Junk => ({ kind: 'pod', obj: asJson(obj) })),
   fc.tuple(fileName, malformedFile).map(([name, text]): Junk => ({ kind: 'file', name, text })),
 );
-const schedule = fc.array(fc.record({ advanceMs: fc.integer({ min: 50, max: 900 }), junk: fc.array(junk, { maxLength: 3 }) }), { minLength: 15, maxLength: 40 });
+const schedule = fc.array(fc.record({ advanceMs: fc.integer({ min: 50, max: 900 }), junk: fc.array(junk, { maxLength: 3 }) }), {
+  minLength: 15,
+  maxLength: 40,
+});
 
 /** Feeds one junk input the way src/agent/run.ts wires its observers; returns whether it was accepted. */
 function feed(agent: Agent, j: Junk): boolean {

@@ -57,8 +57,14 @@ describe('alert rules (promtool)', () => {
     const cases = doc.tests.flatMap((t) => t.alert_rule_test ?? []);
     for (const { alert } of alertRules()) {
       const mine = cases.filter((c) => c.alertname === alert);
-      expect(mine.some((c) => (c.exp_alerts ?? []).length > 0), `${alert} fires in a test`).toBe(true);
-      expect(mine.some((c) => (c.exp_alerts ?? []).length === 0), `${alert} stays quiet in a test`).toBe(true);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length > 0),
+        `${alert} fires in a test`,
+      ).toBe(true);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length === 0),
+        `${alert} stays quiet in a test`,
+      ).toBe(true);
     }
   });
 
@@ -77,7 +83,9 @@ describe('alert rules (promtool)', () => {
 
 describe('dashboard', () => {
   it('every query of dashboard.json parses (promtool, as recording rules); the fault suite runs them on scraped data', () => {
-    const dash = JSON.parse(readFileSync(`${ROOT}deploy/monitoring/dashboard.json`, 'utf8')) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+    const dash = JSON.parse(readFileSync(`${ROOT}deploy/monitoring/dashboard.json`, 'utf8')) as {
+      panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+    };
     const exprs = dash.panels.flatMap((p) => p.targets.map((t) => t.expr.replaceAll('$node', '.*').replaceAll('$__rate_interval', '5m')));
     expect(exprs.length).toBeGreaterThanOrEqual(dash.panels.length);
     const file = join(mkdtempSync(join(tmpdir(), 'lastseen-dashboard-')), 'queries.yaml');
@@ -94,7 +102,8 @@ describe('alert rules (content)', () => {
       expect(['critical', 'warning'], r.alert).toContain(r.labels.severity);
       expect(r.annotations.summary, r.alert).toBeTruthy();
       expect(r.annotations.description, r.alert).toMatch(/README "[^"]+"/);
-      for (const [, section] of r.annotations.description!.matchAll(/README "([^"]+)"/g)) expect(readme, `${r.alert} points to README "${section}"`).toContain(`## ${section}`);
+      for (const [, section] of r.annotations.description!.matchAll(/README "([^"]+)"/g))
+        expect(readme, `${r.alert} points to README "${section}"`).toContain(`## ${section}`);
       expect(readme, `README explains ${r.alert}`).toContain(`\`${r.alert}\``);
     }
   });

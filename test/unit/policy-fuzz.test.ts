@@ -11,7 +11,15 @@ const RUNS = Number(process.env.LASTSEEN_FUZZ_RUNS ?? 10_000);
 const unit = fc.constantFrom('ms', 's', 'm', 'h');
 const goDuration = fc.tuple(fc.integer({ min: 0, max: 5000 }), unit).map(([n, u]) => `${n}${u}`);
 const isoDuration = fc.tuple(fc.integer({ min: 0, max: 600 }), fc.constantFrom('S', 'M', 'H')).map(([n, u]) => `PT${n}${u}`);
-const junk = fc.oneof(fc.string(), fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(fc.string(), { maxLength: 2 }), fc.object({ maxDepth: 1 }));
+const junk = fc.oneof(
+  fc.string(),
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(fc.string(), { maxLength: 2 }),
+  fc.object({ maxDepth: 1 }),
+);
 const duration = fc.oneof({ weight: 6, arbitrary: goDuration }, { weight: 3, arbitrary: isoDuration }, { weight: 1, arbitrary: junk });
 const channels = fc.oneof(
   { weight: 8, arbitrary: fc.subarray([...CHANNELS], { minLength: 0 }) },
@@ -38,7 +46,11 @@ const selector = fc.record(
     namespaces: fc.array(fc.string({ minLength: 1, maxLength: 5 }), { maxLength: 2 }),
     matchLabels: fc.dictionary(fc.string({ minLength: 1, maxLength: 4 }), fc.string({ maxLength: 4 }), { maxKeys: 2 }),
     matchExpressions: fc.array(
-      fc.record({ key: fc.string({ minLength: 1, maxLength: 4 }), operator: fc.constantFrom('In', 'NotIn', 'Exists', 'DoesNotExist', 'Is'), values: fc.array(fc.string({ maxLength: 3 }), { maxLength: 2 }) }),
+      fc.record({
+        key: fc.string({ minLength: 1, maxLength: 4 }),
+        operator: fc.constantFrom('In', 'NotIn', 'Exists', 'DoesNotExist', 'Is'),
+        values: fc.array(fc.string({ maxLength: 3 }), { maxLength: 2 }),
+      }),
       { maxLength: 2 },
     ),
   },
@@ -56,7 +68,16 @@ const document = fc.record(
 
 function assertValid(p: ParentPolicy) {
   expect(crossFieldErrors(p, 'x')).toEqual([]);
-  for (const v of [p.intervalMs, p.windowMs, p.startupGraceMs, p.startTimeoutMs, p.handoverTimeoutMs, p.handoverBackoff.initialMs, p.handoverBackoff.maxMs, p.gcGraceMs]) {
+  for (const v of [
+    p.intervalMs,
+    p.windowMs,
+    p.startupGraceMs,
+    p.startTimeoutMs,
+    p.handoverTimeoutMs,
+    p.handoverBackoff.initialMs,
+    p.handoverBackoff.maxMs,
+    p.gcGraceMs,
+  ]) {
     expect(Number.isInteger(v) && v > 0).toBe(true);
   }
   expect(p.channels.length).toBeGreaterThan(0);
@@ -98,6 +119,9 @@ describe('policy fuzzing', () => {
       const r = parsePolicyText(good.slice(0, i));
       if (!r.ok) for (const e of r.errors) expect(e.path.length).toBeGreaterThan(0);
     }
-    fc.assert(fc.property(fc.string({ maxLength: 200 }), (s) => void parsePolicyText(s)), { numRuns: 2000 });
+    fc.assert(
+      fc.property(fc.string({ maxLength: 200 }), (s) => void parsePolicyText(s)),
+      { numRuns: 2000 },
+    );
   });
 });

@@ -73,7 +73,11 @@ describe('lastseen simulate --json --events', () => {
     const lines = text.stdout.split('\n\n')[0]!.split('\n');
     const r = simulate('--file', EXAMPLE, '--json', '--events');
     expect(r.status).toBe(0);
-    const out = JSON.parse(r.stdout) as { events: number; outcome: unknown; timeline: Array<{ t: number; node: string; kind: string; text: string; key?: string }> };
+    const out = JSON.parse(r.stdout) as {
+      events: number;
+      outcome: unknown;
+      timeline: Array<{ t: number; node: string; kind: string; text: string; key?: string }>;
+    };
     // The existing fields stay: `events` is still the number of simulated events.
     expect(typeof out.events).toBe('number');
     expect(out.outcome).toMatchObject({ faultAt: 120 });

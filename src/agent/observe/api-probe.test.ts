@@ -49,7 +49,15 @@ async function setup(kc = kubeConfig()) {
   const time = new FakeTime();
   const { log, records } = await memoryLogger();
   const verdicts: boolean[] = [];
-  const probe = probeApiServer({ kubeConfig: kc, log, timers: time, intervalMs: 5_000, timeoutMs: 2_000, failureThreshold: 3, onReachable: (r) => verdicts.push(r) });
+  const probe = probeApiServer({
+    kubeConfig: kc,
+    log,
+    timers: time,
+    intervalMs: 5_000,
+    timeoutMs: 2_000,
+    failureThreshold: 3,
+    onReachable: (r) => verdicts.push(r),
+  });
   return { time, probe, verdicts, records };
 }
 
@@ -57,7 +65,9 @@ describe('api-server probe', () => {
   it('refuses a timeout not shorter than the interval', async () => {
     const { log } = await memoryLogger();
     const time = new FakeTime();
-    expect(() => probeApiServer({ kubeConfig: kubeConfig(), log, timers: time, intervalMs: 1_000, timeoutMs: 1_000, onReachable: () => undefined })).toThrow(/timeoutMs/);
+    expect(() => probeApiServer({ kubeConfig: kubeConfig(), log, timers: time, intervalMs: 1_000, timeoutMs: 1_000, onReachable: () => undefined })).toThrow(
+      /timeoutMs/,
+    );
   });
 
   it('GETs /readyz; one success is reachable; unreachable only after 3 consecutive failures; reports changes only', async () => {
@@ -149,7 +159,17 @@ describe('api-server probe', () => {
       const { log } = await memoryLogger();
       const verdicts: boolean[] = [];
       const w = { calm: true };
-      const probe = probeApiServer({ kubeConfig: kubeConfig(), log, timers: time, intervalMs: 5_000, timeoutMs: 2_000, failureThreshold: 3, calmIntervalMs: 30_000, calm: () => w.calm, onReachable: (r) => verdicts.push(r) });
+      const probe = probeApiServer({
+        kubeConfig: kubeConfig(),
+        log,
+        timers: time,
+        intervalMs: 5_000,
+        timeoutMs: 2_000,
+        failureThreshold: 3,
+        calmIntervalMs: 30_000,
+        calm: () => w.calm,
+        onReachable: (r) => verdicts.push(r),
+      });
       return { time, probe, verdicts, w };
     }
     /** Advances in 1 s steps (letting each probe finish) until `hits` grows; returns the ms it took. */
@@ -166,7 +186,18 @@ describe('api-server probe', () => {
 
     it('refuses a calm period shorter than the interval', async () => {
       const { log } = await memoryLogger();
-      expect(() => probeApiServer({ kubeConfig: kubeConfig(), log, timers: new FakeTime(), intervalMs: 5_000, timeoutMs: 2_000, calmIntervalMs: 4_000, calm: () => true, onReachable: () => undefined })).toThrow(/calmIntervalMs/);
+      expect(() =>
+        probeApiServer({
+          kubeConfig: kubeConfig(),
+          log,
+          timers: new FakeTime(),
+          intervalMs: 5_000,
+          timeoutMs: 2_000,
+          calmIntervalMs: 4_000,
+          calm: () => true,
+          onReachable: () => undefined,
+        }),
+      ).toThrow(/calmIntervalMs/);
     });
 
     it('probes every calmIntervalMs while reachable and calm, every intervalMs while not calm', async () => {

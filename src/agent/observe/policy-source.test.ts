@@ -284,7 +284,16 @@ describe('ConfigMap policy source', () => {
     const time = new FakeTime();
     const { log } = await memoryLogger();
     const r = recorder();
-    const src = configMapPolicySource({ kubeConfig: new KubeConfig(), namespace: 'lastseen', log, clock: time, timers: time, transport: api, lastGood: { policy: policyOf(GOOD_10S), origin: 'persisted' }, ...r });
+    const src = configMapPolicySource({
+      kubeConfig: new KubeConfig(),
+      namespace: 'lastseen',
+      log,
+      clock: time,
+      timers: time,
+      transport: api,
+      lastGood: { policy: policyOf(GOOD_10S), origin: 'persisted' },
+      ...r,
+    });
     expect(src.current().defaults.intervalMs).toBe(10_000);
     src.start();
     await time.advance(0);

@@ -211,7 +211,10 @@ export function filePolicySource(opts: FilePolicyOptions): FilePolicySource {
     try {
       const bytes = await readFile(opts.path);
       if (bytes.length > MAX_POLICY_BYTES) {
-        return { refused: [{ path: '(document)', message: `${opts.path} is ${bytes.length} bytes, more than a policy can be (${MAX_POLICY_BYTES})` }], key: `size:${bytes.length}` };
+        return {
+          refused: [{ path: '(document)', message: `${opts.path} is ${bytes.length} bytes, more than a policy can be (${MAX_POLICY_BYTES})` }],
+          key: `size:${bytes.length}`,
+        };
       }
       return { text: bytes.toString('utf8') };
     } catch (e) {
@@ -275,9 +278,12 @@ export function configMapPolicySource(opts: ConfigMapPolicyOptions): PolicySourc
     if (typeof text === 'string') tracker.observe({ text }, origin);
     else
       tracker.observe(
-      { refused: [{ path: `data.${key}`, message: `ConfigMap ${opts.namespace}/${name} has no key "${key}"; put the policy document there` }], key: 'no-key' },
-      origin,
-    );
+        {
+          refused: [{ path: `data.${key}`, message: `ConfigMap ${opts.namespace}/${name} has no key "${key}"; put the policy document there` }],
+          key: 'no-key',
+        },
+        origin,
+      );
   };
 
   const informer = makeInformer<ConfigMap>({
