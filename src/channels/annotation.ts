@@ -17,6 +17,7 @@ import {
 import type { BeatWriter, Clock } from './channel.js';
 import {
   type BeatResult,
+  beatAnnotations,
   beatOf,
   isRecord,
   parseHolder,
@@ -40,19 +41,7 @@ export const MAX_PATCH_ATTEMPTS = 3;
 
 /** The merge patch that records `beat` on its pod. */
 export function annotationPatch(beat: Beat): { metadata: { annotations: Record<string, string> } } {
-  return {
-    metadata: {
-      annotations: {
-        [ANNOTATION_LAST_SEEN]: beat.renewTime,
-        [ANNOTATION_PHASE]: beat.phase,
-        [ANNOTATION_SEQUENCE]: String(beat.sequence),
-        [ANNOTATION_ROLE]: beat.role,
-        [ANNOTATION_HOLDER_UID]: beat.holderUid,
-        ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
-        [ANNOTATION_UNPROBED]: String(beat.unprobed === true),
-      },
-    },
-  };
+  return { metadata: { annotations: { [ANNOTATION_LAST_SEEN]: beat.renewTime, ...beatAnnotations(beat) } } };
 }
 
 /**

@@ -7,6 +7,7 @@
 // clock and compares renew times for equality only (DESIGN: clocks across nodes disagree, and a
 // node rebooted without a real-time clock may write 1970 until NTP answers, while its parent is
 // very much alive). Only values that cannot be a clock reading at all are refused.
+import { ANNOTATION_HOLDER_UID, ANNOTATION_INTERVAL_MS, ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE, ANNOTATION_UNPROBED } from '../core/names.js';
 import type { Beat, Phase, Role } from '../core/types.js';
 import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
 
@@ -135,4 +136,16 @@ export function stringMap(v: unknown): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, x] of Object.entries(v)) if (typeof x === 'string') out[k] = x;
   return out;
+}
+
+/** A beat's fields as the annotations the Lease and the pod annotation channels both carry. */
+export function beatAnnotations(beat: Beat): Record<string, string> {
+  return {
+    [ANNOTATION_PHASE]: beat.phase,
+    [ANNOTATION_SEQUENCE]: String(beat.sequence),
+    [ANNOTATION_ROLE]: beat.role,
+    [ANNOTATION_HOLDER_UID]: beat.holderUid,
+    ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
+    [ANNOTATION_UNPROBED]: String(beat.unprobed === true),
+  };
 }

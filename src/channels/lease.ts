@@ -36,6 +36,7 @@ import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter, Clock } from './channel.js';
 import {
   type BeatResult,
+  beatAnnotations,
   beatOf,
   isRecord,
   parseHolder,
@@ -110,17 +111,6 @@ function withPolicyProblem(annotations: Record<string, string>, problem: string 
   if (problem) annotations[ANNOTATION_POLICY_PROBLEM] = problem;
   else delete annotations[ANNOTATION_POLICY_PROBLEM];
   return annotations;
-}
-
-function beatAnnotations(beat: Beat): Record<string, string> {
-  return {
-    [ANNOTATION_PHASE]: beat.phase,
-    [ANNOTATION_SEQUENCE]: String(beat.sequence),
-    [ANNOTATION_ROLE]: beat.role,
-    [ANNOTATION_HOLDER_UID]: beat.holderUid,
-    ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
-    [ANNOTATION_UNPROBED]: String(beat.unprobed === true),
-  };
 }
 
 /**
