@@ -20,6 +20,8 @@ import type { Clock, ParentView, Timers } from './agent.js';
 
 /** Transitions within this long are written together. */
 export const STATUS_COALESCE_MS = 500;
+/** A NodeCheckpoint without an owner: read the Node again at most this often (on status writes). */
+export const OWNER_RETRY_MS = 5 * 60_000;
 /** After a failed write, try again after this long (the api-server may be away). */
 export const STATUS_RETRY_MS = 5_000;
 
@@ -80,6 +82,8 @@ export class StatusWriter {
   private timer: unknown = null;
   private writing: Promise<void> | null = null;
   private again = false;
+  /** When the Node was last read to own the NodeCheckpoint (monotonic; null: never). */
+  private ownerTriedAt: number | null = null;
   writes = 0;
 
   constructor(private readonly o: StatusWriterOptions) {
@@ -145,7 +149,20 @@ export class StatusWriter {
       obj = (await this.api.getClusterCustomObject(base)) as NodeCheckpoint;
     } catch (e) {
       if (classifyKubeError(e, `nodecheckpoint ${this.o.node}`).kind !== 'notFound') throw e;
+      this.ownerTriedAt = this.o.clock.now();
       obj = (await this.api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node, await this.nodeOwner()) })) as NodeCheckpoint;
+    }
+    // Created without an owner (the Node could not be read then: RBAC not yet in force, or no Node
+    // yet): try again, at most every OWNER_RETRY_MS, on a status write that happens anyway.
+    const now = this.o.clock.now();
+    if (!obj.metadata.ownerReferences?.length && (this.ownerTriedAt === null || now - this.ownerTriedAt >= OWNER_RETRY_MS)) {
+      this.ownerTriedAt = now;
+      const owner = await this.nodeOwner();
+      if (owner)
+        obj = (await this.api.replaceClusterCustomObject({
+          ...base,
+          body: { ...obj, metadata: { ...obj.metadata, ownerReferences: [owner] } },
+        })) as NodeCheckpoint;
     }
     const conditions = keepTransitionTimes(obj.status?.conditions, this.o.conditions());
     const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), conditions, this.o.tokensExpireAt);
