@@ -76,33 +76,48 @@ export function register(program: Command): void {
       const apiProbeCalmMs = ms(flags.apiProbeCalm, '--api-probe-calm');
       if (apiProbeCalmMs && apiProbeCalmMs < (apiProbeMs || API_PROBE_INTERVAL_MS))
         throw new CliError('--api-probe-calm: shorter than --api-probe; use 0s to turn calm periods off', 'EUSAGE', 2);
-      const running = await runAgent({
-        node,
-        podName: flags.podName ?? env.POD_NAME ?? `lastseen-agent-${node}`,
-        namespace: flags.namespace ?? env.POD_NAMESPACE ?? 'lastseen-system',
-        manifestDir: flags.manifestDir,
-        stateDir: flags.stateDir,
-        heartbeatDir: flags.heartbeatDir,
-        healthPort: port,
-        healthHost: flags.healthHost,
-        logger,
-        ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-        ...(flags.policyFile ? { policyFile: flags.policyFile } : {}),
-        ...(flags.bootIdFile ? { bootIdFile: flags.bootIdFile } : {}),
-        ...(watchdogMs ? { watchdogMs } : {}),
-        ...(localPollMs ? { localPollMs } : {}),
-        ...(apiProbeMs ? { apiProbeMs } : {}),
-        ...(apiProbeCalmMs !== undefined ? { apiProbeCalmMs } : {}),
-      });
+      // SIGTERM/SIGINT at any time, also while standing by for the lock or waiting for the first
+      // policy: the agent undoes what it started and the process exits 0.
+      const ac = new AbortController();
+      const onSignal = (signal: string) => {
+        logger.info({ signal }, 'signal received');
+        ac.abort(new Error(`stopped by ${signal}`));
+      };
+      process.once('SIGTERM', () => onSignal('SIGTERM'));
+      process.once('SIGINT', () => onSignal('SIGINT'));
+      let running: Awaited<ReturnType<typeof runAgent>>;
+      try {
+        running = await runAgent({
+          node,
+          podName: flags.podName ?? env.POD_NAME ?? `lastseen-agent-${node}`,
+          namespace: flags.namespace ?? env.POD_NAMESPACE ?? 'lastseen-system',
+          manifestDir: flags.manifestDir,
+          stateDir: flags.stateDir,
+          heartbeatDir: flags.heartbeatDir,
+          healthPort: port,
+          healthHost: flags.healthHost,
+          logger,
+          ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+          ...(flags.policyFile ? { policyFile: flags.policyFile } : {}),
+          ...(flags.bootIdFile ? { bootIdFile: flags.bootIdFile } : {}),
+          ...(watchdogMs ? { watchdogMs } : {}),
+          ...(localPollMs ? { localPollMs } : {}),
+          ...(apiProbeMs ? { apiProbeMs } : {}),
+          ...(apiProbeCalmMs !== undefined ? { apiProbeCalmMs } : {}),
+          signal: ac.signal,
+        });
+      } catch (e) {
+        if (!ac.signal.aborted) throw e;
+        logger.info('stopped while starting');
+        return;
+      }
+      const agent = running;
       await new Promise<void>((resolve) => {
-        const shutdown = (signal: string) => {
-          logger.info({ signal }, 'signal received');
-          running.stop().then(resolve, resolve);
-        };
-        process.once('SIGTERM', () => shutdown('SIGTERM'));
-        process.once('SIGINT', () => shutdown('SIGINT'));
-        running.lost.then(() => {
-          running.stop().finally(() => {
+        const shutdown = () => void agent.stop().then(resolve, resolve);
+        if (ac.signal.aborted) shutdown();
+        else ac.signal.addEventListener('abort', shutdown, { once: true });
+        agent.lost.then(() => {
+          agent.stop().finally(() => {
             process.exitCode = 1;
             resolve();
           });

@@ -18,3 +18,51 @@ export const realTimers: Timers = {
 };
 
 export const monotonicClock: Clock = { now: () => Math.floor(performance.now()) };
+
+export interface Periodic {
+  /** No further run starts; a run in progress finishes (await it through the returned promise). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Run `fn` every `ms` (the next period counted from the end of the previous run, so runs never
+ * overlap), optionally jittered to `ms * (1 ± jitter/2)` so many agents do not act in step. A run
+ * that throws or rejects is reported to `onError` and the schedule goes on. The one helper for
+ * periodic work, instead of hand-rolled timer chains.
+ */
+export function every(
+  timers: Timers,
+  ms: number,
+  fn: () => unknown,
+  o: { jitter?: number; random?: () => number; onError?: (e: unknown) => void } = {},
+): Periodic {
+  if (!(ms > 0)) throw new Error(`every: the period must be positive, got ${ms}`);
+  let stopped = false;
+  let handle: unknown = null;
+  let running: Promise<void> = Promise.resolve();
+  const delay = () => (o.jitter ? ms * (1 + o.jitter * ((o.random ?? Math.random)() - 0.5)) : ms);
+  const schedule = () => {
+    handle = timers.set(() => {
+      handle = null;
+      if (stopped) return;
+      running = (async () => {
+        try {
+          await fn();
+        } catch (e) {
+          o.onError?.(e);
+        }
+      })().finally(() => {
+        if (!stopped) schedule();
+      });
+    }, delay());
+  };
+  schedule();
+  return {
+    async stop() {
+      stopped = true;
+      if (handle !== null) timers.clear(handle);
+      handle = null;
+      await running;
+    },
+  };
+}

@@ -1,0 +1,180 @@
+// The observers (a piece of `runAgent`): everything the agent learns comes in here and goes to the
+// loop (`Agent`): the api-server's reachability (/readyz, slower while the watches are open), the
+// pods of this node (who the parents are, their annotation beats), the Leases of this node (the
+// lease channel), and the local heartbeat folder (the channel that works without an api-server).
+// Malformed or foreign beats are counted and logged once a minute per reason, never acted on.
+import type { KubeConfig, V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { beatFromPod } from '../channels/annotation.js';
+import { beatFromLease } from '../channels/lease.js';
+import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
+import type { Clock, Timers } from '../core/time.js';
+import { makeInformer } from '../kube/informer.js';
+import type { Agent } from './agent.js';
+import type { AgentMetrics } from './metrics.js';
+import { API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS, API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
+import { watchLocalBeats } from './observe/local-beats.js';
+import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
+import type { SelfCheckpoint } from './self.js';
+
+export interface ObserverWiring {
+  node: string;
+  agent: Agent;
+  self: SelfCheckpoint;
+  metrics: AgentMetrics;
+  kubeConfig: KubeConfig;
+  /** Called when the api-server is judged unreachable (the caller drops its connection pool). */
+  onUnreachable(): void;
+  pokeStatus(): void;
+  heartbeatDir?: string;
+  watchdogMs?: number;
+  localPollMs?: number;
+  apiProbeMs?: number;
+  apiProbeCalmMs?: number;
+  log: Logger;
+  clock: Clock;
+  timers: Timers;
+}
+
+export interface Observers {
+  start(): void;
+  stop(): Promise<void>;
+  /** Both watches have listed once (the agent's readiness). */
+  synced(): boolean;
+}
+
+export function startObservers(w: ObserverWiring): Observers {
+  const { agent: a, metrics, log, clock, timers, node } = w;
+  const watch = w.watchdogMs ? { watchdogMs: w.watchdogMs } : {};
+
+  const badLogged = new Map<string, number>();
+  const badInput = (source: 'lease' | 'annotation' | 'local', reason: string): void => {
+    metrics.badInputs.inc({ source });
+    const last = badLogged.get(reason);
+    if (last !== undefined && clock.now() - last < 60_000) return; // once a minute per reason
+    badLogged.set(reason, clock.now());
+    log.warn({ source, reason }, 'ignored a malformed or foreign heartbeat');
+  };
+
+  // The api-server's reachability, by its own /readyz: every probe period, or every calm period
+  // while the watches below are open (their health is evidence too; a broken one nudges the probe).
+  let watchesOpen = (): boolean => false;
+  const probeMs = w.apiProbeMs || API_PROBE_INTERVAL_MS;
+  const calmMs = w.apiProbeCalmMs ?? probeMs * API_PROBE_CALM_FACTOR;
+  const probe = probeApiServer({
+    kubeConfig: w.kubeConfig,
+    log,
+    timers,
+    ...(w.apiProbeMs ? { intervalMs: w.apiProbeMs, timeoutMs: Math.min(API_PROBE_TIMEOUT_MS, Math.floor(w.apiProbeMs * 0.8)) } : {}),
+    ...(calmMs > probeMs ? { calmIntervalMs: calmMs, calm: () => watchesOpen() } : {}),
+    onReachable: (ok: boolean) => {
+      metrics.apiReachable.set(ok ? 1 : 0);
+      if (!ok) w.onUnreachable();
+      a.api(ok);
+      if (ok) publishPods();
+      w.pokeStatus();
+    },
+  });
+
+  // Pods of this node: who the parents are (and their annotation beats).
+  let podsSynced = false;
+  let leasesSynced = false;
+  const pods = makeInformer<V1Pod>({
+    name: `pods of ${node}`,
+    kubeConfig: w.kubeConfig,
+    path: '/api/v1/pods',
+    fieldSelector: `spec.nodeName=${node}`,
+    log,
+    clock,
+    timers,
+    ...watch,
+    onAdd: (pod) => podChanged(pod),
+    onUpdate: (pod) => podChanged(pod),
+    onDelete: () => publishPods(),
+    onSynced: () => {
+      podsSynced = true;
+      publishPods();
+    },
+    // Collections rest on this watch's word that no pod is scheduled here: after any failure the
+    // agent stops counting towards GC at once, and the watch comes back with a fresh list.
+    relistAfterFailure: true,
+    onHealth: (ok, reason) => {
+      metrics.watchHealthy.set({ resource: 'pods' }, ok ? 1 : 0);
+      if (!ok) probe.nudge();
+      if (!ok) a.schedulingUnknown(`pod watch failed: ${reason}`);
+    },
+  });
+  const podChanged = (pod: V1Pod) => {
+    const ann = pod.metadata?.annotations ?? {};
+    if (ann['lastseen.dev/last-seen'] !== undefined) {
+      const r = beatFromPod(pod, node);
+      const parent = parentsOnNode([pod], node).values().next().value;
+      if (r.ok && parent) a.beat(parent.namespace, parent.key, r.beat);
+      else if (!r.ok) badInput('annotation', r.reason);
+    }
+    publishPods();
+  };
+  const publishPods = () => {
+    if (!podsSynced || !a.isApiReachable()) return;
+    const own = pods.list().find((p) => w.self.isOwnDaemonSetPod(p));
+    if (own) void w.self.refresh(own);
+    a.podsObserved(parentsOnNode(pods.list(), node));
+  };
+
+  // Leases of this node: the lease channel.
+  const leases = makeInformer<V1Lease>({
+    name: `leases of ${node}`,
+    kubeConfig: w.kubeConfig,
+    path: '/apis/coordination.k8s.io/v1/leases',
+    labelSelector: `lastseen.dev/node=${node}`,
+    log,
+    clock,
+    timers,
+    ...watch,
+    onAdd: (l) => leaseChanged(l),
+    onUpdate: (l) => leaseChanged(l),
+    onSynced: () => {
+      leasesSynced = true;
+    },
+    onHealth: (ok) => {
+      metrics.watchHealthy.set({ resource: 'leases' }, ok ? 1 : 0);
+      if (!ok) probe.nudge();
+    },
+  });
+  watchesOpen = () => pods.isHealthy() && leases.isHealthy();
+  const leaseChanged = (l: V1Lease) => {
+    const parent = leaseParent(l as never, node);
+    const r = beatFromLease(l, node);
+    if (!r.ok || !parent) return badInput('lease', r.ok ? `Lease ${l.metadata?.namespace}/${l.metadata?.name} has no parent label` : r.reason);
+    a.beat(parent.namespace, parent.key, r.beat);
+  };
+
+  // The local heartbeat folder: the channel that works without an api-server.
+  const local = watchLocalBeats({
+    dir: w.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
+    ...(w.localPollMs ? { pollMs: w.localPollMs } : {}),
+    log,
+    timers,
+    onFile: (name, text) => {
+      const parent = localFileParent(name);
+      if (!parent) return badInput('local', `${name}: not a heartbeat file name (<namespace>_<key>.json)`);
+      const r = beatFromFile(text, { node, namespace: parent.namespace, key: parent.key, role: parent.role });
+      if (!r.ok) return badInput('local', `${name}: ${r.reason}`);
+      a.beat(parent.namespace, parent.key, r.beat);
+    },
+    onRemoved: () => {},
+  });
+
+  return {
+    start() {
+      probe.start();
+      pods.start();
+      leases.start();
+      local.start();
+    },
+    async stop() {
+      await Promise.allSettled([pods.stop(), leases.stop(), local.stop(), probe.stop()]);
+    },
+    synced: () => podsSynced && leasesSynced,
+  };
+}
