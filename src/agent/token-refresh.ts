@@ -16,7 +16,7 @@ import type { DataResolver } from '../checkpoint/capture.js';
 import type { ManifestDir } from '../checkpoint/manifests.js';
 import type { Store } from '../checkpoint/store.js';
 import { isDue, type TokenCopy, tokenCopy } from '../checkpoint/tokens.js';
-import type { Timers } from './agent.js';
+import { every, type Timers } from '../core/time.js';
 
 /**
  * How often active checkpoints' tokens are looked at. The shortest lifetime a pod may ask for is
@@ -125,22 +125,7 @@ export class TokenRefresher {
 }
 
 /** Run `refresher.pass()` every TOKEN_CHECK_MS until the returned stop is called. */
-export function startTokenRefresh(refresher: TokenRefresher, timers: Timers, onPass: (results: TokenRefreshResult[]) => void): () => void {
-  let stopped = false;
-  let timer: unknown = null;
-  const tick = () => {
-    timer = timers.set(() => {
-      void refresher
-        .pass()
-        .then(onPass, () => {})
-        .finally(() => {
-          if (!stopped) tick();
-        });
-    }, TOKEN_CHECK_MS);
-  };
-  tick();
-  return () => {
-    stopped = true;
-    timers.clear(timer);
-  };
+export function startTokenRefresh(refresher: TokenRefresher, timers: Timers, onPass: (results: TokenRefreshResult[]) => void): () => Promise<void> {
+  const p = every(timers, TOKEN_CHECK_MS, () => refresher.pass().then(onPass, () => {}));
+  return () => p.stop();
 }
