@@ -196,15 +196,17 @@ describe('lease channel', () => {
       await restartApiserver({ signal: 'KILL', downMs: 2_000 });
       const afterRestart = hb.beats();
       await waitFor(async () => (await readBeat('survivor.node-a')).sequence > afterRestart, { what: 'a Lease beat after the restart', timeoutMs: 60_000 });
-      const s = hb.stats();
-      expect(s.local!.failed).toBe(0);
-      expect(s.local!.written).toBe(hb.beats());
-      expect(s.lease!.failed).toBeGreaterThan(0);
-      expect(lines.some((l) => l.msg === 'heartbeat channel write failed' && l.channel === 'lease')).toBe(true);
-      expect(lines.some((l) => l.msg === 'heartbeat channel recovered' && l.channel === 'lease')).toBe(true);
     } finally {
       await hb.stop();
     }
+    // Compared once stopped: a round still in flight (counted, its local write not yet done) made a
+    // live comparison race (CI once saw 14 written of 15 rounds).
+    const s = hb.stats();
+    expect(s.local!.failed).toBe(0);
+    expect(s.local!.written).toBe(hb.beats());
+    expect(s.lease!.failed).toBeGreaterThan(0);
+    expect(lines.some((l) => l.msg === 'heartbeat channel write failed' && l.channel === 'lease')).toBe(true);
+    expect(lines.some((l) => l.msg === 'heartbeat channel recovered' && l.channel === 'lease')).toBe(true);
     const text = await readFile(join(heartbeatDir, `${ns}_survivor.json`), 'utf8');
     expect(beatFromFile(text, { node: NODE, namespace: ns, key: 'survivor' })).toMatchObject({ ok: true, beat: { phase: 'Stopping', sequence: hb.beats() } });
   });
