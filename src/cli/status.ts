@@ -151,7 +151,7 @@ class StatusSource {
 
   constructor(
     private readonly kc: KubeConfig,
-    node: string | undefined,
+    private readonly node: string | undefined,
   ) {
     this.custom = kc.makeApiClient(CustomObjectsApi);
     this.coordination = kc.makeApiClient(CoordinationV1Api);
@@ -189,11 +189,14 @@ class StatusSource {
    */
   async health(): Promise<NodeHealth> {
     const core = this.kc.makeApiClient(CoreV1Api);
-    const nodes = await withTimeout(core.listNode(), this.kc).then(
+    // With --node, only that node and its pods: a large cluster is not listed every 15 s of --watch.
+    const nodeField = this.node ? { fieldSelector: `metadata.name=${this.node}` } : {};
+    const podField = this.node ? { fieldSelector: `spec.nodeName=${this.node}` } : {};
+    const nodes = await withTimeout(core.listNode(nodeField), this.kc).then(
       (l) => new Set(l.items.map((n) => n.metadata?.name ?? '')),
       () => null,
     );
-    const readyAgents = await withTimeout(core.listPodForAllNamespaces({ labelSelector: AGENT_POD_SELECTOR }), this.kc).then(
+    const readyAgents = await withTimeout(core.listPodForAllNamespaces({ labelSelector: AGENT_POD_SELECTOR, ...podField }), this.kc).then(
       (l) => new Set(l.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).map((p) => p.spec?.nodeName ?? '')),
       () => null,
     );
