@@ -257,6 +257,11 @@ export class Agent {
     return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}), ...ready };
   }
 
+  /** Keep the hand-over record (deadline, attempts, known-bad verdict) of `e` on disk; unchanged records cost nothing. */
+  private persistHandover(e: Entry): void {
+    if (this.o.handovers) this.handoverWritten = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now())).catch(() => undefined);
+  }
+
   private feed(e: Entry, input: Input): void {
     if (this.stopped) return;
     const now = this.o.clock.now();
@@ -302,13 +307,13 @@ export class Agent {
         // outlive the hand-over and, at a later restart, resume a hand-over long finished, whose
         // passed deadline re-activates the checkpoint of a healthy parent. The record dedupes
         // unchanged writes, so this costs nothing outside hand-overs.
-        if (this.o.handovers) this.handoverWritten = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now())).catch(() => undefined);
+        this.persistHandover(e);
         this.o.hooks?.onTransition?.(e, a);
         return;
       case 'note':
         log.info({ parent: e.id, state: a.state, reason: a.reason.code, message: a.reason.message }, 'reason noted');
         // A verdict reached without a state change (KnownBadSpec) must be persisted as well.
-        if (this.o.handovers) this.handoverWritten = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now())).catch(() => undefined);
+        this.persistHandover(e);
         this.o.hooks?.onNote?.(e, a);
         return;
       case 'event':
