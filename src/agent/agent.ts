@@ -8,6 +8,7 @@
 import type { Logger } from 'pino';
 import { beatFingerprint, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
 import { parentId } from '../core/names.js';
+import { podReady } from './parents.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, Reason } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
 import type { Clock, Timers } from '../core/time.js';
@@ -253,7 +254,7 @@ export class Agent {
     const restarts = (this.o.podRestarts ?? podRestarts)(pod);
     // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
     // without a status says nothing either way.
-    const ready = p.status ? { ready: (p.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True') } : {};
+    const ready = p.status ? { ready: podReady(p) } : {};
     return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}), ...ready };
   }
 

@@ -67,3 +67,8 @@ export function localFileParent(name: string): { namespace: string; key: string;
   if (!m) return null;
   return { namespace: m[1]!, key: m[2]!, role: m[3] ? 'checkpoint' : 'parent' };
 }
+
+/** The pod's own Ready condition, as its kubelet last reported it to the api-server. */
+export function podReady(pod: { status?: { conditions?: Array<{ type?: string; status?: string }> } }): boolean {
+  return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}

@@ -6,6 +6,7 @@
 // renewal alone does not re-print). A watch that ends is re-listed and re-opened after a pause.
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, Watch } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
+import { podReady } from '../agent/parents.js';
 import { LABEL_MANAGED_BY, LABEL_NODE, MANAGED_BY } from '../core/names.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { NODECHECKPOINT_GROUP, NODECHECKPOINT_PLURAL, NODECHECKPOINT_VERSION } from '../kube/nodecheckpoint-types.js';
@@ -197,7 +198,7 @@ class StatusSource {
       () => null,
     );
     const readyAgents = await withTimeout(core.listPodForAllNamespaces({ labelSelector: AGENT_POD_SELECTOR, ...podField }), this.kc).then(
-      (l) => new Set(l.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).map((p) => p.spec?.nodeName ?? '')),
+      (l) => new Set(l.items.filter(podReady).map((p) => p.spec?.nodeName ?? '')),
       () => null,
     );
     return { nodes, readyAgents };
