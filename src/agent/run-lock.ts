@@ -3,7 +3,7 @@
 // wait ends early, with an AbortError, when `signal` aborts (SIGTERM while standing by).
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { every, type Timers } from '../core/time.js';
+import { every, sleep, type Timers } from '../core/time.js';
 import { LOCK_RENEW_MS, LOCK_RETRY_MS, NodeLock } from './lock.js';
 
 export interface HeldLock {
@@ -48,20 +48,4 @@ export async function holdNodeLock(o: { stateDir: string; holder: string; timers
       await lock.release();
     },
   };
-}
-
-/** Wait `ms` on `timers`; an aborted `signal` ends it with the signal's reason (an AbortError). */
-export function sleep(timers: Timers, ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      timers.clear(handle);
-      reject(signal!.reason);
-    };
-    const handle = timers.set(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

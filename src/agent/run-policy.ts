@@ -5,14 +5,13 @@
 // the agent's own pod when it reads a file), the metrics, the NodeCheckpoint condition.
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { Clock, Timers } from '../core/time.js';
+import { type Clock, sleep, type Timers } from '../core/time.js';
 import type { Action } from '../core/types.js';
 import type { EventTarget } from './actuators.js';
 import type { Agent } from './agent.js';
 import { LastGoodPolicyFile } from './last-good-policy.js';
 import type { AgentMetrics } from './metrics.js';
 import { configMapPolicySource, filePolicySource, POLICY_CONFIGMAP_NAME, type PolicySource } from './observe/policy-source.js';
-import { sleep } from './run-lock.js';
 
 /** Longest wait for the first policy read before starting with what is known (built-in defaults). */
 export const FIRST_POLICY_WAIT_MS = 5_000;

@@ -66,3 +66,19 @@ export function every(
     },
   };
 }
+
+/** Wait `ms` on `timers`; an aborted `signal` ends it with the signal's reason (an AbortError). */
+export function sleep(timers: Timers, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      timers.clear(handle);
+      reject(signal!.reason);
+    };
+    const handle = timers.set(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
