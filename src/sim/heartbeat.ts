@@ -35,6 +35,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
       const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), policy.intervalMs);
       if (channel === 'local') {
         node.files.set(localBeatFile(spec.namespace, spec.key, role), beat);
+        world.onLocalBeat(node);
         continue;
       }
       if (!reach) continue;

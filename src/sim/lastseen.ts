@@ -74,6 +74,8 @@ export class SimLastseen implements AgentProcess {
   readonly agent: Agent;
   private reachable = false;
   private fileSeen = new Map<string, string>();
+  /** A folder scan is queued after a change notification (several writes in a moment share one). */
+  private scanQueued = false;
 
   constructor(
     private readonly world: World,
@@ -168,6 +170,16 @@ export class SimLastseen implements AgentProcess {
     if (!this.reachable || this.node.net.watchStalled) return;
     this.later(T.apiRttMs / 2 + this.node.net.latencyMs, () => {
       if (this.reachable && !this.node.net.watchStalled) this.agent.beat(sb.namespace, sb.key, sb.beat);
+    });
+  }
+
+  /** Production watches the heartbeat folder (fs.watch) and scans it at once; the poll is the safety net. */
+  onLocalBeat(): void {
+    if (this.scanQueued) return;
+    this.scanQueued = true;
+    this.later(T.agentFileNoticeMs, () => {
+      this.scanQueued = false;
+      this.pollFiles();
     });
   }
 

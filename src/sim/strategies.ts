@@ -20,6 +20,8 @@ export type StrategyName = (typeof STRATEGIES)[number];
 /** What the world tells a running agent process. */
 export interface AgentProcess {
   onApiBeat?(sb: StoredBeat): void;
+  /** A local beat file was written on this node (inotify). */
+  onLocalBeat?(): void;
   onPodsChanged?(): void;
   onWatchResumed?(): void;
 }

@@ -176,6 +176,11 @@ export class World {
     this.agents.get(sb.node)?.onApiBeat?.(sb);
   }
 
+  /** A heartbeat wrote a local beat file on `node`: its agent's folder watch fires. */
+  onLocalBeat(node: SimNode): void {
+    this.agents.get(node.name)?.onLocalBeat?.();
+  }
+
   /** A pod's status changed (not its spec or existence): only the node's agent watches it. */
   onApiPodStatus(node: string): void {
     this.q.after(T.apiRttMs, () => this.agents.get(node)?.onPodsChanged?.());

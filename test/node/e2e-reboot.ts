@@ -83,6 +83,7 @@ const summary = {
     apiServedAfterS: r.apiServedAfterS,
     parentServedAfterS: r.parentServedAfterS,
     unavailableS: r.unavailableS,
+    agentActivatedAfterS: r.agentActivatedAfterS,
     recovered: r.recovered,
   })),
   baseline: !withAgent,
@@ -103,12 +104,13 @@ if (o.json) {
     const s = (xs as number[]).slice().sort((a, b) => a - b);
     const mid = s.length / 2;
     const median = s.length % 2 ? s[Math.floor(mid)] : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-    return `min ${s[0]} / median ${median} / max ${s[s.length - 1]} s`;
+    return `min ${s[0]} / median ${Math.round((median as number) * 100) / 100} / max ${s[s.length - 1]} s`;
   };
   console.log(`${withAgent ? 'lastseen' : 'baseline (no agent)'}: ${results.filter((r) => r.recovered).length} of ${results.length} reboots recovered`);
   console.log(`  api-server answers: ${spread(results.map((r) => r.apiServedAfterS))}`);
   console.log(`  parent serves, checkpoint retired: ${spread(results.map((r) => r.parentServedAfterS))}`);
   console.log(`  unavailable after the kubelet started: ${spread(results.map((r) => r.unavailableS))}`);
+  if (withAgent && o.case === 'reboot') console.log(`  agent decided to run the checkpoint: ${spread(results.map((r) => r.agentActivatedAfterS))}`);
   console.log(`  total ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 }
 if (failed) process.exit(2);

@@ -125,6 +125,30 @@ export class Testbed {
       .map((l) => l.replace(/^\S+ (stdout|stderr) [FP] /, ''));
   }
 
+  /**
+   * When an agent on this node (any of its pods, every restart) first logged `activating checkpoint`
+   * for `parent` at or after `since` (ms since the epoch, the agent's own pino time), else null.
+   */
+  agentActivatedAt(parent: string, since: number): number | null {
+    const root = join(this.env.dir, 'pod-logs');
+    if (!existsSync(root)) return null;
+    let first: number | null = null;
+    for (const d of readdirSync(root).filter((d) => d.startsWith('lastseen-system_lastseen-agent-'))) {
+      const [namespace, pod, uid] = d.split('_') as [string, string, string];
+      for (const line of this.containerLog(namespace, pod, uid, 'agent')) {
+        if (!line.includes('"activating checkpoint"')) continue;
+        try {
+          const e = JSON.parse(line) as { time?: number; parent?: string; msg?: string };
+          if (e.msg === 'activating checkpoint' && e.parent === parent && typeof e.time === 'number' && e.time >= since && (first === null || e.time < first))
+            first = e.time;
+        } catch {
+          // a line cut by a restart: not a record
+        }
+      }
+    }
+    return first;
+  }
+
   checkpointActive(name: string, namespace = 'kube-system'): boolean {
     return existsSync(join(MANIFESTS, manifestFile(namespace, name)));
   }
@@ -182,6 +206,8 @@ export interface RebootResult {
   controllerManagerBack: boolean;
   /** The agent's DaemonSet pod runs again beside its static copy (only measured with the agent). */
   agentBack: boolean;
+  /** The agent decided to run the api-server's checkpoint (its `activating checkpoint` log line), from t0; null: it did not. */
+  agentActivatedAfterS: number | null;
 }
 
 /** What a case does to the node; resolves to the moment measurement starts from (ms since the epoch). */
@@ -292,7 +318,9 @@ export async function rebootOnce(
     if (a && b && a.t >= t0 && !a.ok) unavailableMs += b.t - a.t;
   }
   const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack;
+  const activatedAt = opts.withAgent ? tb.agentActivatedAt('kube-system/kube-apiserver', t0) : null;
   return {
+    agentActivatedAfterS: activatedAt === null ? null : round(since(activatedAt)),
     apiServedAfterS: apiServedAt === null ? null : round(since(apiServedAt)),
     parentServedAfterS: parentServedAt === null ? null : round(since(parentServedAt)),
     unavailableS: round(unavailableMs / 1000),
