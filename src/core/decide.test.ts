@@ -572,6 +572,24 @@ describe('decide: rules over time', () => {
         expect(decide(rewritten, copyReady(), 7600).state.exitWatch.ready).toBe(false); // the old copy's late beat
       });
 
+      it("an exit of the checkpoint's own spec beside it means the ports are not shared: one warning, then a release hand-over", () => {
+        const own = { ...POD, uid: 'u1' };
+        // Without a rise (first sighting only) the overlap stands.
+        expect(overlapRun([3, 3, 3], own).state.overlapFallback).toBeNull();
+        const r = overlapRun([0, 1, 2], own);
+        expect(r.state.overlapFallback).toMatchObject({ announced: true });
+        expect(r.state.knownBad).toBeNull();
+        expect(r.actions.filter((a) => a.type === 'event' && a.reason === 'OverlapUnavailable')).toHaveLength(1);
+        // The release hand-over follows at once (the parent is Starting): the checkpoint is retired.
+        expect(r.actions.filter((a) => a.type === 'retire')).toHaveLength(1);
+        expect(r.state.state).toBe('HandingOver');
+        // Once the parent is Ready, overlap is tried again on the next outage.
+        let d = decide(r.state, { type: 'retired' }, r.t + 100);
+        d = decide(d.state, { type: 'beat', beat: beat('Ready', { holderUid: own.uid }) }, r.t + 200);
+        expect(d.state.state).toBe('Healthy');
+        expect(d.state.overlapFallback).toBeNull();
+      });
+
       it('a new spec ends the verdict: the checkpoint shares its ports again for the overlap hand-over', () => {
         const r = overlapRun([0, 1]);
         const next = { uid: 'u3', name: 'kube-apiserver-n1-3', specHash: 'h3', restarts: 0 };

@@ -138,6 +138,7 @@ export function initialState(a: InitialStateArgs): ParentState {
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
     knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
     exitWatch: { notHolder: null, ready: false, base: null },
+    overlapFallback: null,
     checkpointHolder: null,
     retry: {},
   };
@@ -156,6 +157,7 @@ function copy(s: ParentState): ParentState {
     pod: s.pod ? { ...s.pod } : null,
     rounds: [...s.rounds],
     exitWatch: { ...s.exitWatch, base: s.exitWatch.base ? { ...s.exitWatch.base } : null },
+    overlapFallback: s.overlapFallback ? { ...s.overlapFallback } : null,
   };
 }
 
@@ -264,7 +266,9 @@ function observe(s: ParentState, input: Input, now: number): void {
     case 'pod': {
       if (!s.apiReachable) return;
       s.pod = input.pod ? { ...input.pod } : null;
-      if (exitedBesideSharingCheckpoint(s)) s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
+      const exited = exitedBesideSharingCheckpoint(s);
+      if (exited === 'other spec') s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
+      if (exited === 'own spec' && s.overlapFallback === null) s.overlapFallback = { since: now, announced: false };
       s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
       // A new spec is a new candidate: the verdict on the old one does not carry over.
       if (input.pod && s.knownBad !== null && input.pod.specHash !== s.knownBad.specHash) s.knownBad = null;
@@ -316,18 +320,20 @@ function observe(s: ParentState, input: Input, now: number): void {
 /**
  * An overlap parent's container exited while it started beside its active checkpoint: the pod here
  * is the one seen before, its restart count rose since a copy that shares the ports was seen
- * Ready (exitWatch), it runs a spec other than the checkpoint's and it has not reported Ready.
- * With port sharing the checkpoint cannot have kept it from its ports, so the exit is the spec's
- * own: a verdict, as a failed hand-over is for `release`. Exits while an exclusive copy ran or
- * drained, or reported after an outage, are not counted.
+ * Ready (exitWatch) and it has not reported Ready. With port sharing the checkpoint cannot have
+ * kept it from its ports, so the exit is the spec's own: for a spec other than the checkpoint's, a
+ * verdict ('other spec'), as a failed hand-over is for `release`; for the checkpoint's own spec,
+ * which was Ready, a sign that the ports are not shared after all ('own spec': overlapFallback).
+ * Exits while an exclusive copy ran or drained, or reported after an outage, are not counted.
  */
-function exitedBesideSharingCheckpoint(s: ParentState): boolean {
+function exitedBesideSharingCheckpoint(s: ParentState): 'other spec' | 'own spec' | null {
   const pod = s.pod;
   const base = s.exitWatch.base;
-  if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return false;
-  if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return false;
-  if (pod.restarts <= base.restarts || pod.specHash === s.checkpoint.specHash || s.phase === 'Ready') return false;
-  return s.knownBad === null || s.knownBad.specHash !== pod.specHash;
+  if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return null;
+  if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return null;
+  if (pod.restarts <= base.restarts || s.phase === 'Ready') return null;
+  if (pod.specHash === s.checkpoint.specHash) return 'own spec';
+  return s.knownBad === null || s.knownBad.specHash !== pod.specHash ? 'other spec' : null;
 }
 
 function observeBeat(s: ParentState, b: Beat, now: number): void {
@@ -525,9 +531,23 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       // Overlap: the parent binds beside the checkpoint (shared ports), so nothing is retired until
       // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving;
       // one whose spec is known-bad finds it holding the ports without sharing (reconcile).
-      if (p.handover === 'overlap') {
+      if (p.handover === 'overlap' && s.overlapFallback === null) {
         if (knownBad(s)) announceKnownBad(s, now, actions);
         return false;
+      }
+      if (s.overlapFallback && !s.overlapFallback.announced) {
+        s.overlapFallback.announced = true;
+        event(
+          actions,
+          'Warning',
+          'OverlapUnavailable',
+          `${s.id}: pod ${s.pod?.name ?? '?'} exited while starting beside its port-sharing checkpoint although it runs the checkpoint's own spec, so its ports are not shared (is --permit-port-sharing set?); handing over by release until it is Ready`,
+        );
+        holdNote(
+          s,
+          R('OverlapUnavailable', "the parent's own spec could not start beside its checkpoint: its ports are not shared; handing over by release"),
+          actions,
+        );
       }
       if (s.phase === 'Starting' && knownBad(s)) {
         announceKnownBad(s, now, actions);
@@ -628,6 +648,7 @@ function sameReason(a: Reason, b: Reason): boolean {
 function resetHandover(s: ParentState): void {
   s.handover = { attempts: 0, deadline: null, notBefore: 0, nextBackoffMs: s.policy.handoverBackoff.initialMs };
   s.knownBad = null;
+  s.overlapFallback = null;
 }
 
 /**
