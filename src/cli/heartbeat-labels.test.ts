@@ -9,7 +9,7 @@ describe('parseLabelsFile', () => {
 });
 
 describe('heartbeat --help', () => {
-  it('says what each probe mode proves, and what none does to last known good', () => {
+  it('says what each probe mode proves, and what none does to last known good and to a retire', () => {
     const program = new Command();
     register(program);
     const help = program.commands.find((c) => c.name() === 'heartbeat')!;
@@ -19,6 +19,8 @@ describe('heartbeat --help', () => {
     expect(out).toContain(PROBE_MODES.trim());
     for (const mode of ['http://HOST:PORT/PATH', 'tcp://HOST:PORT', 'none (the default)']) expect(PROBE_MODES).toContain(mode);
     expect(PROBE_MODES).toContain('shareProcessNamespace: true');
-    expect(PROBE_MODES).toContain("last known good only once the api-server reports the pod's own");
+    expect(PROBE_MODES).toMatch(
+      /last known good, retires a checkpoint or ends a hand-over on an\s+unprobed Ready only once the api-server reports the pod's own/,
+    );
   });
 });

@@ -32,9 +32,10 @@ Probe modes (--probe), checked every interval:
       Ready when (a) holds and a connection is accepted.
   none (the default)
       Nothing is probed: Ready only says that this sidecar runs, and the beat says so. The
-      agent keeps a copy as last known good only once the api-server reports the pod's own
-      Ready condition True, and an unprobed Ready hands the node back from a checkpoint at
-      once. Give a probe to every parent that has a port.
+      agent keeps a copy as last known good, retires a checkpoint or ends a hand-over on an
+      unprobed Ready only once the api-server reports the pod's own Ready condition True (so
+      a main container crash-looping beside a running sidecar hands nothing back). Give a
+      probe to every parent that has a port.
 Anything short of Ready is Starting; the log line "heartbeat phase" says which proof failed.
 `;
 

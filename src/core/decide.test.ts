@@ -656,6 +656,28 @@ describe('decide: rules over time', () => {
     expect(kinds(probed.actions)).toContain('capture');
   });
 
+  it('an unprobed Ready (--probe none) retires a checkpoint, or ends a hand-over, only once the api-server reports the pod Ready', () => {
+    // Active: the sidecar beats Ready without a probe while the main container crash-loops on the ports.
+    let s = decide(f.Active!.state, { type: 'pod', pod: { ...POD, ready: false } }, 7000).state;
+    for (let t = 7100; t < 12_000; t += 1000) {
+      const d = decide(s, { type: 'beat', beat: beat('Ready', { unprobed: true }) }, t);
+      expect(d.state.state).toBe('Active');
+      expect(kinds(d.actions)).not.toContain('retire');
+      s = d.state;
+    }
+    expect(s.reason.code).toBe('UnprobedReady');
+    const ready = decide(s, { type: 'pod', pod: { ...POD, ready: true } }, 12_100);
+    expect(ready.state.state).toBe('Healthy');
+    expect(kinds(ready.actions)).toContain('retire');
+    // A probed Ready needs no word on the pod's condition.
+    expect(decide(s, { type: 'beat', beat: beat('Ready') }, 12_200).state.state).toBe('Healthy');
+    // HandingOver: an unprobed Ready is no success until the pod is Ready; the deadline still holds.
+    let h = decide(f.HandingOver!.state, { type: 'pod', pod: { ...POD, ready: false } }, 7200).state;
+    h = decide(h, { type: 'beat', beat: beat('Ready', { unprobed: true }) }, 7300).state;
+    expect(h.state).toBe('HandingOver');
+    expect(decide(h, { type: 'pod', pod: { ...POD, ready: true } }, 7400).state.state).toBe('Healthy');
+  });
+
   it('no capture while the api-server is unreachable', () => {
     const down = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
     const s0 = decide(f.Healthy!.state, { type: 'api', reachable: false }, 2050).state;

@@ -523,6 +523,14 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
     }
     case 'Active': {
       if (!freshSinceEntered(s, now)) return false;
+      if (s.phase === 'Ready' && !readyProven(s)) {
+        holdNote(
+          s,
+          R('UnprobedReady', "the parent's Ready is not probed (--probe none): the checkpoint stays until the api-server reports the pod Ready"),
+          actions,
+        );
+        return false;
+      }
       if (s.phase === 'Ready') {
         event(actions, 'Normal', 'CheckpointRetired', `${s.id}: the parent reports Ready again; retiring the checkpoint`);
         resetHandover(s);
@@ -568,7 +576,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       return false;
     }
     case 'HandingOver': {
-      if (freshSinceEntered(s, now) && s.phase === 'Ready') {
+      if (freshSinceEntered(s, now) && s.phase === 'Ready' && readyProven(s)) {
         event(actions, 'Normal', 'HandoverSucceeded', `${s.id}: the parent is Ready after ${s.handover.attempts} hand-over attempt(s)`);
         resetHandover(s);
         return enter(s, 'Healthy', R('HandedOver', 'the parent is Ready'), now, actions);
@@ -627,6 +635,18 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       return false;
     }
   }
+}
+
+/**
+ * A Ready beat is evidence enough when the sidecar probed the parent. An unprobed one (`--probe
+ * none`: the sidecar runs, nothing more; a main container crash-looping on its ports beats Ready
+ * too) counts only with the api-server's word that this pod's Ready condition is True: for a
+ * capture (last known good), a retire and a hand-over's success alike.
+ */
+function readyProven(s: ParentState): boolean {
+  if (s.phaseUnprobed !== true) return true;
+  const pod = s.pod;
+  return s.apiReachable && pod !== null && pod.ready === true && (s.holderUid === pod.uid || s.holderUid === '');
 }
 
 /** The reason changes while the state stays: a note (status REASON and the log), not a transition. */
@@ -721,7 +741,7 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     s.apiReachable &&
     pod !== null &&
     s.phase === 'Ready' &&
-    (s.phaseUnprobed !== true || pod.ready === true) &&
+    readyProven(s) &&
     (s.holderUid === pod.uid || s.holderUid === '') &&
     s.checkpoint.specHash !== pod.specHash &&
     s.capturingHash !== pod.specHash &&
