@@ -315,7 +315,7 @@ async function runActivation(cp: ControlPlane, cfg: Config, res: Results): Promi
       [
         "expiry = the agent's own time of the last beat change (NodeCheckpoint status lastSeen, from its monotonic lastChangeAt) + window;",
         'the heartbeat (a process) is SIGKILLed synchronously on the first beat our own watch/inotify sees after the parent is Healthy.',
-        `agent lag = agent's last-beat time - our sighting of that beat (local channel: the agent polls the folder every ${LOCAL_POLL_MS}ms).`,
+        `agent lag = agent's last-beat time - our sighting of that beat (local channel: the agent watches the folder, fs.watch, with a ${LOCAL_POLL_MS}ms poll as the safety net).`,
         "breakdown from the agent's log timestamps: expiry->Silent is timer lateness, Silent->activate the live read (none for local), activate->file the atomic write + our detection (inotify, 10ms poll fallback).",
         ...res.activation.flatMap((a) => a.failures.map((f) => `${a.channel} failure: ${f}`)),
       ],
