@@ -21,6 +21,8 @@ import { parentServes, servedBy } from './outcome.js';
 import type { ParentDef } from './schema.js';
 import type { World } from './world.js';
 
+const NO_TAGS: Tag[] = [];
+
 /** One parent on one node: what the checks after an event look at. */
 interface Tag {
   node: SimNode;
@@ -87,6 +89,8 @@ export class Invariants {
   private readonly desiredSeen = new Map<string, PodSpec | undefined>();
   /** Tags with a deadline, and the earliest of them. */
   private readonly pending = new Set<Tag>();
+  /** Scratch for dueTags. */
+  private readonly seen = new Set<Tag>();
   private nextDue = Number.POSITIVE_INFINITY;
   /** The unserved-time count starts at the first fault: every tag is checked then. */
   private firstFaultSwept = false;
@@ -245,7 +249,8 @@ export class Invariants {
   /** The tags an event could have changed, or whose deadline passed, in the full walk's order. */
   private dueTags(touched: readonly SimNode[], now: number): Tag[] {
     const w = this.world;
-    const seen = new Set<Tag>();
+    const seen = this.seen;
+    seen.clear();
     for (const n of touched) for (const t of this.tagsOn.get(n.name) ?? []) seen.add(t);
     for (const def of w.scenario.parents) {
       const d = w.api.desired.get(def.key);
@@ -261,6 +266,7 @@ export class Invariants {
         else this.nextDue = Math.min(this.nextDue, t.due);
       }
     }
+    if (seen.size === 0) return NO_TAGS;
     const due = [...seen];
     if (due.length > 1) due.sort((a, b) => a.order - b.order);
     return due;

@@ -67,6 +67,8 @@ class TouchingFolder extends ManifestFolder {
   }
 }
 
+const NO_NODES: SimNode[] = [];
+
 /** The DaemonSet controller runs this often (it is not event-driven in the model). */
 const CONTROLLER_PERIOD_MS = 1_000;
 
@@ -295,9 +297,10 @@ export class World {
    */
   afterEvent(): boolean {
     const avail = this.api.available();
+    const touched = this.inNodeOrder(this.touchedNodes);
     let nodes: Iterable<SimNode>;
     if (this.check === 'full' || avail !== this.lastAvailable) nodes = this.nodes.values();
-    else nodes = this.inNodeOrder(this.touchedNodes);
+    else nodes = touched;
     this.lastAvailable = avail;
     for (const node of nodes) {
       const r = avail && node.up && !node.net.partitioned;
@@ -312,7 +315,8 @@ export class World {
     }
     if (this.check === 'verify') this.verifyReach(avail);
     this.outcome.afterEvent();
-    const go = this.invariants.afterEvent(this.inNodeOrder(this.touchedNodes));
+    // setConnected touches only the node it is called for: `touched` is still complete.
+    const go = this.invariants.afterEvent(touched);
     // setConnected may have changed a touched node's pods after available() looked at them.
     this.api.available();
     this.touchedNodes.clear();
@@ -320,6 +324,7 @@ export class World {
   }
 
   private inNodeOrder(nodes: ReadonlySet<SimNode>): SimNode[] {
+    if (nodes.size === 0) return NO_NODES;
     const out = [...nodes];
     if (out.length > 1) out.sort((a, b) => this.nodeIndex.get(a)! - this.nodeIndex.get(b)!);
     return out;
