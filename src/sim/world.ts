@@ -315,8 +315,8 @@ export class World {
     }
     if (this.check === 'verify') this.verifyReach(avail);
     this.outcome.afterEvent();
-    // setConnected touches only the node it is called for: `touched` is still complete.
-    const go = this.invariants.afterEvent(touched);
+    // setConnected touches the nodes it is called for (every node when availability changed).
+    const go = this.invariants.afterEvent(this.touchedNodes.size === touched.length ? touched : this.inNodeOrder(this.touchedNodes));
     // setConnected may have changed a touched node's pods after available() looked at them.
     this.api.available();
     this.touchedNodes.clear();
