@@ -2,15 +2,7 @@
 // masters with the api-server, a DaemonSet parent on every node, a fault every 20 virtual minutes)
 // at 3, 30 and 300 nodes, and every named scenario run with each strategy over seeds 1..30, side
 // by side.
-import {
-  NAMED,
-  namedScenario,
-  runScenario,
-  runSeeds,
-  SCENARIO_NAMES,
-  type SeedsSummary,
-  STRATEGIES,
-} from '../../src/sim/index.js';
+import { NAMED, namedScenario, runScenario, runSeeds, SCENARIO_NAMES, type SeedsSummary, STRATEGIES } from '../../src/sim/index.js';
 import { speedScenario } from '../../src/sim/speed.js';
 import { type Summary, summarize } from '../lib/util.js';
 

@@ -66,7 +66,8 @@ export class ApiServer {
       else this.instanceNodes.delete(n);
     }
     const avail = this.instanceNodes.size > 0;
-    if (w.check === 'verify' && avail !== this.instances().length > 0) throw new Error(`verify: api-server availability changed at ${w.q.now} ms without a touch`);
+    if (w.check === 'verify' && avail !== this.instances().length > 0)
+      throw new Error(`verify: api-server availability changed at ${w.q.now} ms without a touch`);
     return avail;
   }
 

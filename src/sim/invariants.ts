@@ -229,7 +229,8 @@ export class Invariants {
   afterEvent(touched: readonly SimNode[] = []): boolean {
     const w = this.world;
     const now = w.q.now;
-    const tags = (this.tags ??= this.buildTags());
+    if (this.tags === null) this.tags = this.buildTags();
+    const tags = this.tags;
     if (w.check === 'full') {
       for (const t of tags) this.checkTag(t, now);
     } else {
