@@ -303,7 +303,7 @@ export class World {
     else nodes = touched;
     this.lastAvailable = avail;
     for (const node of nodes) {
-      const r = avail && node.up && !node.net.partitioned;
+      const r = this.reaches(node, avail);
       if (this.reach.get(node.name) !== r) {
         this.reach.set(node.name, r);
         this.kubelets.get(node.name)?.setConnected(r);
@@ -330,9 +330,18 @@ export class World {
     return out;
   }
 
+  /**
+   * The node reaches an api-server. Recomputed after an event for touched nodes only (every node
+   * when availability changed): whatever it reads of another node's state, a change to that state
+   * must touch this node too (verify mode recomputes it for every node and finds one that did not).
+   */
+  private reaches(node: SimNode, avail: boolean): boolean {
+    return avail && node.up && !node.net.partitioned;
+  }
+
   private verifyReach(avail: boolean): void {
     for (const node of this.nodes.values()) {
-      const r = avail && node.up && !node.net.partitioned;
+      const r = this.reaches(node, avail);
       if (this.reach.get(node.name) !== r) throw new Error(`verify: ${node.name}'s reachability changed at ${this.q.now} ms without a touch`);
     }
   }
