@@ -1,68 +1,50 @@
-// 6 + 7. The simulator: virtual seconds per wall second for 3 and 30 masters (the scenario of
-// src/sim/speed.ts, widened), and every named scenario run with each strategy over seeds 1..30,
-// side by side.
-import {
-  NAMED,
-  namedScenario,
-  parseScenario,
-  runScenario,
-  runSeeds,
-  SCENARIO_NAMES,
-  type ScenarioInput,
-  type SeedsSummary,
-  STRATEGIES,
-} from '../../src/sim/index.js';
+// 6 + 7. The simulator: its speed as the cluster grows (the cluster of src/sim/speed.ts: 3
+// masters with the api-server, a DaemonSet parent on every node, a fault every 20 virtual minutes)
+// at 3, 30 and 300 nodes, and every named scenario run with each strategy over seeds 1..30, side
+// by side.
+import { NAMED, namedScenario, runScenario, runSeeds, SCENARIO_NAMES, type SeedsSummary, STRATEGIES } from '../../src/sim/index.js';
+import { speedScenario } from '../../src/sim/speed.js';
 import { type Summary, summarize } from '../lib/util.js';
 
 export interface SpeedFigures {
-  masters: number;
+  nodes: number;
   virtualHours: number;
   trials: number;
+  eventsPerWallSecond: Summary;
   virtualSecondsPerWallSecond: Summary;
   events: number;
   violations: number;
 }
 
-/** measureSpeed()'s world (api-server and CNI parents, a fault every 20 minutes in turn), with `masters` nodes. */
-function speedScenario(masters: number, hours: number) {
-  const faults: NonNullable<ScenarioInput['faults']> = [];
-  const kinds = ['reboot', 'partition', 'stall-watch', 'agent-restart'] as const;
-  for (let i = 0, at = 20 * 60_000; at < hours * 3_600_000 - 20 * 60_000; i++, at += 20 * 60_000) {
-    const node = `m${(i % masters) + 1}`;
-    const k = kinds[i % kinds.length]!;
-    if (k === 'reboot') faults.push({ type: k, at, node, down: 40_000 });
-    else if (k === 'agent-restart') faults.push({ type: k, at, node });
-    else faults.push({ type: k, at, node, duration: 120_000 });
-  }
-  const r = parseScenario({
-    name: `speed-${masters}m`,
-    duration: hours * 3_600_000,
-    nodes: Array.from({ length: masters }, (_, i) => ({ name: `m${i + 1}`, master: true })),
-    parents: [
-      { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
-      { key: 'kube-flannel', kind: 'app' },
-    ],
-    faults,
-  });
-  if (!r.ok) throw new Error(JSON.stringify(r.errors));
-  return r.scenario;
-}
-
-export async function simSpeed(masters: number, hours: number, trials: number): Promise<SpeedFigures> {
-  const scenario = speedScenario(masters, hours);
+/**
+ * Every size's trials interleaved (3, 30, 300, 3, 30, 300, ...), so a noisy stretch of a shared
+ * machine spreads over all sizes instead of one; figures are over the trials.
+ */
+export async function simSpeed(sizes: Array<{ nodes: number; hours: number }>, trials: number): Promise<SpeedFigures[]> {
   await runScenario(speedScenario(3, 1 / 6), { keepLogs: false }); // warm-up (10 virtual minutes): let the JIT compile first
-  const rates: number[] = [];
-  let events = 0;
-  let violations = 0;
+  const runs = sizes.map(() => ({ rates: [] as number[], events: [] as number[], count: 0, violations: 0 }));
   for (let t = 0; t < trials; t++) {
-    const t0 = performance.now();
-    const res = await runScenario(scenario, { keepLogs: false });
-    const wall = (performance.now() - t0) / 1000;
-    rates.push(res.endedAt / wall);
-    events = res.events;
-    violations = Math.max(violations, res.invariantViolations.length);
+    for (const [i, size] of sizes.entries()) {
+      const scenario = speedScenario(size.nodes, size.hours);
+      const t0 = performance.now();
+      const res = await runScenario(scenario, { keepLogs: false });
+      const wall = (performance.now() - t0) / 1000;
+      const r = runs[i]!;
+      r.rates.push(res.endedAt / wall);
+      r.events.push(res.events / wall);
+      r.count = res.events;
+      r.violations = Math.max(r.violations, res.invariantViolations.length);
+    }
   }
-  return { masters, virtualHours: hours, trials, virtualSecondsPerWallSecond: summarize(rates), events, violations };
+  return sizes.map((size, i) => ({
+    nodes: size.nodes,
+    virtualHours: size.hours,
+    trials,
+    eventsPerWallSecond: summarize(runs[i]!.events),
+    virtualSecondsPerWallSecond: summarize(runs[i]!.rates),
+    events: runs[i]!.count,
+    violations: runs[i]!.violations,
+  }));
 }
 
 /** One named scenario and strategy over seeds 1..seeds: the spread of the focus key's figures. */

@@ -29,24 +29,46 @@ export class ApiServer {
   readonly pods = new Map<string, ApiPod>();
   /** DaemonSet specs by parent key. */
   readonly desired = new Map<string, PodSpec>();
+  /** The same pods by node, each in creation order (the controller asks per node, every second). */
+  private readonly podsByNode = new Map<string, Map<string, ApiPod>>();
   private nextUid = 0;
   private creating = new Set<string>();
+  /** Nodes that had an instance when last looked at; only touched nodes are looked at again. */
+  private readonly instanceNodes = new Set<SimNode>();
 
   constructor(private readonly world: World) {}
+
+  /** A serving api-server instance on `n` that can reach etcd. */
+  private hasInstance(n: SimNode): boolean {
+    if (!n.up || n.net.partitioned) return false;
+    const k = this.world.kubelets.get(n.name);
+    if (!k) return false;
+    for (const p of k.pods.values()) if (p.spec?.apiServer && k.serving(p)) return true;
+    return false;
+  }
 
   /** Nodes with a serving api-server instance that can reach etcd. */
   instances(): SimNode[] {
     const out: SimNode[] = [];
-    for (const n of this.world.nodes.values()) {
-      if (!n.up || n.net.partitioned) continue;
-      const k = this.world.kubelets.get(n.name);
-      if (k && [...k.pods.values()].some((p) => p.spec?.apiServer && k.serving(p))) out.push(n);
-    }
+    for (const n of this.world.nodes.values()) if (this.hasInstance(n)) out.push(n);
     return out;
   }
 
+  /**
+   * Some instance serves. Asked many times per event, so kept incrementally: only nodes touched
+   * since the last event (World.touch) can have gained or lost one (`full` checks walk them all).
+   */
   available(): boolean {
-    return this.instances().length > 0;
+    const w = this.world;
+    if (w.check === 'full') return this.instances().length > 0;
+    for (const n of w.touched) {
+      if (this.hasInstance(n)) this.instanceNodes.add(n);
+      else this.instanceNodes.delete(n);
+    }
+    const avail = this.instanceNodes.size > 0;
+    if (w.check === 'verify' && avail !== this.instances().length > 0)
+      throw new Error(`verify: api-server availability changed at ${w.q.now} ms without a touch`);
+    return avail;
   }
 
   reachableFrom(node: SimNode): boolean {
@@ -54,11 +76,14 @@ export class ApiServer {
   }
 
   podsOn(node: string): ApiPod[] {
-    return [...this.pods.values()].filter((p) => p.node === node);
+    const on = this.podsByNode.get(node);
+    return on ? [...on.values()] : [];
   }
 
   podFor(node: string, key: string): ApiPod | null {
-    return [...this.pods.values()].find((p) => p.node === node && p.spec.key === key) ?? null;
+    const on = this.podsByNode.get(node);
+    if (on) for (const p of on.values()) if (p.spec.key === key) return p;
+    return null;
   }
 
   static beatKey(channel: Channel, namespace: string, name: string): string {
@@ -82,6 +107,12 @@ export class ApiServer {
     const uid = `uid-${++this.nextUid}`;
     const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0 };
     this.pods.set(uid, pod);
+    let on = this.podsByNode.get(node);
+    if (!on) {
+      on = new Map();
+      this.podsByNode.set(node, on);
+    }
+    on.set(uid, pod);
     this.world.onApiPodsChanged(node);
     return pod;
   }
@@ -98,6 +129,7 @@ export class ApiServer {
     const p = this.pods.get(uid);
     if (!p) return;
     this.pods.delete(uid);
+    this.podsByNode.get(p.node)?.delete(uid);
     this.world.onApiPodsChanged(p.node);
   }
 

@@ -59,6 +59,7 @@ function apply(w: World, f: FaultSpec): void {
     case 'reboot': {
       const n = node!;
       n.up = false;
+      w.touch(n);
       n.bootId++;
       const down = n.bootId;
       n.ports.clear();
@@ -70,6 +71,7 @@ function apply(w: World, f: FaultSpec): void {
         // A second reboot while still down owns the power-on: this one's is void.
         if (n.bootId !== down) return;
         n.up = true;
+        w.touch(n);
         n.bootId++;
         n.clock.bootAt = w.q.now;
         w.log(n.name, 'fault', 'node is up again');
@@ -82,8 +84,10 @@ function apply(w: World, f: FaultSpec): void {
     }
     case 'partition':
       node!.net.partitioned = true;
+      w.touch(node!);
       w.q.at(f.at + f.duration, () => {
         node!.net.partitioned = false;
+        w.touch(node!);
         w.log(node!.name, 'fault', 'partition healed');
       });
       return;

@@ -2,6 +2,14 @@
 // lastseen agent to the promises of docs/architecture.md; for other strategies they are only recorded, since
 // breaking them is what those strategies are known for. A violation carries the time and place;
 // the run stops at the first one when enforcing, and the seed replays it.
+//
+// The checks after an event are per node and parent key ("tag"), and a tag's verdict changes only
+// when its node's state does (the world is told: World.touch), its key's desired spec does, or
+// time passes a deadline (a bound on unserved time). So by default (CheckMode `incremental`) an
+// event re-checks the tags of the nodes it touched, the tags of a key whose spec changed, and the
+// tags whose next deadline has passed; re-checking any other tag would change nothing. `full`
+// re-checks every tag after every event (the reference), `verify` checks incrementally and
+// recomputes every skipped tag's inputs, throwing if one changed without a touch.
 import { type ParentStateName, type Phase, type Reason, reasonText } from '../core/types.js';
 import { parentId } from '../core/names.js';
 import { manifestFile } from '../core/names.js';
@@ -10,7 +18,24 @@ import { parentBoundMs, serveBoundMs, unservedBudgetMs } from './bounds.js';
 import type { PodSpec, SimNode } from './model.js';
 import { T } from './model.js';
 import { parentServes, servedBy } from './outcome.js';
+import type { ParentDef } from './schema.js';
 import type { World } from './world.js';
+
+const NO_TAGS: Tag[] = [];
+
+/** One parent on one node: what the checks after an event look at. */
+interface Tag {
+  node: SimNode;
+  def: ParentDef;
+  /** `${node}/${key}`. */
+  tag: string;
+  /** Place in the full walk (parents in scenario order, then their nodes). */
+  order: number;
+  /** The earliest time a check of this tag could fire without any change (Infinity: none). */
+  due: number;
+  /** verify mode: the inputs when last checked. */
+  inputs: string;
+}
 
 export interface Violation {
   /** Virtual seconds. */
@@ -56,12 +81,46 @@ export class Invariants {
   /** Since when the parent itself serves on the node (true time). */
   private parentServingSince = new Map<string, number>();
   private budgets = new Map<string, number>();
+  /** Every tag in the full walk's order, and by node and key. */
+  private tags: Tag[] | null = null;
+  private readonly tagsOn = new Map<string, Tag[]>();
+  private readonly tagsOf = new Map<string, Tag[]>();
+  /** The desired spec of each key when last checked (a rollout changes every node's verdict). */
+  private readonly desiredSeen = new Map<string, PodSpec | undefined>();
+  /** Tags with a deadline, and the earliest of them. */
+  private readonly pending = new Set<Tag>();
+  /** Scratch for dueTags. */
+  private readonly seen = new Set<Tag>();
+  private nextDue = Number.POSITIVE_INFINITY;
+  /** The unserved-time count starts at the first fault: every tag is checked then. */
+  private firstFaultSwept = false;
+  /** Nodes that reached the api-server at the last check, and the time of that check. */
+  private readonly reachableNow = new Set<string>();
+  private lastCheckAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly world: World,
     /** Stop the run on the first violation (the lastseen strategy). */
     readonly enforce: boolean,
   ) {}
+
+  private buildTags(): Tag[] {
+    const w = this.world;
+    const tags: Tag[] = [];
+    for (const def of w.scenario.parents) {
+      for (const n of def.nodes) {
+        const t: Tag = { node: w.nodes.get(n)!, def, tag: `${n}/${def.key}`, order: tags.length, due: Number.POSITIVE_INFINITY, inputs: '' };
+        tags.push(t);
+        const on = this.tagsOn.get(n) ?? [];
+        on.push(t);
+        this.tagsOn.set(n, on);
+        const of = this.tagsOf.get(def.key) ?? [];
+        of.push(t);
+        this.tagsOf.set(def.key, of);
+      }
+    }
+    return tags;
+  }
 
   private violate(node: string, key: string, invariant: Violation['invariant'], message: string): void {
     const tag = `${invariant}/${node}/${key}`;
@@ -83,7 +142,8 @@ export class Invariants {
    * evidence the parent lives (the agent acts on that too: reboot-aware activation, no startupGrace).
    */
   nodeRebooted(node: SimNode): void {
-    for (const k of [...this.lastVisible.keys()]) if (k.startsWith(`${node.name}/`)) this.lastVisible.delete(k);
+    // Beats are recorded for the parents scheduled on the node only.
+    for (const def of this.world.parentsOn(node.name)) this.lastVisible.delete(`${node.name}/${def.key}`);
   }
 
   /** The core asked to activate: the parent must not have been fresh (Ready) on a channel the agent could see. */
@@ -107,13 +167,24 @@ export class Invariants {
     }
   }
 
+  /** `full` checks: the node reaches the api-server at this event. */
   reachable(node: SimNode): void {
     this.lastReachable.set(node.name, this.world.q.now);
   }
 
+  /**
+   * Incremental checks: the node's reachability changed at this event. While it lasts, the last
+   * time it was reachable is the last check; once lost, the check before the one that saw it lost.
+   */
+  reachability(node: SimNode, r: boolean): void {
+    if (this.world.check === 'full') return;
+    if (r) this.reachableNow.add(node.name);
+    else if (this.reachableNow.delete(node.name)) this.lastReachable.set(node.name, this.lastCheckAt);
+  }
+
   /** The core asked to collect: the api-server must have been reachable (within one probe period). */
   collecting(node: SimNode, key: string): void {
-    const at = this.lastReachable.get(node.name);
+    const at = this.world.check !== 'full' && this.reachableNow.has(node.name) ? this.lastCheckAt : this.lastReachable.get(node.name);
     if (at === undefined || this.world.q.now - at > T.agentProbeMs + T.apiRttMs + node.net.latencyMs + SLACK_MS) {
       this.violate(node.name, key, 'gc-without-api', 'garbage collection while the api-server was unreachable');
     }
@@ -151,45 +222,129 @@ export class Invariants {
     }
   }
 
-  /** Liveness after faults. Returns false when the run must stop. */
-  afterEvent(): boolean {
+  /**
+   * Liveness after faults, after every event. `touched`: the nodes the event changed, in node
+   * order (World.touch). Returns false when the run must stop.
+   */
+  afterEvent(touched: readonly SimNode[] = []): boolean {
     const w = this.world;
     const now = w.q.now;
+    if (this.tags === null) this.tags = this.buildTags();
+    const tags = this.tags;
+    if (w.check === 'full') {
+      for (const t of tags) this.checkTag(t, now);
+    } else {
+      let due: Tag[];
+      if (!this.firstFaultSwept && w.firstFaultAt !== null && now >= w.firstFaultAt) {
+        // From the first fault on every unserved tag counts: look at them all once.
+        this.firstFaultSwept = true;
+        due = tags;
+      } else due = this.dueTags(touched, now);
+      for (const t of due) this.checkTag(t, now);
+      if (w.check === 'verify') this.verify(due, now);
+    }
+    this.lastCheckAt = now;
+    return !(this.enforce && this.violations.length > 0);
+  }
+
+  /** The tags an event could have changed, or whose deadline passed, in the full walk's order. */
+  private dueTags(touched: readonly SimNode[], now: number): Tag[] {
+    const w = this.world;
+    const seen = this.seen;
+    seen.clear();
+    for (const n of touched) for (const t of this.tagsOn.get(n.name) ?? []) seen.add(t);
     for (const def of w.scenario.parents) {
-      const desired = w.api.desired.get(def.key);
-      for (const n of def.nodes) {
-        const node = w.nodes.get(n)!;
-        const tag = `${n}/${def.key}`;
-        const servable = node.up && (desired?.healthy || node.disk.checkpoints.has(parentId(def.namespace, def.key)));
-        const by = servedBy(w, n, def.key);
-        this.checkActivation(node, def.key, by, now, def.policy.intervalMs);
-        this.countUnserved(tag, def.key, servable && by === null, now);
-        if (servable && by === null) {
-          const since = Math.max(this.unservedSince.get(tag) ?? now, w.lastFaultEnd);
-          this.unservedSince.set(tag, this.unservedSince.get(tag) ?? now);
-          const k = w.kubelets.get(n);
-          if (k) for (const p of k.pods.values()) if (p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key) this.unnoticedDuring.add(tag);
-          const bound = serveBoundMs(def, w.scenario.kubelet, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
-          if (now - since > bound) this.violate(n, def.key, 'not-served', `unserved for over ${Math.round(bound / 1000)}s after the last fault ended`);
-        } else {
-          this.unservedSince.delete(tag);
-          this.unnoticedDuring.delete(tag);
-        }
-        if (node.up && desired?.healthy && !parentServes(w, n, def.key)) {
-          const since = Math.max(this.notParentSince.get(tag) ?? now, w.lastFaultEnd);
-          this.notParentSince.set(tag, this.notParentSince.get(tag) ?? now);
-          const bound = parentBoundMs(def, w.scenario.kubelet);
-          if (now - since > bound)
-            this.violate(
-              n,
-              def.key,
-              'checkpoint-not-retired',
-              `the parent can become Ready but has not served alone for over ${Math.round(bound / 1000)}s after the last fault ended`,
-            );
-        } else this.notParentSince.delete(tag);
+      const d = w.api.desired.get(def.key);
+      if (this.desiredSeen.has(def.key) && this.desiredSeen.get(def.key) === d) continue;
+      this.desiredSeen.set(def.key, d);
+      for (const t of this.tagsOf.get(def.key)!) seen.add(t);
+    }
+    // A tag is checked a millisecond early at worst, so float rounding never makes one late.
+    if (now > this.nextDue - 1) {
+      this.nextDue = Number.POSITIVE_INFINITY;
+      for (const t of this.pending) {
+        if (now > t.due - 1) seen.add(t);
+        else this.nextDue = Math.min(this.nextDue, t.due);
       }
     }
-    return !(this.enforce && this.violations.length > 0);
+    if (seen.size === 0) return NO_TAGS;
+    const due = [...seen];
+    if (due.length > 1) due.sort((a, b) => a.order - b.order);
+    return due;
+  }
+
+  /** One tag's checks (the body of the full walk). Records the tag's next deadline. */
+  private checkTag(t: Tag, now: number): void {
+    const w = this.world;
+    const { def, node, tag } = t;
+    const n = node.name;
+    const desired = w.api.desired.get(def.key);
+    const servable = node.up && (desired?.healthy || node.disk.checkpoints.has(parentId(def.namespace, def.key)));
+    const by = servedBy(w, n, def.key);
+    let due = Number.POSITIVE_INFINITY;
+    this.checkActivation(node, def.key, by, now, def.policy.intervalMs);
+    due = Math.min(due, this.countUnserved(tag, def.key, servable && by === null, now));
+    if (servable && by === null) {
+      const since = Math.max(this.unservedSince.get(tag) ?? now, w.lastFaultEnd);
+      this.unservedSince.set(tag, this.unservedSince.get(tag) ?? now);
+      const k = w.kubelets.get(n);
+      if (k) for (const p of k.pods.values()) if (p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key) this.unnoticedDuring.add(tag);
+      const bound = serveBoundMs(def, w.scenario.kubelet, desired?.healthy ?? true, this.unnoticedDuring.has(tag));
+      if (now - since > bound) this.violate(n, def.key, 'not-served', `unserved for over ${Math.round(bound / 1000)}s after the last fault ended`);
+      else due = Math.min(due, since + bound);
+    } else {
+      this.unservedSince.delete(tag);
+      this.unnoticedDuring.delete(tag);
+    }
+    if (node.up && desired?.healthy && !parentServes(w, n, def.key)) {
+      const since = Math.max(this.notParentSince.get(tag) ?? now, w.lastFaultEnd);
+      this.notParentSince.set(tag, this.notParentSince.get(tag) ?? now);
+      const bound = parentBoundMs(def, w.scenario.kubelet);
+      if (now - since > bound)
+        this.violate(
+          n,
+          def.key,
+          'checkpoint-not-retired',
+          `the parent can become Ready but has not served alone for over ${Math.round(bound / 1000)}s after the last fault ended`,
+        );
+      else due = Math.min(due, since + bound);
+    } else this.notParentSince.delete(tag);
+    t.due = due;
+    if (due === Number.POSITIVE_INFINITY) this.pending.delete(t);
+    else {
+      this.pending.add(t);
+      this.nextDue = Math.min(this.nextDue, due);
+    }
+  }
+
+  /** What a tag's checks read, as one string (verify mode). */
+  private inputs(t: Tag): string {
+    const w = this.world;
+    const { def, node } = t;
+    const n = node.name;
+    const desired = w.api.desired.get(def.key);
+    const k = w.kubelets.get(n);
+    let unnoticed = false;
+    if (k) for (const p of k.pods.values()) if (p.unnoticed !== null && p.role === 'parent' && p.spec?.key === def.key) unnoticed = true;
+    return [
+      node.up,
+      desired?.hash,
+      desired?.healthy,
+      node.disk.checkpoints.has(parentId(def.namespace, def.key)),
+      servedBy(w, n, def.key),
+      parentServes(w, n, def.key),
+      node.disk.manifests.has(manifestFile(def.namespace, def.key)),
+      unnoticed,
+    ].join('|');
+  }
+
+  private verify(checked: Tag[], now: number): void {
+    const fresh = new Set(checked);
+    for (const t of this.tags!) {
+      const inputs = this.inputs(t);
+      if (!fresh.has(t) && inputs !== t.inputs) throw new Error(`verify: ${t.tag} changed at ${now} ms without a touch (${t.inputs} -> ${inputs})`);
+      t.inputs = inputs;
+    }
   }
 
   /**
@@ -217,23 +372,19 @@ export class Invariants {
     }
   }
 
-  /** The total unserved time after the first fault stays within a budget independent of the run's length. */
-  private countUnserved(tag: string, key: string, unserved: boolean, now: number): void {
+  /**
+   * The total unserved time after the first fault stays within a budget independent of the run's
+   * length. Returns when the budget runs out if nothing changes (Infinity: not counting).
+   */
+  private countUnserved(tag: string, key: string, unserved: boolean, now: number): number {
     const w = this.world;
-    if (w.firstFaultAt === null || now < w.firstFaultAt) return;
+    if (w.firstFaultAt === null || now < w.firstFaultAt) return Number.POSITIVE_INFINITY;
+    let due = Number.POSITIVE_INFINITY;
     const since = this.unservedAt.get(tag);
     if (since !== undefined) {
       const total = (this.unservedTotal.get(tag) ?? 0) + (now - since);
       this.unservedTotal.set(tag, total);
-      let budget = this.budgets.get(key);
-      if (budget === undefined) {
-        budget = unservedBudgetMs(
-          w.parentDef(key),
-          w.scenario.kubelet,
-          w.scenario.spec.faults.map((f) => ({ ...f, end: faultEnd(f) })),
-        );
-        this.budgets.set(key, budget);
-      }
+      const budget = this.budget(key);
       if (total > budget)
         this.violate(
           tag.split('/')[0]!,
@@ -242,7 +393,26 @@ export class Invariants {
           `unserved ${Math.round(total / 1000)}s in total since the first fault; the budget for this scenario's faults is ${Math.round(budget / 1000)}s`,
         );
     }
-    if (unserved) this.unservedAt.set(tag, now);
-    else this.unservedAt.delete(tag);
+    if (unserved) {
+      this.unservedAt.set(tag, now);
+      // While it stays unserved, the budget runs out at this time (over it: already reported).
+      const left = this.budget(key) - (this.unservedTotal.get(tag) ?? 0);
+      if (left >= 0) due = now + left;
+    } else this.unservedAt.delete(tag);
+    return due;
+  }
+
+  private budget(key: string): number {
+    let budget = this.budgets.get(key);
+    if (budget === undefined) {
+      const w = this.world;
+      budget = unservedBudgetMs(
+        w.parentDef(key),
+        w.scenario.kubelet,
+        w.scenario.spec.faults.map((f) => ({ ...f, end: faultEnd(f) })),
+      );
+      this.budgets.set(key, budget);
+    }
+    return budget;
   }
 }

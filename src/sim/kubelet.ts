@@ -101,13 +101,21 @@ export class Kubelet {
     return this.node.up && this.node.bootId === this.bootId;
   }
 
+  /** Every way into the kubelet may change its pods: the world's checks look at this node again. */
+  private touch(): void {
+    this.world.touch(this.node);
+  }
+
   private after(ms: number, fn: () => void): void {
     this.world.q.after(ms, () => {
-      if (this.live()) fn();
+      if (!this.live()) return;
+      this.touch();
+      fn();
     });
   }
 
   start(): void {
+    this.touch();
     const m = this.model;
     if (m.manifestWatch === 'inotify') {
       const folder = this.node.disk.manifests;
@@ -167,6 +175,7 @@ export class Kubelet {
 
   /** Reachability changed (the world tells every kubelet after every event that changes it). */
   setConnected(reachable: boolean): void {
+    this.touch();
     if (!reachable) this.missedApi = true;
     if (reachable === this.connected) return;
     this.connected = reachable;
@@ -191,6 +200,7 @@ export class Kubelet {
 
   /** Cluster bootstrap: the temporary control plane hands the kubelet its pods once. */
   adoptApiPods(): void {
+    this.touch();
     this.connected = true;
     this.syncApiPods();
     this.connected = false;
@@ -198,6 +208,7 @@ export class Kubelet {
 
   /** The api-server's pods for this node changed (or the kubelet just connected). */
   syncApiPods(): void {
+    this.touch();
     if (!this.connected || this.world.q.now < this.listAfter) return;
     const desired = this.world.api.podsOn(this.node.name);
     const uids = new Set(desired.map((d) => d.uid));
@@ -298,6 +309,7 @@ export class Kubelet {
 
   /** The container exited: restart it with the crash-loop backoff (unless nobody notices, above). */
   exit(p: KPod, why: string): void {
+    this.touch();
     if (p.removed) return;
     this.release(p);
     p.state = 'waiting';
@@ -353,6 +365,7 @@ export class Kubelet {
    * heartbeat stops. It resumes after `ms` unless its container ended meanwhile.
    */
   hang(p: KPod, ms: number): void {
+    this.touch();
     if (p.removed || p.state === 'waiting') return;
     p.hung = true;
     const run = p.runId;
@@ -366,6 +379,7 @@ export class Kubelet {
 
   /** Remove a pod: graceful termination, then the ports are free. */
   kill(p: KPod, why: string): void {
+    this.touch();
     if (p.removed) return;
     p.removed = true;
     p.runId++;

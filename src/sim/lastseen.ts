@@ -76,6 +76,8 @@ export class SimLastseen implements AgentProcess {
   private fileSeen = new Map<string, string>();
   /** A folder scan is queued after a change notification (several writes in a moment share one). */
   private scanQueued = false;
+  /** The beat object last handed over per file: the same object again is the same beat (no fingerprint needed). */
+  private fileSeenBeat = new Map<string, Beat>();
 
   constructor(
     private readonly world: World,
@@ -258,7 +260,8 @@ export class SimLastseen implements AgentProcess {
       for (const role of ['parent', 'checkpoint'] as const) {
         const file = localBeatFile(def.namespace, def.key, role);
         const beat: Beat | undefined = this.node.files.get(file);
-        if (!beat) continue;
+        if (!beat || this.fileSeenBeat.get(file) === beat) continue;
+        this.fileSeenBeat.set(file, beat);
         const fp = beatFingerprint(beat);
         if (this.fileSeen.get(file) === fp) continue;
         this.fileSeen.set(file, fp);

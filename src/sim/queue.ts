@@ -80,40 +80,49 @@ export class EventQueue {
     return true;
   }
 
-  private less(a: Entry, b: Entry): boolean {
-    return a.at < b.at || (a.at === b.at && a.seq < b.seq);
-  }
-
+  /**
+   * The binary heap's sifts move a hole instead of swapping pairs: the queue holds thousands of
+   * events in a large cluster (a few per node), and every event is one push and one pop.
+   */
   private push(e: Entry): void {
     const h = this.heap;
+    let i = h.length;
     h.push(e);
-    let i = h.length - 1;
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (!this.less(h[i]!, h[p]!)) break;
-      [h[i], h[p]] = [h[p]!, h[i]!];
+      const parent = h[p]!;
+      if (parent.at < e.at || (parent.at === e.at && parent.seq < e.seq)) break;
+      h[i] = parent;
       i = p;
     }
+    h[i] = e;
   }
 
   private pop(): Entry {
     const h = this.heap;
     const top = h[0]!;
     const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
+    const n = h.length;
+    if (n === 0) return top;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      let m = l;
+      let c = h[l]!;
+      const r = l + 1;
+      if (r < n) {
+        const rc = h[r]!;
+        if (rc.at < c.at || (rc.at === c.at && rc.seq < c.seq)) {
+          m = r;
+          c = rc;
+        }
       }
+      if (last.at < c.at || (last.at === c.at && last.seq < c.seq)) break;
+      h[i] = c;
+      i = m;
     }
+    h[i] = last;
     return top;
   }
 }

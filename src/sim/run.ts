@@ -5,7 +5,7 @@ import type { Violation } from './invariants.js';
 import type { OutcomeFigures } from './outcome.js';
 import type { Scenario } from './schema.js';
 import type { StrategyName } from './strategies.js';
-import { type LogEntry, type Series, World } from './world.js';
+import { type CheckMode, type LogEntry, type Series, World } from './world.js';
 
 export interface RunOptions {
   seed?: number;
@@ -14,6 +14,8 @@ export interface RunOptions {
   keepLogs?: boolean;
   /** Override the scenario's duration. */
   durationMs?: number;
+  /** How the invariants are checked (default incremental; `full` and `verify` for tests). */
+  check?: CheckMode;
 }
 
 export interface RunResult {
@@ -40,7 +42,7 @@ export const DEFAULT_SEED = 1;
 export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Promise<RunResult> {
   const seed = opts.seed ?? scenario.spec.seed ?? DEFAULT_SEED;
   const strategy = opts.strategy ?? 'lastseen';
-  const w = new World(scenario, seed, strategy, opts.keepLogs ?? true);
+  const w = new World(scenario, seed, strategy, opts.keepLogs ?? true, opts.check);
   w.bootstrap();
   scheduleFaults(w);
   const end = opts.durationMs ?? scenario.spec.duration;

@@ -7,7 +7,7 @@ import { NodeClock } from './clock.js';
 import { startSidecar } from './heartbeat.js';
 import { Invariants } from './invariants.js';
 import { Kubelet, type KPod } from './kubelet.js';
-import { AGENT_MANIFEST, ManifestFolder, type PodSpec, type SimNode, T } from './model.js';
+import { AGENT_MANIFEST, type Manifest, ManifestFolder, type PodSpec, type SimNode, T } from './model.js';
 import { Outcome } from './outcome.js';
 import { EventQueue, promiseCallbacksRun } from './queue.js';
 import { Rng } from './rng.js';
@@ -26,6 +26,48 @@ export interface LogEntry {
 
 /** Step series for the chart: lane -> [(time, value)] on every change. */
 export type Series = Map<string, Array<{ t: number; v: string }>>;
+
+/**
+ * How the invariants are checked after every event: `incremental` re-checks only the nodes an
+ * event touched (World.touch) and the checks whose deadline passed; `full` walks every node and
+ * parent, as before; `verify` is incremental and also recomputes everything the incremental check
+ * skipped, throwing if any of it changed untouched (a missing World.touch: for tests).
+ */
+export type CheckMode = 'incremental' | 'full' | 'verify';
+
+/** A Map that tells the world about every write (a node's checkpoint store). */
+class TouchingMap<K, V> extends Map<K, V> {
+  constructor(private readonly touched: () => void) {
+    super();
+  }
+
+  override set(k: K, v: V): this {
+    this.touched();
+    return super.set(k, v);
+  }
+
+  override delete(k: K): boolean {
+    this.touched();
+    return super.delete(k);
+  }
+}
+
+/** The static-pod folder, telling the world about every write as well as its watcher. */
+class TouchingFolder extends ManifestFolder {
+  touched: (() => void) | null = null;
+
+  override set(file: string, m: Manifest): this {
+    this.touched?.();
+    return super.set(file, m);
+  }
+
+  override delete(file: string): boolean {
+    this.touched?.();
+    return super.delete(file);
+  }
+}
+
+const NO_NODES: SimNode[] = [];
 
 /** The DaemonSet controller runs this often (it is not event-driven in the model). */
 const CONTROLLER_PERIOD_MS = 1_000;
@@ -66,6 +108,12 @@ export class World {
   /** Some promise was created or settled since the last settle() (see EventQueue.runUntil). */
   private promisesPending = false;
   private readonly defs: Map<string, ParentDef>;
+  private readonly defsOn = new Map<string, ParentDef[]>();
+  /** Each node's place in `nodes`: touched nodes are handled in this order, as a full walk would. */
+  private readonly nodeIndex = new Map<SimNode, number>();
+  /** Nodes an event may have changed since the last afterEvent (see touch()). */
+  private readonly touchedNodes = new Set<SimNode>();
+  private lastAvailable: boolean | null = null;
 
   constructor(
     readonly scenario: Scenario,
@@ -73,6 +121,7 @@ export class World {
     readonly strategy: StrategyName,
     /** Keep the timeline (off for speed runs and the random sweep). */
     readonly keepLogs = true,
+    readonly check: CheckMode = 'incremental',
   ) {
     this.root = new Rng(seed);
     this.defs = new Map(scenario.parents.map((p) => [p.key, p]));
@@ -81,6 +130,11 @@ export class World {
     this.outcome = new Outcome(this);
     const clocks = this.rng('clocks');
     for (const n of scenario.spec.nodes) {
+      this.defsOn.set(
+        n.name,
+        scenario.parents.filter((p) => p.nodes.includes(n.name)),
+      );
+      const manifests = new TouchingFolder([[AGENT_MANIFEST, { role: 'agent', spec: null }]]);
       const node: SimNode = {
         name: n.name,
         master: n.master,
@@ -88,17 +142,35 @@ export class World {
         bootId: 1,
         clock: new NodeClock(n.skew + clocks.between(-500, 500), n.driftPpm),
         disk: {
-          manifests: new ManifestFolder([[AGENT_MANIFEST, { role: 'agent', spec: null }]]),
+          manifests,
           containers: new Set(),
-          checkpoints: new Map(),
+          checkpoints: new TouchingMap(() => this.touch(node)),
           handovers: new Map(),
         },
         files: new Map(),
         net: { partitioned: false, latencyMs: 0, watchStalled: false },
         ports: new Map(),
       };
+      manifests.touched = () => this.touch(node);
+      this.nodeIndex.set(node, this.nodeIndex.size);
       this.nodes.set(n.name, node);
     }
+  }
+
+  /**
+   * Something that decides who serves on `node` changed or may change in this event: its pods or
+   * their containers, its manifest folder or checkpoint store, its power or its network. The
+   * checks after the event look again at touched nodes only (CheckMode), so every change to a
+   * node's state must come with a touch; the kubelet, the disk's folders and the faults do it,
+   * and `verify` mode finds a change that came without one.
+   */
+  touch(node: SimNode): void {
+    this.touchedNodes.add(node);
+  }
+
+  /** Nodes touched since the last afterEvent (the api-server keeps its view of them fresh). */
+  get touched(): ReadonlySet<SimNode> {
+    return this.touchedNodes;
   }
 
   rng(name: string): Rng {
@@ -114,7 +186,7 @@ export class World {
   }
 
   parentsOn(node: string): ParentDef[] {
-    return this.scenario.parents.filter((p) => p.nodes.includes(node));
+    return this.defsOn.get(node) ?? [];
   }
 
   log(node: string, kind: LogKind, text: string, key?: string): void {
@@ -151,6 +223,7 @@ export class World {
   startKubelet(node: SimNode, adoptApiPods = false): void {
     const k = new Kubelet(this, node, node.bootId);
     this.kubelets.set(node.name, k);
+    this.touch(node);
     // A new kubelet learns reachability like everyone else: on the next check after this event.
     this.reach.delete(node.name);
     k.start();
@@ -218,20 +291,58 @@ export class World {
     return drain();
   }
 
-  /** After every event: propagate reachability changes, then check. False stops the run. */
+  /**
+   * After every event: propagate reachability changes, then check. False stops the run. Only
+   * touched nodes can have changed, unless the api-server's availability did (then every node).
+   */
   afterEvent(): boolean {
     const avail = this.api.available();
-    for (const node of this.nodes.values()) {
-      const r = avail && node.up && !node.net.partitioned;
+    const touched = this.inNodeOrder(this.touchedNodes);
+    let nodes: Iterable<SimNode>;
+    if (this.check === 'full' || avail !== this.lastAvailable) nodes = this.nodes.values();
+    else nodes = touched;
+    this.lastAvailable = avail;
+    for (const node of nodes) {
+      const r = this.reaches(node, avail);
       if (this.reach.get(node.name) !== r) {
         this.reach.set(node.name, r);
         this.kubelets.get(node.name)?.setConnected(r);
         this.log(node.name, 'api', r ? 'api-server reachable from this node' : 'api-server unreachable from this node');
         this.record(`api/${node.name}`, r ? 'up' : 'down');
+        this.invariants.reachability(node, r);
       }
-      if (r) this.invariants.reachable(node);
+      if (r && this.check === 'full') this.invariants.reachable(node);
     }
+    if (this.check === 'verify') this.verifyReach(avail);
     this.outcome.afterEvent();
-    return this.invariants.afterEvent();
+    // setConnected touches the nodes it is called for (every node when availability changed).
+    const go = this.invariants.afterEvent(this.touchedNodes.size === touched.length ? touched : this.inNodeOrder(this.touchedNodes));
+    // setConnected may have changed a touched node's pods after available() looked at them.
+    this.api.available();
+    this.touchedNodes.clear();
+    return go;
+  }
+
+  private inNodeOrder(nodes: ReadonlySet<SimNode>): SimNode[] {
+    if (nodes.size === 0) return NO_NODES;
+    const out = [...nodes];
+    if (out.length > 1) out.sort((a, b) => this.nodeIndex.get(a)! - this.nodeIndex.get(b)!);
+    return out;
+  }
+
+  /**
+   * The node reaches an api-server. Recomputed after an event for touched nodes only (every node
+   * when availability changed): whatever it reads of another node's state, a change to that state
+   * must touch this node too (verify mode recomputes it for every node and finds one that did not).
+   */
+  private reaches(node: SimNode, avail: boolean): boolean {
+    return avail && node.up && !node.net.partitioned;
+  }
+
+  private verifyReach(avail: boolean): void {
+    for (const node of this.nodes.values()) {
+      const r = this.reaches(node, avail);
+      if (this.reach.get(node.name) !== r) throw new Error(`verify: ${node.name}'s reachability changed at ${this.q.now} ms without a touch`);
+    }
   }
 }
