@@ -119,6 +119,8 @@ describe('the chart', () => {
     const { run, svg } = await chart('full-cluster-reboot');
     const groups = byClass(svg, 'fault');
     expect(groups.map((g) => g.attrs['data-faults'])).toEqual(['0,1,2']);
-    expect(byClass(groups[0]!, 'recovery')[0]!.text).toMatch(new RegExp(`^faults 0, 1, 2 reboot at 3m: unserved ${run.outcome.perFault[0]!.unservedSeconds}s;`));
+    expect(byClass(groups[0]!, 'recovery')[0]!.text).toMatch(
+      new RegExp(`^faults 0, 1, 2 reboot at 3m: unserved ${run.outcome.perFault[0]!.unservedSeconds}s;`),
+    );
   });
 });
