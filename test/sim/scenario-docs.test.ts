@@ -39,7 +39,10 @@ function sections(s: z.ZodType, title: string, out: Map<string, string[]>): Map<
     out.set(title, common);
     for (const sh of shapes) {
       const value = def(unwrap(sh[key]!)).values![0];
-      out.set(`${key}: ${String(value)}`, Object.keys(sh).filter((f) => !common.includes(f)));
+      out.set(
+        `${key}: ${String(value)}`,
+        Object.keys(sh).filter((f) => !common.includes(f)),
+      );
       for (const [f, fs] of Object.entries(sh)) sections(fs, `${title}.${f}`, out);
     }
     return out;
