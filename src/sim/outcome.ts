@@ -264,7 +264,8 @@ export class Outcome {
     const at = w.firstFaultAt;
     if (at === null || now < at) return;
     if (this.lastT !== null && !this.lastServed) this.unservedMs += now - this.lastT;
-    const parent = parentServes(w, node, key);
+    // parentServes(), with the servedBy() above.
+    const parent = by === 'parent' && !checkpointActive(w, node, key);
     if (!served) this.everUnserved = true;
     if (!parent) this.everNotParent = true;
     if (served && this.everUnserved && this.servedAgainAt === null) this.servedAgainAt = now;
