@@ -24,7 +24,7 @@ function run(servedAt: number | null, parentServedAt: number | null, unservedSec
       unservedSeconds,
       finalServedBy: 'parent',
       perFault: [],
-      totals: { unservedSeconds, activations: 0, handoverAttempts: 0 },
+      totals: { unservedSeconds, activations: 0, handoverAttempts: 0, checkpointGenerations: [], checkpointWhileParentAliveSeconds: 0 },
     },
   };
 }

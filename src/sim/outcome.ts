@@ -50,6 +50,20 @@ export function parentServes(world: World, node: string, key: string): boolean {
   return servedBy(world, node, key) === 'parent' && !checkpointActive(world, node, key);
 }
 
+/** Who runs and serves a key on a node: the parent's process, and the spec generation of a checkpoint copy that serves. */
+function serving(world: World, node: string, key: string): { parent: boolean; checkpointGeneration: number | null } {
+  const k = world.kubelets.get(node);
+  let parent = false;
+  let checkpointGeneration: number | null = null;
+  if (!k || !world.nodes.get(node)!.up) return { parent, checkpointGeneration };
+  for (const p of k.pods.values()) {
+    if (p.spec?.key !== key || !k.serving(p)) continue;
+    if (p.role === 'parent') parent = true;
+    else if (p.role === 'checkpoint') checkpointGeneration = p.spec.generation;
+  }
+  return { parent, checkpointGeneration };
+}
+
 /**
  * The focus key's recovery from one fault. A fault's window runs from its `at` until the next fault
  * that starts later (faults at the same moment share one), or the end of the run; every figure is
@@ -71,6 +85,14 @@ export interface FaultOutcome {
   activations: number;
   /** Hand-overs the lastseen agent started (Active -> HandingOver); other strategies have none. */
   handoverAttempts: number;
+  /** The spec generations of the checkpoint copies that served the key (it was served by them), in the order they first did; empty: none did. */
+  checkpointGenerations: number[];
+  /**
+   * Seconds a checkpoint copy served beside a parent that had been serving since before that
+   * checkpoint's activation: an activation while the parent was alive. Should be 0 (a parent that
+   * comes back beside its active checkpoint, a hand-over, is not counted).
+   */
+  checkpointWhileParentAliveSeconds: number;
 }
 
 /** The focus key over the whole run. */
@@ -79,6 +101,9 @@ export interface OutcomeTotals {
   unservedSeconds: number;
   activations: number;
   handoverAttempts: number;
+  /** As in FaultOutcome, over the whole run. */
+  checkpointGenerations: number[];
+  checkpointWhileParentAliveSeconds: number;
 }
 
 export interface OutcomeFigures {
@@ -108,6 +133,8 @@ interface Window {
   parentAgainAt: number | null;
   activations: number;
   handoverAttempts: number;
+  generations: number[];
+  besideAliveMs: number;
 }
 
 const round1 = (ms: number) => Math.round(ms / 100) / 10;
@@ -135,6 +162,15 @@ export class Outcome {
   private handoverAttempts = 0;
   private manifestWas = false;
   private readonly manifest: string;
+  /** The state since the last event, for the interval up to this one. */
+  private prevT: number | null = null;
+  private prevGeneration: number | null = null;
+  private prevBesideAlive = false;
+  /** When the checkpoint's manifest last appeared, and since when the parent serves (null: it does not). */
+  private activatedAt = -1;
+  private parentSince: number | null = null;
+  private readonly generations: number[] = [];
+  private besideAliveMs = 0;
 
   constructor(private readonly world: World) {
     const faults = world.scenario.spec.faults;
@@ -152,6 +188,8 @@ export class Outcome {
       parentAgainAt: null,
       activations: 0,
       handoverAttempts: 0,
+      generations: [],
+      besideAliveMs: 0,
     }));
     const { key } = world.scenario.focus;
     this.manifest = manifestFile(world.parentDef(key).namespace, key);
@@ -184,7 +222,8 @@ export class Outcome {
     }
     const { node, key } = w.scenario.focus;
     const now = w.q.now;
-    const served = servedBy(w, node, key) !== null;
+    const by = servedBy(w, node, key);
+    const served = by !== null;
     // The interval since the last event belongs to the window open then.
     if (this.lastT !== null && !this.lastServed) for (const win of this.open()) win.unservedMs += now - this.lastT;
     if (this.runLastT !== null && !this.runLastServed) this.runUnservedMs += now - this.runLastT;
@@ -194,12 +233,29 @@ export class Outcome {
       while (this.curEnd < this.windows.length && this.windows[this.curEnd]!.at === this.windows[this.cur]!.at) this.curEnd++;
       this.next = this.curEnd;
     }
+    // Who served during the interval since the last event: the state then held until now.
+    if (this.prevT !== null && now > this.prevT) {
+      const g = this.prevGeneration;
+      if (g !== null && !this.generations.includes(g)) this.generations.push(g);
+      if (this.prevBesideAlive) this.besideAliveMs += now - this.prevT;
+      for (const win of this.open()) {
+        if (g !== null && !win.generations.includes(g)) win.generations.push(g);
+        if (this.prevBesideAlive) win.besideAliveMs += now - this.prevT;
+      }
+    }
     const present = w.nodes.get(node)!.disk.manifests.has(this.manifest);
     if (present && !this.manifestWas) {
       this.activations++;
+      this.activatedAt = now;
       for (const win of this.open()) win.activations++;
     }
     this.manifestWas = present;
+    const s = serving(w, node, key);
+    if (!s.parent) this.parentSince = null;
+    else if (this.parentSince === null) this.parentSince = now;
+    this.prevT = now;
+    this.prevGeneration = by === 'checkpoint' ? s.checkpointGeneration : null;
+    this.prevBesideAlive = s.checkpointGeneration !== null && this.parentSince !== null && this.parentSince < this.activatedAt;
     if (served) this.everServed = true;
     if (this.everServed) {
       this.runLastT = now;
@@ -208,7 +264,8 @@ export class Outcome {
     const at = w.firstFaultAt;
     if (at === null || now < at) return;
     if (this.lastT !== null && !this.lastServed) this.unservedMs += now - this.lastT;
-    const parent = parentServes(w, node, key);
+    // parentServes(), with the servedBy() above.
+    const parent = by === 'parent' && !checkpointActive(w, node, key);
     if (!served) this.everUnserved = true;
     if (!parent) this.everNotParent = true;
     if (served && this.everUnserved && this.servedAgainAt === null) this.servedAgainAt = now;
@@ -221,6 +278,16 @@ export class Outcome {
     }
     this.lastT = now;
     this.lastServed = served;
+  }
+
+  /** The generations served, with the one serving from the last event to the end of the run. */
+  private withTail(generations: number[], endAt: number): number[] {
+    const g = this.prevT !== null && endAt > this.prevT ? this.prevGeneration : null;
+    return g !== null && !generations.includes(g) ? [...generations, g] : [...generations];
+  }
+
+  private tailBeside(endAt: number): number {
+    return this.prevT !== null && this.prevBesideAlive ? endAt - this.prevT : 0;
   }
 
   figures(endAt: number): OutcomeFigures {
@@ -242,6 +309,8 @@ export class Outcome {
         unservedSeconds: round1(win.unservedMs + (open ? tail : 0)),
         activations: win.activations,
         handoverAttempts: win.handoverAttempts,
+        checkpointGenerations: open ? this.withTail(win.generations, endAt) : [...win.generations],
+        checkpointWhileParentAliveSeconds: round1(win.besideAliveMs + (open ? this.tailBeside(endAt) : 0)),
       };
     });
     return {
@@ -251,7 +320,13 @@ export class Outcome {
       unservedSeconds: round1(this.unservedMs + tail),
       finalServedBy: servedBy(w, w.scenario.focus.node, w.scenario.focus.key),
       perFault,
-      totals: { unservedSeconds: round1(this.runUnservedMs + runTail), activations: this.activations, handoverAttempts: this.handoverAttempts },
+      totals: {
+        unservedSeconds: round1(this.runUnservedMs + runTail),
+        activations: this.activations,
+        handoverAttempts: this.handoverAttempts,
+        checkpointGenerations: this.withTail(this.generations, endAt),
+        checkpointWhileParentAliveSeconds: round1(this.besideAliveMs + this.tailBeside(endAt)),
+      },
     };
   }
 }

@@ -2,7 +2,7 @@
 // end (or to the first violation when enforcing), then measure and judge.
 import { scheduleFaults } from './faults.js';
 import type { Violation } from './invariants.js';
-import type { OutcomeFigures } from './outcome.js';
+import type { FaultOutcome, OutcomeFigures } from './outcome.js';
 import type { Scenario } from './schema.js';
 import type { StrategyName } from './strategies.js';
 import { type CheckMode, type LogEntry, type Series, World } from './world.js';
@@ -90,12 +90,42 @@ function judge(s: Scenario, o: OutcomeFigures, w: World): string[] {
     const activated = w.logs.some((l) => l.node === node && l.key === key && l.kind === 'core' && / -> Active/.test(l.text) && l.t >= (w.firstFaultAt ?? 0));
     if (activated) out.push('expected no activation of the checkpoint; there was one');
   }
+  for (const fe of e.faults) out.push(...judgeFault(fe, o.perFault.find((f) => f.index === fe.fault)!));
   if (e.checkpointGeneration !== undefined) {
     const { node, key } = s.focus;
     const def = w.parentDef(key);
     const cp = w.nodes.get(node)!.disk.checkpoints.get(`${def.namespace}/${key}`);
     if (cp?.spec.generation !== e.checkpointGeneration)
       out.push(`expected the stored checkpoint to be generation ${e.checkpointGeneration}, got ${cp?.spec.generation ?? 'none'}`);
+  }
+  return out;
+}
+
+type FaultExpectation = Scenario['spec']['expect']['faults'][number];
+
+/** One fault's expectations against its figures; each message names the fault and the figure. */
+function judgeFault(e: FaultExpectation, f: FaultOutcome): string[] {
+  const out: string[] = [];
+  const say = (m: string) => out.push(`fault ${f.index} (${f.type} at ${f.at}s, window until ${f.until}s): ${m}`);
+  const within = (v: number | null) => (v === null ? 'not within the window' : `${v}s`);
+  if (e.served === true && f.servedAt === null) say('expected the key to be served again within the window; it was not');
+  if (e.served === false && f.servedAt !== null && f.servedAt > 0) say(`expected the key not to be served again; it was, after ${f.servedAt}s`);
+  if (e.parentServed === true && f.parentServedAt === null) say('expected the parent to serve again within the window; it did not');
+  if (e.parentServed === false && f.parentServedAt !== null && f.parentServedAt > 0)
+    say(`expected the parent not to serve again; it did, after ${f.parentServedAt}s`);
+  if (e.maxServedAt !== undefined && (f.servedAt === null || f.servedAt * 1000 > e.maxServedAt))
+    say(`expected servedAt <= ${e.maxServedAt / 1000}s, got ${within(f.servedAt)}`);
+  if (e.maxParentServedAt !== undefined && (f.parentServedAt === null || f.parentServedAt * 1000 > e.maxParentServedAt))
+    say(`expected parentServedAt <= ${e.maxParentServedAt / 1000}s, got ${within(f.parentServedAt)}`);
+  if (e.maxUnserved !== undefined && f.unservedSeconds * 1000 > e.maxUnserved) say(`expected unserved <= ${e.maxUnserved / 1000}s, got ${f.unservedSeconds}s`);
+  if (e.noActivation && f.activations > 0) say(`expected no activation of the checkpoint, got ${f.activations}`);
+  if (e.maxActivations !== undefined && f.activations > e.maxActivations) say(`expected activations <= ${e.maxActivations}, got ${f.activations}`);
+  if (e.maxHandoverAttempts !== undefined && f.handoverAttempts > e.maxHandoverAttempts)
+    say(`expected handoverAttempts <= ${e.maxHandoverAttempts}, got ${f.handoverAttempts}`);
+  const g = e.checkpointServedGeneration;
+  if (g !== undefined && (f.checkpointGenerations.length === 0 || f.checkpointGenerations.some((x) => x !== g))) {
+    const got = f.checkpointGenerations.length === 0 ? 'no checkpoint served' : `generation(s) ${f.checkpointGenerations.join(', ')}`;
+    say(`expected the checkpoint that served to be generation ${g}, got ${got}`);
   }
   return out;
 }

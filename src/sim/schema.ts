@@ -91,6 +91,29 @@ const fault = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('clock-step'), at, node: z.string(), step: duration(true) }),
 ]);
 
+/**
+ * Expectations about the recovery after one fault, judged on its figures in `outcome.perFault`
+ * (counted in the fault's window: from its `at` until the next fault that starts later, or the end).
+ */
+const faultExpectation = z.strictObject({
+  /** The fault's index in `faults` (0 = the first listed). */
+  fault: z.number().int().min(0),
+  /** The key is served again within the window (false: it was unserved and not served again). */
+  served: z.boolean().optional(),
+  /** The parent itself serves again, its checkpoint retired, within the window. */
+  parentServed: z.boolean().optional(),
+  maxServedAt: duration().optional(),
+  maxParentServedAt: duration().optional(),
+  /** The key's unserved time within the window. */
+  maxUnserved: duration().optional(),
+  /** The checkpoint's manifest is not written within the window. */
+  noActivation: z.boolean().optional(),
+  maxActivations: z.number().int().min(0).optional(),
+  maxHandoverAttempts: z.number().int().min(0).optional(),
+  /** Every checkpoint copy that served in the window ran this spec generation, and one did. */
+  checkpointServedGeneration: z.number().int().min(1).optional(),
+});
+
 const expectations = z.strictObject({
   /** The focus key is served again (by parent or checkpoint) after the first fault. */
   served: z.boolean().optional(),
@@ -104,6 +127,8 @@ const expectations = z.strictObject({
   noActivation: z.boolean().optional(),
   /** The active checkpoint at the end runs this spec generation (1 = the first). */
   checkpointGeneration: z.number().int().min(1).optional(),
+  /** Expectations about the recovery after individual faults. */
+  faults: z.array(faultExpectation).default([]),
 });
 
 export const scenarioSchema = z
@@ -143,7 +168,7 @@ export const scenarioSchema = z
     faults: z.array(fault).default([]),
     /** The node and key the outcome figures are about (default: the first fault's node, the first parent). */
     focus: z.strictObject({ node: z.string(), key: z.string() }).optional(),
-    expect: expectations.default({}),
+    expect: expectations.default({ faults: [] }),
   })
   .superRefine((s, ctx) => {
     const names = new Set(s.nodes.map((n) => n.name));
@@ -160,6 +185,12 @@ export const scenarioSchema = z
       if ('node' in f && !names.has(f.node)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'node'], message: `no node named "${f.node}"` });
       if ('key' in f && !keys.has(f.key)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'key'], message: `no parent with key "${f.key}"` });
       if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
+    });
+    s.expect.faults.forEach((e, i) => {
+      if (e.fault >= s.faults.length) {
+        const has = s.faults.length === 0 ? 'the scenario has no faults' : `faults has indices 0..${s.faults.length - 1}`;
+        ctx.addIssue({ code: 'custom', path: ['expect', 'faults', i, 'fault'], message: `no fault with index ${e.fault} (${has})` });
+      }
     });
     if (s.kubelet.model !== 'v1.5' && s.kubelet.fileCheckPeriod !== undefined) {
       ctx.addIssue({

@@ -1,7 +1,12 @@
 // The run as a chart, hand-written SVG: per node, a lane for api-server reachability, and per
 // parent key lanes for who serves it (parent / checkpoint / nobody), whether its checkpoint is
-// active, and (lastseen) the core's state. Faults are vertical marks.
+// active, and (lastseen) the core's state. Faults are vertical marks, each fault's recovery figures
+// (served again, parent itself, unserved) are marked and labelled, and the time axis is broken
+// (time-axis.ts): what happens is drawn at a readable scale, quiet stretches shrink to a break.
+// Elements carry classes and data-* attributes (seconds) so tests can read the chart.
+import type { FaultOutcome } from './outcome.js';
 import type { RunResult } from './run.js';
+import { formatTick, planAxis, ticks } from './time-axis.js';
 
 const COLORS: Record<string, string> = {
   up: '#4caf50',
@@ -30,9 +35,66 @@ function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
+/** Recovery label rows above the lanes: faults beyond this many share rows (row = index mod rows). */
+const MAX_MARK_ROWS = 4;
+const MARK_ROW_H = 14;
+const SERVED_COLOR = '#2e7d32';
+const PARENT_COLOR = '#1565c0';
+/** Average width of a character of the 10 px labels, to decide where a label fits. */
+const LABEL_CHAR_PX = 5.6;
+
+const secs = (v: number) => `${Number.isInteger(v) ? v : v.toFixed(1)}s`;
+
+/** The recovery of faults at the same moment (they share one window, so one set of figures), in words. */
+function recoveryText(group: FaultOutcome[]): string {
+  const f = group[0]!;
+  const fig = (v: number | null, what: string) => (v === null ? `${what} not within its window` : v === 0 ? `${what} throughout` : `${what} +${secs(v)}`);
+  const which = `${group.length > 1 ? 'faults' : 'fault'} ${group.map((g) => g.index).join(', ')} ${[...new Set(group.map((g) => g.type))].join('/')}`;
+  return `${which} at ${formatTick(f.at * 1000)}: unserved ${secs(f.unservedSeconds)}; ${fig(f.servedAt, 'served')}; ${fig(f.parentServedAt, 'parent')}`;
+}
+
+/** perFault is in the order of `at`; faults at the same moment share a window and a mark. */
+function groupByAt(faults: FaultOutcome[]): FaultOutcome[][] {
+  const out: FaultOutcome[][] = [];
+  for (const f of faults) {
+    const last = out[out.length - 1];
+    if (last && last[0]!.at === f.at) last.push(f);
+    else out.push([f]);
+  }
+  return out;
+}
+
+/** The moments worth a readable scale: every lane change, every fault line, every recovery figure. */
+function moments(r: RunResult): number[] {
+  const out: number[] = [];
+  for (const s of r.series.values()) for (const p of s) out.push(p.t);
+  for (const l of r.logs) if (l.kind === 'fault') out.push(l.t);
+  for (const f of r.outcome.perFault) {
+    for (const v of [f.servedAt, f.parentServedAt]) if (v !== null) out.push((f.at + v) * 1000);
+  }
+  return out;
+}
+
+/**
+ * Never broken: each fault's recovery (from the fault to its last figure in its window) and every
+ * stretch where a key goes unserved on a node, whose length is the point of the chart.
+ */
+function unbroken(r: RunResult): Array<[number, number]> {
+  const out: Array<[number, number]> = r.outcome.perFault.map((f) => [f.at * 1000, (f.at + Math.max(0, f.servedAt ?? 0, f.parentServedAt ?? 0)) * 1000]);
+  const endMs = r.endedAt * 1000;
+  for (const [lane, s] of r.series) {
+    if (!lane.startsWith('serve/')) continue;
+    s.forEach((p, j) => {
+      if (p.v === 'none' || p.v === 'node-down') out.push([p.t, s[j + 1]?.t ?? endMs]);
+    });
+  }
+  return out;
+}
+
 export function renderSvg(r: RunResult): string {
   const endMs = r.endedAt * 1000;
-  const x = (t: number) => LABEL_W + (t / endMs) * PLOT_W;
+  const axis = planAxis(moments(r), endMs, LABEL_W, PLOT_W, unbroken(r));
+  const x = (t: number) => axis.x(t);
   const lanes: Array<{ label: string; id: string }> = [];
   for (const n of r.nodes) {
     lanes.push({ label: `${n} api-server reachable`, id: `api/${n}` });
@@ -43,11 +105,16 @@ export function renderSvg(r: RunResult): string {
       if (r.series.has(`core/${n}/${k}`)) lanes.push({ label: `${n} ${k} core state`, id: `core/${n}/${k}` });
     }
   }
-  const top = 40;
-  const height = top + lanes.length * (LANE_H + GAP) + 70;
+  const groups = groupByAt(r.outcome.perFault);
+  const rows = Math.min(groups.length, MAX_MARK_ROWS);
+  const marksTop = 34;
+  const top = marksTop + rows * MARK_ROW_H + 10;
+  const bottom = top + lanes.length * (LANE_H + GAP);
+  const height = bottom + 90;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${LABEL_W + PLOT_W + 20}" height="${height}" font-family="sans-serif" font-size="11">`,
     '<rect width="100%" height="100%" fill="#fff"/>',
+    `<rect class="plot-area" x="${LABEL_W}" y="${top}" width="${PLOT_W}" height="${bottom - top}" fill="none"/>`,
     `<text x="10" y="20" font-size="14" font-weight="bold">${esc(`${r.scenario} — strategy ${r.strategy}, seed ${r.seed}`)}</text>`,
   ];
   lanes.forEach((lane, i) => {
@@ -63,15 +130,62 @@ export function renderSvg(r: RunResult): string {
       if (lane.id.startsWith('core/') && w > 40) out.push(`<text x="${(x(p.t) + 3).toFixed(1)}" y="${y + 13}" font-size="10">${esc(p.v)}</text>`);
     });
   });
-  const bottom = top + lanes.length * (LANE_H + GAP);
+  // Breaks: a white band with the classic double slash over the lanes, its length on the axis.
+  for (const s of axis.segments) {
+    if (!s.quiet) continue;
+    const mid = (s.x0 + s.x1) / 2;
+    const w = s.x1 - s.x0;
+    const label = `${formatTick(s.toMs - s.fromMs)} quiet`;
+    out.push(`<g class="break" data-from="${s.fromMs / 1000}" data-to="${s.toMs / 1000}">`);
+    out.push(`<title>${esc(`${formatTick(s.fromMs)} to ${formatTick(s.toMs)}: nothing changes (compressed)`)}</title>`);
+    out.push(
+      `<rect x="${(s.x0 + w * 0.3).toFixed(1)}" y="${top - 4}" width="${(w * 0.4).toFixed(1)}" height="${bottom - top + 8}" fill="#fff" opacity="0.85"/>`,
+    );
+    for (const dx of [-0.2, 0.2]) {
+      out.push(
+        `<line x1="${(mid + dx * w - 4).toFixed(1)}" y1="${bottom + 4}" x2="${(mid + dx * w + 4).toFixed(1)}" y2="${top - 4}" stroke="#757575" stroke-width="1"/>`,
+      );
+    }
+    out.push(`<text x="${mid.toFixed(1)}" y="${bottom + 26}" text-anchor="middle" font-size="8" fill="#757575">${esc(w >= 30 ? label : '≈')}</text>`);
+    out.push('</g>');
+  }
   for (const l of r.logs) {
     if (l.kind !== 'fault') continue;
     out.push(
-      `<line x1="${x(l.t).toFixed(1)}" y1="${top - 6}" x2="${x(l.t).toFixed(1)}" y2="${bottom}" stroke="#000" stroke-width="1.5" stroke-dasharray="4,3"><title>${esc(`${l.node}: ${l.text}`)}</title></line>`,
+      `<line class="fault-event" data-t="${l.t / 1000}" x1="${x(l.t).toFixed(1)}" y1="${top - 6}" x2="${x(l.t).toFixed(1)}" y2="${bottom}" stroke="#000" stroke-width="1.5" stroke-dasharray="4,3"><title>${esc(`${l.node}: ${l.text}`)}</title></line>`,
     );
   }
-  for (let t = 0; t <= endMs; t += 60_000) {
-    out.push(`<text x="${x(t).toFixed(1)}" y="${bottom + 14}" text-anchor="middle" font-size="9">${t / 60_000}m</text>`);
+  // Each fault's recovery: its mark, a line from the fault to the last figure on its row, a vertical
+  // line per figure across the lanes, and its label.
+  groups.forEach((group, i) => {
+    const f = group[0]!;
+    const y = marksTop + (i % Math.max(1, rows)) * MARK_ROW_H;
+    const at = f.at * 1000;
+    const fx = x(at);
+    const figures = [
+      { cls: 'served-at', v: f.servedAt, color: SERVED_COLOR, what: 'served again' },
+      { cls: 'parent-served-at', v: f.parentServedAt, color: PARENT_COLOR, what: 'parent itself serving' },
+    ].filter((m) => m.v !== null && m.v > 0);
+    const lastX = Math.max(fx, ...figures.map((m) => x(at + m.v! * 1000)));
+    const text = recoveryText(group);
+    out.push(`<g class="fault" data-faults="${group.map((g) => g.index).join(',')}" data-at="${f.at}" data-unserved="${f.unservedSeconds}">`);
+    out.push(`<title>${esc(text)}</title>`);
+    out.push(`<line class="fault-span" x1="${fx.toFixed(1)}" y1="${y + 4}" x2="${lastX.toFixed(1)}" y2="${y + 4}" stroke="#e53935" stroke-width="3"/>`);
+    out.push(`<path class="fault-mark" d="M${fx.toFixed(1)} ${y + 8} l-4 -7 h8 z" fill="#000"/>`);
+    for (const m of figures) {
+      const mx = x(at + m.v! * 1000).toFixed(1);
+      out.push(
+        `<line class="${m.cls}" data-t="${f.at + m.v!}" x1="${mx}" y1="${y}" x2="${mx}" y2="${bottom}" stroke="${m.color}" stroke-width="1.2"><title>${esc(`fault ${group.map((g) => g.index).join(', ')}: ${m.what} after ${secs(m.v!)}`)}</title></line>`,
+      );
+    }
+    // Right of the last figure if it fits, else left of the fault, else over the span at the right edge.
+    const textW = text.length * LABEL_CHAR_PX;
+    const [tx, anchor] = lastX + 6 + textW <= LABEL_W + PLOT_W + 16 ? [lastX + 6, 'start'] : fx - 6 - textW >= 10 ? [fx - 6, 'end'] : [LABEL_W + PLOT_W, 'end'];
+    out.push(`<text class="recovery" x="${tx.toFixed(1)}" y="${y + 8}" text-anchor="${anchor}" font-size="10" fill="#000">${esc(text)}</text>`);
+    out.push('</g>');
+  });
+  for (const t of ticks(axis)) {
+    out.push(`<text class="tick" data-t="${t / 1000}" x="${x(t).toFixed(1)}" y="${bottom + 14}" text-anchor="middle" font-size="9">${formatTick(t)}</text>`);
   }
   const legend = ['parent', 'checkpoint', 'none', 'node-down', 'HandingOver', 'Silent'];
   const names: Record<string, string> = {
@@ -84,12 +198,17 @@ export function renderSvg(r: RunResult): string {
   };
   legend.forEach((k, i) => {
     out.push(
-      `<rect x="${LABEL_W + i * 160}" y="${bottom + 28}" width="12" height="12" fill="${COLORS[k]}"/><text x="${LABEL_W + i * 160 + 16}" y="${bottom + 38}">${names[k]}</text>`,
+      `<rect x="${LABEL_W + i * 160}" y="${bottom + 36}" width="12" height="12" fill="${COLORS[k]}"/><text x="${LABEL_W + i * 160 + 16}" y="${bottom + 46}">${names[k]}</text>`,
     );
   });
+  out.push(
+    `<line x1="${LABEL_W}" y1="${bottom + 62}" x2="${LABEL_W + 20}" y2="${bottom + 62}" stroke="${SERVED_COLOR}" stroke-width="1.5"/><text x="${LABEL_W + 24}" y="${bottom + 66}">served again</text>`,
+    `<line x1="${LABEL_W + 160}" y1="${bottom + 62}" x2="${LABEL_W + 180}" y2="${bottom + 62}" stroke="${PARENT_COLOR}" stroke-width="1.5"/><text x="${LABEL_W + 184}" y="${bottom + 66}">parent itself serving, checkpoint retired</text>`,
+    `<text x="${LABEL_W + 480}" y="${bottom + 66}" fill="#757575">// : a quiet stretch, compressed</text>`,
+  );
   const o = r.outcome;
   out.push(
-    `<text x="10" y="${bottom + 60}">${esc(`served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; parent itself ${o.parentServedAt === null ? 'never' : `after ${o.parentServedAt}s`}; unserved ${o.unservedSeconds}s`)}</text>`,
+    `<text x="10" y="${bottom + 84}">${esc(`served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; parent itself ${o.parentServedAt === null ? 'never' : `after ${o.parentServedAt}s`}; unserved ${o.unservedSeconds}s`)}</text>`,
   );
   out.push('</svg>');
   return out.join('\n');

@@ -19,6 +19,13 @@ const sec = (v: number | null) => (v === null ? 'never' : `${v}s`);
 /** A per-fault figure: null means not before the fault's window closed. */
 const inWindow = (v: number | null, until: number) => (v === null ? `not by ${until}s` : `after ${v}s`);
 
+/** The checkpoint's figures, when it served at all: the generations and the time beside a live parent (should be 0). */
+function checkpointFigures(f: { checkpointGenerations: number[]; checkpointWhileParentAliveSeconds: number }): string {
+  if (f.checkpointGenerations.length === 0 && f.checkpointWhileParentAliveSeconds === 0) return '';
+  const gens = f.checkpointGenerations.length === 0 ? 'none' : f.checkpointGenerations.join(', ');
+  return `; checkpoint served generation ${gens}, ${f.checkpointWhileParentAliveSeconds}s beside a live parent`;
+}
+
 export function verdictLines(r: RunResult): string[] {
   const o = r.outcome;
   const lines = [
@@ -30,13 +37,13 @@ export function verdictLines(r: RunResult): string[] {
   if (o.perFault.length > 1) {
     for (const f of o.perFault) {
       lines.push(
-        `  fault ${f.index} (${f.type} at ${f.at}s, until ${f.until}s): served again ${inWindow(f.servedAt, f.until)}; parent itself ${inWindow(f.parentServedAt, f.until)}; unserved ${f.unservedSeconds}s; ${f.activations} activation(s), ${f.handoverAttempts} hand-over attempt(s)`,
+        `  fault ${f.index} (${f.type} at ${f.at}s, until ${f.until}s): served again ${inWindow(f.servedAt, f.until)}; parent itself ${inWindow(f.parentServedAt, f.until)}; unserved ${f.unservedSeconds}s; ${f.activations} activation(s), ${f.handoverAttempts} hand-over attempt(s)${checkpointFigures(f)}`,
       );
     }
   }
   if (o.faultAt !== null)
     lines.push(
-      `whole run: unserved ${o.totals.unservedSeconds}s after the key first served; ${o.totals.activations} activation(s), ${o.totals.handoverAttempts} hand-over attempt(s)`,
+      `whole run: unserved ${o.totals.unservedSeconds}s after the key first served; ${o.totals.activations} activation(s), ${o.totals.handoverAttempts} hand-over attempt(s)${checkpointFigures(o.totals)}`,
     );
   for (const v of r.invariantViolations) lines.push(`invariant violated at ${v.t}s on ${v.node} (${v.key}): ${v.invariant}: ${v.message}`);
   for (const f of r.expectationFailures) lines.push(`expectation failed: ${f}`);

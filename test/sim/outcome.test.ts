@@ -3,6 +3,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { formatTimeline, namedScenario, parseScenario, parseScenarioText, runScenario } from '../../src/sim/index.js';
+import { scheduleFaults } from '../../src/sim/faults.js';
+import { AGENT_MANIFEST } from '../../src/sim/model.js';
+import { specFor, World } from '../../src/sim/world.js';
+import { manifestFile } from '../../src/core/names.js';
 
 const sum = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) * 10) / 10;
 
@@ -18,7 +22,9 @@ describe('outcome per fault and totals', () => {
       /\n {2}fault 0 \(kill at 120s, until 300s\): served again after 6s; parent itself after 6s; unserved 6s; 0 activation\(s\), 0 hand-over attempt\(s\)\n/,
     );
     expect(text).toMatch(/\n {2}fault 1 \(hang at 300s, until 600s\): served again after 2\d(\.\d)?s; parent itself after 12\d(\.\d)?s; .* 1 activation\(s\)/);
-    expect(text).toMatch(/\nwhole run: unserved [\d.]+s after the key first served; 1 activation\(s\), 0 hand-over attempt\(s\)\n/);
+    expect(text).toMatch(
+      /\nwhole run: unserved [\d.]+s after the key first served; 1 activation\(s\), 0 hand-over attempt\(s\); checkpoint served generation 1, 0s beside a live parent\n/,
+    );
     expect(o.perFault.map((f) => [f.index, f.type, f.at, f.until])).toEqual([
       [0, 'kill', 120, 300],
       [1, 'hang', 300, 600],
@@ -34,7 +40,16 @@ describe('outcome per fault and totals', () => {
     expect([o.servedAt, o.parentServedAt]).toEqual([kill!.servedAt, kill!.parentServedAt]);
     // Unserved time splits exactly between the windows; the whole run adds nothing after the cold start.
     expect(sum(o.perFault.map((f) => f.unservedSeconds))).toBe(o.unservedSeconds);
-    expect(o.totals).toEqual({ unservedSeconds: o.unservedSeconds, activations: 1, handoverAttempts: 0 });
+    // The checkpoint served (generation 1) during the hang only, never beside a live parent.
+    expect([kill!.checkpointGenerations, hang!.checkpointGenerations]).toEqual([[], [1]]);
+    expect([kill!.checkpointWhileParentAliveSeconds, hang!.checkpointWhileParentAliveSeconds]).toEqual([0, 0]);
+    expect(o.totals).toEqual({
+      unservedSeconds: o.unservedSeconds,
+      activations: 1,
+      handoverAttempts: 0,
+      checkpointGenerations: [1],
+      checkpointWhileParentAliveSeconds: 0,
+    });
   });
 
   it.each(['master-reboot', 'bad-rollout', 'agent-restart-mid-handover'])('%s: activations and hand-over attempts match the timeline', async (name) => {
@@ -95,6 +110,68 @@ describe('outcome per fault and totals', () => {
     if (!none.ok) throw new Error(JSON.stringify(none.errors));
     const quiet = (await runScenario(none.scenario)).outcome;
     expect(quiet.perFault).toEqual([]);
-    expect(quiet.totals).toEqual({ unservedSeconds: 0, activations: 0, handoverAttempts: 0 });
+    expect(quiet.totals).toEqual({ unservedSeconds: 0, activations: 0, handoverAttempts: 0, checkpointGenerations: [], checkpointWhileParentAliveSeconds: 0 });
+  });
+
+  it('the checkpoint generation that served: the old spec covers a rollout under lastseen; runtime-poll serves the new one too, in order', async () => {
+    for (const name of ['bad-rollout', 'rollout-delete-first']) {
+      const o = (await runScenario(namedScenario(name)!)).outcome;
+      expect([name, o.perFault[0]!.checkpointGenerations, o.totals.checkpointGenerations]).toEqual([name, [1], [1]]);
+    }
+    const poll = (await runScenario(namedScenario('rollout-delete-first')!, { strategy: 'runtime-poll' })).outcome;
+    expect(poll.totals.checkpointGenerations).toEqual([1, 2]);
+    // A reboot with overlap: the parent starts beside its active checkpoint (a hand-over, not counted).
+    const overlap = (await runScenario(namedScenario('master-reboot-overlap')!)).outcome;
+    expect(overlap.totals).toMatchObject({ checkpointGenerations: [1], checkpointWhileParentAliveSeconds: 0 });
+  });
+
+  it('the time a checkpoint served beside a parent alive since before its activation is counted; beside a parent that came back, it is not', async () => {
+    // No agent on the node: the test activates the checkpoint of an app without ports (nothing
+    // keeps the copy from running beside its parent) by hand, once while the parent serves (3m..5m)
+    // and once while it hangs (6m30s, retired 9m; the parent resumes at 8m, beside it).
+    const r = parseScenario({
+      name: 'beside',
+      duration: '10m',
+      nodes: [{ name: 'm1', master: true }],
+      parents: [
+        { key: 'kube-apiserver', kind: 'apiserver' },
+        { key: 'cni', kind: 'app', startTime: '5s' },
+      ],
+      faults: [
+        { type: 'clock-step', at: '3m', node: 'm1', step: '0s' },
+        { type: 'hang', at: '6m', node: 'm1', key: 'cni', duration: '2m' },
+      ],
+      focus: { node: 'm1', key: 'cni' },
+    });
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    const w = new World(r.scenario, 1, 'runtime-poll');
+    const disk = w.nodes.get('m1')!.disk.manifests;
+    disk.delete(AGENT_MANIFEST);
+    w.bootstrap();
+    scheduleFaults(w);
+    const file = manifestFile('kube-system', 'cni');
+    const activate = () => disk.set(file, { role: 'checkpoint', spec: specFor(w.parentDef('cni'), 1, true) });
+    w.q.at(180_000, activate);
+    w.q.at(300_000, () => disk.delete(file));
+    w.q.at(390_000, activate);
+    w.q.at(540_000, () => disk.delete(file));
+    await w.q.runUntil(
+      600_000,
+      () => w.afterEvent(),
+      () => w.settle(),
+    );
+    const o = w.outcome.figures(w.q.now);
+    const [first, hang] = o.perFault;
+    // The copy starts within a few seconds of the manifest (the kubelet notices, then 5 s to Ready)
+    // and serves until its manifest is removed at 5m: beside the parent the whole time, which keeps
+    // serving the key (so no checkpoint generation "served" it).
+    expect(first!.checkpointWhileParentAliveSeconds).toBeGreaterThan(110);
+    expect(first!.checkpointWhileParentAliveSeconds).toBeLessThanOrEqual(115);
+    expect(first!.checkpointGenerations).toEqual([]);
+    // During the hang the copy serves alone; once the parent resumes it serves beside it, uncounted.
+    expect(hang!.checkpointGenerations).toEqual([1]);
+    expect(hang!.checkpointWhileParentAliveSeconds).toBe(0);
+    expect(o.totals.checkpointWhileParentAliveSeconds).toBe(first!.checkpointWhileParentAliveSeconds);
+    expect(o.totals.activations).toBe(2);
   });
 });
