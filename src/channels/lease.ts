@@ -212,9 +212,7 @@ export class LeaseChannel implements BeatWriter {
           // No copy yet (first beat, or after a conflict / deletion): read it, or create it.
           const current = await this.read();
           const body = leaseWithBeat(current, this.opts.target, beat);
-          this.cached = current
-            ? await api.replaceLease({ name: this.name, namespace: ns, body })
-            : await api.createLease({ namespace: ns, body });
+          this.cached = current ? await api.replaceLease({ name: this.name, namespace: ns, body }) : await api.createLease({ namespace: ns, body });
         }
         this.consecutiveFailures = 0;
         return;
