@@ -503,7 +503,7 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
   const above = (x: number | null | undefined) => (x === null || x === undefined || !floor?.rssMiB.p50 ? '-' : fmt(x - floor.rssMiB.p50, 1));
   print(
     table(
-      `4c. Heartbeat sidecar (bundle: node lastseen.mjs heartbeat, one channel, interval ${FOOTPRINT_INTERVAL_MS}ms, probe none) beside the agent and the Node.js floor; medians`,
+      `4c. Heartbeat sidecar (its own bundle: node lastseen-heartbeat.mjs heartbeat, one channel, interval ${FOOTPRINT_INTERVAL_MS}ms, probe none) beside the agent and the Node.js floor; medians`,
       [
         'process',
         'runs',

@@ -34,6 +34,8 @@ export function killAll(): void {
 }
 
 let bundlePath = join(ROOT, 'dist', 'lastseen.mjs');
+/** The heartbeat sidecar's own bundle (scripts/bundle.mjs builds it beside lastseen.mjs): what parent pods run. */
+let sidecarPath = join(ROOT, 'dist', 'lastseen-heartbeat.mjs');
 
 /** `npm run bundle`, then a private copy (others may rebuild dist/ while we run). */
 export async function buildBundle(): Promise<string> {
@@ -46,6 +48,8 @@ export async function buildBundle(): Promise<string> {
   temps.add(dir);
   bundlePath = join(dir, 'lastseen.mjs');
   await copyFile(join(ROOT, 'dist', 'lastseen.mjs'), bundlePath);
+  sidecarPath = join(dir, 'lastseen-heartbeat.mjs');
+  await copyFile(join(ROOT, 'dist', 'lastseen-heartbeat.mjs'), sidecarPath);
   return bundlePath;
 }
 

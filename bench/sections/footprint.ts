@@ -2,7 +2,7 @@
 // /proc/<pid>/stat and /proc/<pid>/status with 1, 10 and 50 parents beating on its node (lease
 // channel, heartbeat loops in this process, so their cost is not the agent's). And bundle versus
 // tsx: start time to /readyz 200 and RSS at that moment. And the heartbeat sidecar (`node
-// lastseen.mjs heartbeat …`, lease and local channel) beside an idle `node -e` (the floor).
+// lastseen-heartbeat.mjs heartbeat …`, the sidecar's own bundle, lease and local channel) beside an idle `node -e` (the floor).
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -192,7 +192,7 @@ function nodeFloor(): Proc {
 }
 
 /**
- * The heartbeat sidecar as a parent pod runs it (`node lastseen.mjs heartbeat …`, one channel per
+ * The heartbeat sidecar as a parent pod runs it (`node lastseen-heartbeat.mjs heartbeat …`, one channel per
  * process, interval FOOTPRINT_INTERVAL_MS, probe none) beside the Node.js floor, all three at once
  * in each run: RSS `idleMs` after spawn, and CPU per beat from /proc/<pid>/stat between `settleMs`
  * and `idleMs`, over the beats written in between (sequence read back from the Lease or the file).

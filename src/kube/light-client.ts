@@ -7,7 +7,6 @@
 // client is a new pool, which the channels ask for after repeated failures. TLS material is read
 // when the client sends its first request, so a fresh client picks up rotated files.
 import * as http from 'node:http';
-import * as https from 'node:https';
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { BeatClient, ObjectRef } from './beat-client.js';
 import { readBody } from './http.js';
@@ -44,16 +43,17 @@ const pods = (namespace: string) => `/api/v1/namespaces/${seg(namespace)}/pods`;
 
 export function makeLightClient(source: EndpointSource, opts: LightClientOptions): BeatClient {
   if (!(opts.requestTimeoutMs > 0)) throw new Error(`requestTimeoutMs must be positive, got ${opts.requestTimeoutMs}`);
-  let connection: Promise<{ endpoint: Endpoint; agent: http.Agent }> | null = null;
+  let connection: Promise<{ endpoint: Endpoint; agent: http.Agent; send: typeof http.request }> | null = null;
   const agents: http.Agent[] = [];
   const connect = async () => {
     const endpoint = await source();
-    const secure = endpoint.server.startsWith('https:');
-    const agent = secure
+    // node:https (TLS) only when a request needs it: a local-channel sidecar never loads it.
+    const https = endpoint.server.startsWith('https:') ? await import('node:https') : null;
+    const agent = https
       ? new https.Agent({ ...endpoint.tls, keepAlive: true, maxSockets: MAX_SOCKETS })
       : new http.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS });
     agents.push(agent);
-    return { endpoint, agent };
+    return { endpoint, agent, send: https ? https.request : http.request };
   };
 
   async function request<T>(method: string, path: string, body?: object, contentType = 'application/json'): Promise<T> {
@@ -61,7 +61,7 @@ export function makeLightClient(source: EndpointSource, opts: LightClientOptions
       connection = null;
       throw e;
     });
-    const { endpoint, agent } = await connection;
+    const { endpoint, agent, send } = await connection;
     const url = endpoint.server + path;
     const headers: Record<string, string> = { accept: 'application/json', ...(await endpoint.headers()) };
     const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -71,7 +71,6 @@ export function makeLightClient(source: EndpointSource, opts: LightClientOptions
     }
     const signal = AbortSignal.timeout(opts.requestTimeoutMs);
     opts.onRequest?.(method, url);
-    const send = url.startsWith('https:') ? https.request : http.request;
     const text = await new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = send(url, { method, headers, agent, signal }, (res) => {
         readBody(res, MAX_RESPONSE_BYTES).then((t) => resolve({ status: res.statusCode ?? 0, text: t }), reject);

@@ -44,7 +44,7 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 const TOKEN_FILE_TTL_MS = 60_000;
 
 /** A token file, re-read at most once a minute (the kubelet rotates projected tokens long before expiry). */
-function tokenFileHeader(file: string, now: () => number = () => performance.now()): () => Promise<Record<string, string>> {
+export function tokenFileHeader(file: string, now: () => number = () => performance.now()): () => Promise<Record<string, string>> {
   let token = '';
   let readAt = Number.NEGATIVE_INFINITY;
   return async () => {
