@@ -10,14 +10,25 @@ export async function createNamespace(kc: KubeConfig, prefix: string): Promise<s
 }
 
 export async function createParentPod(kc: KubeConfig, ns: string, node: string, key: string, name = `${key}-${node}`): Promise<{ name: string; uid: string }> {
-  const pod = await kc.makeApiClient(CoreV1Api).createNamespacedPod({
-    namespace: ns,
-    body: {
-      metadata: { name, labels: { 'lastseen.dev/parent': key, app: 'bench' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
-      spec: { nodeName: node, containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10' }] },
-    },
-  });
-  return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
+  const create = () =>
+    kc.makeApiClient(CoreV1Api).createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: { name, labels: { 'lastseen.dev/parent': key, app: 'bench' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
+        spec: { nodeName: node, containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10' }] },
+      },
+    });
+  // A namespace's `default` service account comes from the controller-manager a moment after the
+  // namespace; on a loaded machine the first pods can beat it (403 "serviceaccount default not found").
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const pod = await create();
+      return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
+    } catch (e) {
+      if (attempt >= 100 || !/serviceaccount \\?"default\\?" not found/.test(String((e as { body?: unknown }).body ?? e))) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 }
 
 /** Creates `n` parent pods `p<i>` on `node`, ten at a time. */
