@@ -5,30 +5,23 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client
 
 export async function createNamespace(kc: KubeConfig, prefix: string): Promise<string> {
   const name = `${prefix}-${randomBytes(3).toString('hex')}`;
-  await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/bench': 'true' } } } });
+  const core = kc.makeApiClient(CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/bench': 'true' } } } });
+  // No controller-manager runs here, and the ServiceAccount admission plugin refuses a pod whose
+  // service account is missing: create `default` as the controller would (test/integration/harness.ts does the same).
+  await core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: 'default' } } });
   return name;
 }
 
 export async function createParentPod(kc: KubeConfig, ns: string, node: string, key: string, name = `${key}-${node}`): Promise<{ name: string; uid: string }> {
-  const create = () =>
-    kc.makeApiClient(CoreV1Api).createNamespacedPod({
-      namespace: ns,
-      body: {
-        metadata: { name, labels: { 'lastseen.dev/parent': key, app: 'bench' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
-        spec: { nodeName: node, containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10' }] },
-      },
-    });
-  // A namespace's `default` service account comes from the controller-manager a moment after the
-  // namespace; on a loaded machine the first pods can beat it (403 "serviceaccount default not found").
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const pod = await create();
-      return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
-    } catch (e) {
-      if (attempt >= 100 || !/serviceaccount \\?"default\\?" not found/.test(String((e as { body?: unknown }).body ?? e))) throw e;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  const pod = await kc.makeApiClient(CoreV1Api).createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name, labels: { 'lastseen.dev/parent': key, app: 'bench' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
+      spec: { nodeName: node, containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10' }] },
+    },
+  });
+  return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
 }
 
 /** Creates `n` parent pods `p<i>` on `node`, ten at a time. */
