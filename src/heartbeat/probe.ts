@@ -6,7 +6,6 @@
 // beats say Ready with `unprobed`, which proves only that the sidecar runs; the agent then takes
 // the pod's own Ready condition from the api-server before it keeps a copy as last known good.
 import { readFileSync } from 'node:fs';
-import * as http from 'node:http';
 import * as net from 'node:net';
 import type { ProbeResult } from './beat.js';
 import type { OwnershipOptions } from './ownership.js';
@@ -59,7 +58,8 @@ export function makeProbe(spec: ProbeSpec, opts: ProbeOptions): Probe {
 
 async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, insecure: boolean): Promise<ProbeResult> {
   // node:https only for an https probe: loading TLS costs a sidecar about 6 MiB of RSS (issue 14).
-  const lib = url.protocol === 'https:' ? await import('node:https') : http;
+  // getBuiltinModule, not an ES import: see src/kube/light-client.ts.
+  const lib = url.protocol === 'https:' ? process.getBuiltinModule('node:https') : process.getBuiltinModule('node:http');
   return new Promise((resolve) => {
     const options: import('node:https').RequestOptions = {
       method: 'GET',
