@@ -36,6 +36,8 @@ export function killAll(): void {
 let bundlePath = join(ROOT, 'dist', 'lastseen.mjs');
 /** The heartbeat sidecar's own bundle (scripts/bundle.mjs builds it beside lastseen.mjs): what parent pods run. */
 let sidecarPath = join(ROOT, 'dist', 'lastseen-heartbeat.mjs');
+/** Node flags of the sidecar's command in deploy/examples/parent-daemonset.yaml. */
+export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=1'];
 
 /** `npm run bundle`, then a private copy (others may rebuild dist/ while we run). */
 export async function buildBundle(): Promise<string> {
@@ -70,7 +72,10 @@ export function lastseen(args: string[], runner: Runner = 'bundle', pair?: Pair)
   const argv = pair
     ? [...(pair.flags ?? []), pair.bundle, ...args]
     : runner === 'bundle'
-      ? [bundlePath, ...args]
+      ? args[0] === 'heartbeat'
+        ? // The sidecar's own bundle with the image's V8 flag: the command parent pods run (deploy/examples).
+          [...SIDECAR_NODE_FLAGS, sidecarPath, ...args]
+        : [bundlePath, ...args]
       : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
   const startedAt = Date.now();
   const child = spawn(pair?.node ?? process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
