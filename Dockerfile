@@ -34,6 +34,22 @@ LABEL org.opencontainers.image.title="lastseen" \
 WORKDIR /app
 COPY --from=build /src/dist/lastseen.mjs /src/dist/lastseen-heartbeat.mjs /app/
 ENV NODE_ENV=production
+# A V8 compile cache, made here by this image's own Node (the cache is keyed by Node's version, V8's
+# flags and the user id): one `--help` run of each bundle as uid 0 (the agent, and the example
+# sidecar) and as 65532 (this image's default user). Read-only at run time (readOnlyRootFilesystem):
+# Node reads it and skips writing. Measured (issue 14): `agent --help` 0.22 -> 0.17 s and 88 -> 83 MiB
+# peak; the bench's table 4b has spawn -> /readyz with and without it. Exec-form RUN: no shell here.
+ENV NODE_COMPILE_CACHE=/app/compile-cache
+USER 0
+RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen.mjs", "agent", "--help"]
+RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen-heartbeat.mjs", "heartbeat", "--help"]
+RUN ["/nodejs/bin/node", "-e", "require('fs').chmodSync('/app/compile-cache', 0o1777)"]
+USER 65532
+RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen.mjs", "agent", "--help"]
+RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen-heartbeat.mjs", "heartbeat", "--help"]
+USER 0
+RUN ["/nodejs/bin/node", "-e", "require('fs').chmodSync('/app/compile-cache', 0o755)"]
+USER 65532
 # The agent's health port (hostNetwork: it is the node's port).
 EXPOSE 9870
 # --max-semi-space-size=1 (MiB): V8's young generation otherwise grows to 16 MiB of semi-spaces
