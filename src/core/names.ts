@@ -1,4 +1,6 @@
 // Names that the agent, the heartbeat, the simulator and kubectl users must agree on.
+import { createHash } from 'node:crypto';
+
 export const ANNOTATION_CHECKPOINT = 'lastseen.dev/checkpoint';
 export const ANNOTATION_CHECKPOINT_OF = 'lastseen.dev/checkpoint-of';
 export const ANNOTATION_LAST_SEEN = 'lastseen.dev/last-seen';
@@ -43,8 +45,7 @@ export function parentKey(pod: PodLike): string {
 
 function shorten(name: string, max: number): string {
   if (name.length <= max) return name;
-  // node:crypto on demand: most names are short, and loading it costs a sidecar about 3 MiB (issue 14).
-  const hash = process.getBuiltinModule('node:crypto').createHash('sha256').update(name).digest('hex').slice(0, 10);
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 10);
   return `${name.slice(0, max - 11).replace(/[.-]+$/, '')}-${hash}`;
 }
 
