@@ -13,14 +13,35 @@ export async function createNamespace(kc: KubeConfig, prefix: string): Promise<s
   return name;
 }
 
-export async function createParentPod(kc: KubeConfig, ns: string, node: string, key: string, name = `${key}-${node}`): Promise<{ name: string; uid: string }> {
-  const pod = await kc.makeApiClient(CoreV1Api).createNamespacedPod({
+/**
+ * A bare parent pod bound to `node`. `ready`: also report its Ready condition True, as a kubelet
+ * would (none runs here): the agent keeps a checkpoint of an unprobed parent (`--probe none`) only
+ * once its pod is Ready, so the activation section needs it.
+ */
+export async function createParentPod(
+  kc: KubeConfig,
+  ns: string,
+  node: string,
+  key: string,
+  name = `${key}-${node}`,
+  opts: { ready?: boolean } = {},
+): Promise<{ name: string; uid: string }> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const pod = await core.createNamespacedPod({
     namespace: ns,
     body: {
       metadata: { name, labels: { 'lastseen.dev/parent': key, app: 'bench' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
       spec: { nodeName: node, containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10' }] },
     },
   });
+  if (opts.ready) {
+    const now = new Date();
+    await core.replaceNamespacedPodStatus({
+      name,
+      namespace: ns,
+      body: { ...pod, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }] } },
+    });
+  }
   return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
 }
 

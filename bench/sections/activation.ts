@@ -52,7 +52,7 @@ export async function activation(cp: ControlPlane, channel: Channel, trials: num
   const node = `act-${channel}${tag}-node`;
   const dirs = await tempDirs();
   await writePolicy(dirs.policy, POLICY(channel));
-  const pod = await createParentPod(kc, ns, node, KEY);
+  const pod = await createParentPod(kc, ns, node, KEY, undefined, { ready: true });
   const manifest = new PathWatch(await mkdirp(dirs.manifests), `lastseen-${ns}-${KEY}.json`);
   const beats = new BeatWatch({ channel, kc, node, namespace: ns, key: KEY, heartbeatDir: dirs.heartbeats });
   const agent = lastseen(
