@@ -1,6 +1,7 @@
 // Objects the benchmark creates: namespaces, parent pods (bare Pods bound to a node name; no
 // kubelet runs them), and reading a node's NodeCheckpoint status.
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 
 export async function createNamespace(kc: KubeConfig, prefix: string): Promise<string> {
@@ -8,9 +9,24 @@ export async function createNamespace(kc: KubeConfig, prefix: string): Promise<s
   const core = kc.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/bench': 'true' } } } });
   // No controller-manager runs here, and the ServiceAccount admission plugin refuses a pod whose
-  // service account is missing: create `default` as the controller would (test/integration/harness.ts does the same).
+  // service account is missing: create `default` as the controller would (test/integration/harness.ts
+  // namespaceBasics does the same)…
   await core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: 'default' } } });
+  // …and the `kube-root-ca.crt` ConfigMap every pod's api-access volume projects (the agent's capture reads it).
+  const cluster = kc.getCurrentCluster();
+  const caPem = cluster?.caData ? Buffer.from(cluster.caData, 'base64').toString('utf8') : cluster?.caFile ? readFileSync(cluster.caFile, 'utf8') : '';
+  await core.createNamespacedConfigMap({ namespace: name, body: { metadata: { name: 'kube-root-ca.crt' }, data: { 'ca.crt': caPem } } });
   return name;
+}
+
+/** A Node object named `name` (no kubelet behind it): the agent's capture reads the Node its parents run on. Idempotent. */
+export async function createNode(kc: KubeConfig, name: string): Promise<void> {
+  await kc
+    .makeApiClient(CoreV1Api)
+    .createNode({ body: { metadata: { name, labels: { 'lastseen.dev/bench': 'true' } } } })
+    .catch((e: unknown) => {
+      if ((e as { code?: number }).code !== 409) throw e;
+    });
 }
 
 /**
