@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // Bundle the CLI into one file, dist/lastseen.mjs: what the container image ships (with Node.js 24
-// and nothing else) and what can be copied onto a node as `kubectl-lastseen`.
+// and nothing else) and what can be copied onto a node as `kubectl-lastseen`. Beside it, the
+// heartbeat sidecar's own bundle, dist/lastseen-heartbeat.mjs (src/cli/heartbeat-main.ts: only
+// `heartbeat`, no @kubernetes/client-node), which every parent pod runs.
 //
 //   node scripts/bundle.mjs            whitespace and syntax minified, names kept (stack traces
 //                                      name real functions), pure ASCII
 //   node scripts/bundle.mjs --minify   identifiers minified too
+//   --outfile PATH                     the CLI bundle's path; the sidecar's goes beside it
 //
 // Memory, not disk, is why the default output is compacted and ASCII: Node keeps the whole
 // source of the bundle in memory for the process's life, and V8 stores a source with a single
@@ -35,9 +38,10 @@ const banner = [
   'const __dirname = __lastseenDirname(__filename);',
 ].join('\n');
 
+async function bundle(entry, outfile) {
 const result = await build({
   absWorkingDir: root,
-  entryPoints: ['src/cli/main.ts'],
+  entryPoints: [entry],
   outfile,
   bundle: true,
   format: 'esm',
@@ -67,3 +71,11 @@ await writeFile(outfile, text, { mode: 0o755 });
 const { size } = await stat(outfile);
 const inputs = Object.keys(result.metafile.inputs).length;
 process.stdout.write(`bundle: ${outfile} ${(size / 1024).toFixed(0)} KiB from ${inputs} files\n`);
+return result.metafile;
+}
+
+await bundle('src/cli/main.ts', outfile);
+const sidecar = await bundle('src/cli/heartbeat-main.ts', join(dirname(outfile), 'lastseen-heartbeat.mjs'));
+// The point of the sidecar's bundle: fail the build if client-node (or undici) creeps back in.
+const heavy = Object.keys(sidecar.inputs).filter((f) => /node_modules\/(@kubernetes\/client-node|undici)\//.test(f));
+if (heavy.length > 0) throw new Error(`lastseen-heartbeat.mjs must not bundle client-node or undici; it takes ${heavy.slice(0, 3).join(', ')}`);

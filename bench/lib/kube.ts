@@ -1,30 +1,48 @@
 // Objects the benchmark creates: namespaces, parent pods (bare Pods bound to a node name; no
 // kubelet runs them), and reading a node's NodeCheckpoint status.
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 
 export async function createNamespace(kc: KubeConfig, prefix: string): Promise<string> {
   const name = `${prefix}-${randomBytes(3).toString('hex')}`;
   const core = kc.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name, labels: { 'lastseen.dev/bench': 'true' } } } });
   // No controller-manager runs here, and the ServiceAccount admission plugin refuses a pod whose
-  // service account is missing: create `default` as the controller would (test/integration/harness.ts does the same).
+  // service account is missing: create `default` as the controller would (test/integration/harness.ts
+  // namespaceBasics does the same)…
   await core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: 'default' } } });
-  // And the `kube-root-ca.crt` ConfigMap every pod's kube-api-access volume projects (a capture copies it).
+  // …and the `kube-root-ca.crt` ConfigMap every pod's api-access volume projects (the agent's capture reads it).
   const cluster = kc.getCurrentCluster();
-  const ca = cluster?.caData ? Buffer.from(cluster.caData, 'base64').toString('utf8') : cluster?.caFile ? await readFile(cluster.caFile, 'utf8') : '';
-  await core.createNamespacedConfigMap({ namespace: name, body: { metadata: { name: 'kube-root-ca.crt' }, data: { 'ca.crt': ca } } });
+  const caPem = cluster?.caData ? Buffer.from(cluster.caData, 'base64').toString('utf8') : cluster?.caFile ? readFileSync(cluster.caFile, 'utf8') : '';
+  await core.createNamespacedConfigMap({ namespace: name, body: { metadata: { name: 'kube-root-ca.crt' }, data: { 'ca.crt': caPem } } });
   return name;
 }
 
-export async function createParentPod(kc: KubeConfig, ns: string, node: string, key: string, name = `${key}-${node}`): Promise<{ name: string; uid: string }> {
+/** A Node object named `name` (no kubelet behind it): the agent's capture reads the Node its parents run on. Idempotent. */
+export async function createNode(kc: KubeConfig, name: string): Promise<void> {
+  await kc
+    .makeApiClient(CoreV1Api)
+    .createNode({ body: { metadata: { name, labels: { 'lastseen.dev/bench': 'true' } } } })
+    .catch((e: unknown) => {
+      if ((e as { code?: number }).code !== 409) throw e;
+    });
+}
+
+/**
+ * A bare parent pod bound to `node`. `ready`: also report its Ready condition True, as a kubelet
+ * would (none runs here): the agent keeps a checkpoint of an unprobed parent (`--probe none`) only
+ * once its pod is Ready, so the activation section needs it.
+ */
+export async function createParentPod(
+  kc: KubeConfig,
+  ns: string,
+  node: string,
+  key: string,
+  name = `${key}-${node}`,
+  opts: { ready?: boolean } = {},
+): Promise<{ name: string; uid: string }> {
   const core = kc.makeApiClient(CoreV1Api);
-  // The Node object the pod is bound to (no kubelet registers it): a capture resolves the pod's
-  // service-account token, which is bound to its Node.
-  await core.createNode({ body: { metadata: { name: node, labels: { 'lastseen.dev/bench': 'true' } } } }).catch((e: unknown) => {
-    if ((e as { code?: number }).code !== 409) throw e;
-  });
   const pod = await core.createNamespacedPod({
     namespace: ns,
     body: {
@@ -32,13 +50,14 @@ export async function createParentPod(kc: KubeConfig, ns: string, node: string, 
       spec: { nodeName: node, containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10' }] },
     },
   });
-  // No kubelet reports its status: say it is Ready, as a kubelet would for a running pod. The agent
-  // keeps a pod beating an unprobed Ready (--probe none) as last known good, and gives it the node
-  // back, only with this condition.
-  await core.patchNamespacedPodStatus(
-    { name, namespace: ns, body: { status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] } } },
-    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-  );
+  if (opts.ready) {
+    const now = new Date();
+    await core.replaceNamespacedPodStatus({
+      name,
+      namespace: ns,
+      body: { ...pod, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }] } },
+    });
+  }
   return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
 }
 

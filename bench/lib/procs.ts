@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './cp.js';
 
-export type Runner = 'bundle' | 'tsx';
+/** bundle: node lastseen.mjs; cached: the same with a compile cache warmed as the image's (see warmCompileCache); tsx: the sources. */
+export type Runner = 'bundle' | 'cached' | 'tsx';
 
 export interface Proc {
   child: ChildProcess;
@@ -34,6 +35,10 @@ export function killAll(): void {
 }
 
 let bundlePath = join(ROOT, 'dist', 'lastseen.mjs');
+/** The heartbeat sidecar's own bundle (scripts/bundle.mjs builds it beside lastseen.mjs): what parent pods run. */
+let sidecarPath = join(ROOT, 'dist', 'lastseen-heartbeat.mjs');
+/** Node flags of the sidecar's command in deploy/examples/parent-daemonset.yaml. */
+export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=1'];
 
 /** `npm run bundle`, then a private copy (others may rebuild dist/ while we run). */
 export async function buildBundle(): Promise<string> {
@@ -46,7 +51,37 @@ export async function buildBundle(): Promise<string> {
   temps.add(dir);
   bundlePath = join(dir, 'lastseen.mjs');
   await copyFile(join(ROOT, 'dist', 'lastseen.mjs'), bundlePath);
+  sidecarPath = join(dir, 'lastseen-heartbeat.mjs');
+  await copyFile(join(ROOT, 'dist', 'lastseen-heartbeat.mjs'), sidecarPath);
   return bundlePath;
+}
+
+let cacheDir: string | null = null;
+
+/**
+ * A V8 compile cache for both bundles, made as the Dockerfile makes the image's: one `--help` run
+ * of each with NODE_COMPILE_CACHE set (the cache holds what that run compiled). Made once per bench run.
+ */
+export async function warmCompileCache(): Promise<string> {
+  if (cacheDir) return cacheDir;
+  const dir = await mkdtemp(join(tmpdir(), 'lastseen-bench-cache-'));
+  temps.add(dir);
+  const env = { ...process.env, NODE_COMPILE_CACHE: dir };
+  const run = (argv: string[]) =>
+    new Promise<void>((resolve, reject) =>
+      execFile(process.execPath, argv, { cwd: ROOT, env, timeout: 60_000 }, (err) =>
+        err ? reject(new Error(`warm compile cache: ${err.message}`)) : resolve(),
+      ),
+    );
+  await run([bundlePath, 'agent', '--help']);
+  await run([...SIDECAR_NODE_FLAGS, sidecarPath, 'heartbeat', '--help']);
+  cacheDir = dir;
+  return dir;
+}
+
+function compileCacheDir(): string {
+  if (!cacheDir) throw new Error('runner "cached" needs warmCompileCache() first');
+  return cacheDir;
 }
 
 /** The bundle `buildBundle` made (dist/lastseen.mjs before it ran). */
@@ -65,11 +100,15 @@ export interface Pair {
 export function lastseen(args: string[], runner: Runner = 'bundle', pair?: Pair): Proc {
   const argv = pair
     ? [...(pair.flags ?? []), pair.bundle, ...args]
-    : runner === 'bundle'
-      ? [bundlePath, ...args]
+    : runner === 'bundle' || runner === 'cached'
+      ? args[0] === 'heartbeat'
+        ? // The sidecar's own bundle with the image's V8 flag: the command parent pods run (deploy/examples).
+          [...SIDECAR_NODE_FLAGS, sidecarPath, ...args]
+        : [bundlePath, ...args]
       : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
   const startedAt = Date.now();
-  const child = spawn(pair?.node ?? process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = runner === 'cached' && !pair ? { ...process.env, NODE_COMPILE_CACHE: compileCacheDir() } : process.env;
+  const child = spawn(pair?.node ?? process.execPath, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: Array<Record<string, unknown>> = [];
   const listeners = new Set<(l: Record<string, unknown>) => void>();
   let buf = '';

@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ControlPlane } from '../lib/cp.js';
-import { createNamespace, createParentPod, nodeCheckpointParents } from '../lib/kube.js';
+import { createNamespace, createNode, createParentPod, nodeCheckpointParents } from '../lib/kube.js';
 import { agentArgs, lastseen, type Pair, type Proc, tempDirs, writePolicy } from '../lib/procs.js';
 import { progress, type Summary, sleep, summarize, waitFor } from '../lib/util.js';
 import { BeatWatch, type Channel, PathWatch } from '../lib/watch.js';
@@ -52,7 +52,8 @@ export async function activation(cp: ControlPlane, channel: Channel, trials: num
   const node = `act-${channel}${tag}-node`;
   const dirs = await tempDirs();
   await writePolicy(dirs.policy, POLICY(channel));
-  const pod = await createParentPod(kc, ns, node, KEY);
+  await createNode(kc, node);
+  const pod = await createParentPod(kc, ns, node, KEY, undefined, { ready: true });
   const manifest = new PathWatch(await mkdirp(dirs.manifests), `lastseen-${ns}-${KEY}.json`);
   const beats = new BeatWatch({ channel, kc, node, namespace: ns, key: KEY, heartbeatDir: dirs.heartbeats });
   const agent = lastseen(

@@ -2,7 +2,7 @@
 // /proc/<pid>/stat and /proc/<pid>/status with 1, 10 and 50 parents beating on its node (lease
 // channel, heartbeat loops in this process, so their cost is not the agent's). And bundle versus
 // tsx: start time to /readyz 200 and RSS at that moment. And the heartbeat sidecar (`node
-// lastseen.mjs heartbeat …`, lease and local channel) beside an idle `node -e` (the floor).
+// lastseen-heartbeat.mjs heartbeat …`, the sidecar's own bundle, lease and local channel) beside an idle `node -e` (the floor).
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -14,7 +14,7 @@ import { startHeartbeat } from '../../src/heartbeat/heartbeat.js';
 import type { Heartbeat } from '../../src/heartbeat/loop.js';
 import type { ControlPlane } from '../lib/cp.js';
 import { createNamespace, createParentPods } from '../lib/kube.js';
-import { agentArgs, healthPortOf, lastseen, type Proc, type Runner, sampleProc, tempDirs, writePolicy } from '../lib/procs.js';
+import { agentArgs, healthPortOf, lastseen, type Proc, type Runner, sampleProc, tempDirs, warmCompileCache, writePolicy } from '../lib/procs.js';
 import { progress, type Summary, sleep, summarize, waitFor } from '../lib/util.js';
 
 export const FOOTPRINT_INTERVAL_MS = 1000;
@@ -133,9 +133,11 @@ export interface StartFigures {
 export async function startComparison(cp: ControlPlane, runs: number): Promise<StartFigures[]> {
   const kc = cp.kc();
   const ns = await createNamespace(kc, 'start');
-  const r: Record<Runner, { ready: number[]; rss: number[] }> = { bundle: { ready: [], rss: [] }, tsx: { ready: [], rss: [] } };
+  await warmCompileCache();
+  const runners: Runner[] = ['bundle', 'cached', 'tsx'];
+  const r: Record<Runner, { ready: number[]; rss: number[] }> = { bundle: { ready: [], rss: [] }, cached: { ready: [], rss: [] }, tsx: { ready: [], rss: [] } };
   for (let i = 0; i < runs; i++) {
-    for (const runner of i % 2 === 0 ? (['bundle', 'tsx'] as const) : (['tsx', 'bundle'] as const)) {
+    for (const runner of i % 2 === 0 ? runners : [...runners].reverse()) {
       const dirs = await tempDirs();
       await writePolicy(dirs.policy, POLICY);
       const agent = lastseen(agentArgs({ node: `start-${runner}-${i}`, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }), runner);
@@ -150,7 +152,7 @@ export async function startComparison(cp: ControlPlane, runs: number): Promise<S
       }
     }
   }
-  return (['bundle', 'tsx'] as const).map((runner) => ({
+  return runners.map((runner) => ({
     runner,
     runs: r[runner].ready.length,
     readyMs: summarize(r[runner].ready),
@@ -192,7 +194,7 @@ function nodeFloor(): Proc {
 }
 
 /**
- * The heartbeat sidecar as a parent pod runs it (`node lastseen.mjs heartbeat …`, one channel per
+ * The heartbeat sidecar as a parent pod runs it (`node lastseen-heartbeat.mjs heartbeat …`, one channel per
  * process, interval FOOTPRINT_INTERVAL_MS, probe none) beside the Node.js floor, all three at once
  * in each run: RSS `idleMs` after spawn, and CPU per beat from /proc/<pid>/stat between `settleMs`
  * and `idleMs`, over the beats written in between (sequence read back from the Lease or the file).

@@ -1,7 +1,7 @@
 // /healthz, /readyz and /metrics on one port. healthz: the process loop is alive. readyz: this
 // instance holds the node lock and its observers have synced at least once (a standby agent is
 // live but not ready). metrics: the agent's own registry.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
 
 export interface HealthSource {
@@ -11,7 +11,8 @@ export interface HealthSource {
 }
 
 export async function serveHealth(port: number, host: string, src: HealthSource): Promise<{ server: Server; port: number; close(): Promise<void> }> {
-  const server = createServer((req, res) => {
+  // getBuiltinModule, not an ES import: see src/kube/light-client.ts.
+  const server = process.getBuiltinModule('node:http').createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const answer = (r: { ok: boolean; reason: string }) => {
       res.writeHead(r.ok ? 200 : 503, { 'content-type': 'text/plain' });

@@ -30,10 +30,9 @@ import {
   show,
   stringMap,
 } from './fields.js';
-import type { KubeClient } from '../kube/client.js';
+import type { BeatClient } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
-import { mergePatchOptions } from '../kube/patch.js';
 import { backoffMs } from './retry.js';
 
 /** Tries per round. Patches cannot conflict, so only transport failures are retried. */
@@ -91,7 +90,7 @@ export interface AnnotationChannelOptions {
   namespace: string;
   /** The pod to annotate (the writer's own pod). */
   podName: string;
-  makeClient: () => KubeClient;
+  makeClient: () => BeatClient;
   clock: Clock;
   random?: () => number;
   onFailure?: (err: KubeError, attempt: number) => void;
@@ -99,7 +98,7 @@ export interface AnnotationChannelOptions {
 
 export class AnnotationChannel implements BeatWriter {
   readonly channel = 'annotation' as const;
-  private client: KubeClient;
+  private client: BeatClient;
   private consecutiveFailures = 0;
   private readonly object: string;
 
@@ -112,10 +111,7 @@ export class AnnotationChannel implements BeatWriter {
     let last: KubeError | null = null;
     for (let attempt = 1; attempt <= MAX_PATCH_ATTEMPTS; attempt++) {
       try {
-        await this.client.core.patchNamespacedPod(
-          { name: this.opts.podName, namespace: this.opts.namespace, body: annotationPatch(beat) },
-          mergePatchOptions(),
-        );
+        await this.client.mergePatchPod({ name: this.opts.podName, namespace: this.opts.namespace, body: annotationPatch(beat) });
         this.consecutiveFailures = 0;
         return;
       } catch (e) {

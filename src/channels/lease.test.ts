@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat } from '../core/types.js';
 import { FakeTime as FakeClock } from '../core/fake-time.test-helpers.js';
-import type { KubeClient } from '../kube/client.js';
+import type { BeatClient } from '../kube/beat-client.js';
 import { beatFromLease, CONFLICTS_BEFORE_PATCH, LeaseChannel, type LeaseTarget, leaseWithBeat, MAX_UPDATE_RETRIES } from './lease.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the tables below break arbitrary fields of a JSON document on purpose
@@ -157,18 +157,18 @@ function fakeApi() {
       throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { type: 'system', code: 'ECONNREFUSED' });
     }
   };
-  const coordination = {
-    async readNamespacedLease() {
+  const api = {
+    async readLease() {
       guard('GET');
       if (!state.stored) throw apiError(404);
       return JSON.parse(JSON.stringify(state.stored));
     },
-    async createNamespacedLease({ body }: { body: V1Lease }) {
+    async createLease({ body }: { body: V1Lease }) {
       guard('POST');
       if (state.stored) throw apiError(409);
       return save(body);
     },
-    async replaceNamespacedLease({ body }: { body: V1Lease }) {
+    async replaceLease({ body }: { body: V1Lease }) {
       guard('PUT');
       if (!state.stored) throw apiError(404);
       if (state.conflictNext > 0) {
@@ -179,7 +179,7 @@ function fakeApi() {
       if (body.metadata?.resourceVersion !== state.stored.metadata?.resourceVersion) throw apiError(409);
       return save(body);
     },
-    async patchNamespacedLease({ body }: { body: { metadata: V1Lease['metadata']; spec: V1Lease['spec'] } }) {
+    async mergePatchLease({ body }: { body: { metadata: V1Lease['metadata']; spec: V1Lease['spec'] } }) {
       guard('PATCH');
       if (!state.stored) throw apiError(404);
       const s = state.stored;
@@ -193,9 +193,9 @@ function fakeApi() {
       });
     },
   };
-  const makeClient = (): KubeClient => {
+  const makeClient = (): BeatClient => {
     state.clients++;
-    return { coordination, core: {}, kubeConfig: {}, requestTimeoutMs: 100, close: () => state.closed++ } as unknown as KubeClient;
+    return { ...api, close: () => state.closed++ } as unknown as BeatClient;
   };
   return { state, makeClient };
 }

@@ -49,9 +49,8 @@ import {
   show,
   stringMap,
 } from './fields.js';
-import type { KubeClient } from '../kube/client.js';
+import type { BeatClient } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
-import { mergePatchOptions } from '../kube/patch.js';
 import { backoffMs } from './retry.js';
 
 /** As the kubelet (maxUpdateRetries): enough to ride out a few conflicts, few enough to end a round quickly. */
@@ -162,7 +161,7 @@ export function beatFromLease(lease: unknown, expectedNode: string): BeatResult 
 export interface LeaseChannelOptions {
   target: LeaseTarget;
   /** Makes an api client; called again for a fresh connection pool after repeated failures. */
-  makeClient: () => KubeClient;
+  makeClient: () => BeatClient;
   clock: Clock;
   /** Jitter source in [0, 1). */
   random?: () => number;
@@ -183,7 +182,7 @@ export class LeaseChannelError extends Error {
 /** The Lease writer. One instance per heartbeat process; not safe for overlapping writes. */
 export class LeaseChannel implements BeatWriter {
   readonly channel = 'lease' as const;
-  private client: KubeClient;
+  private client: BeatClient;
   private cached: V1Lease | null = null;
   private consecutiveFailures = 0;
   private readonly name: string;
@@ -204,18 +203,16 @@ export class LeaseChannel implements BeatWriter {
     for (let attempt = 1; attempt <= MAX_UPDATE_RETRIES; attempt++) {
       if (attempt > 1 && clock.now() >= deadline) break;
       try {
-        const api = this.client.coordination;
+        const api = this.client;
         if (conflicts >= CONFLICTS_BEFORE_PATCH) {
-          this.cached = await api.patchNamespacedLease({ name: this.name, namespace: ns, body: this.patchBody(beat) }, mergePatchOptions());
+          this.cached = await api.mergePatchLease({ name: this.name, namespace: ns, body: this.patchBody(beat) });
         } else if (this.cached) {
-          this.cached = await api.replaceNamespacedLease({ name: this.name, namespace: ns, body: leaseWithBeat(this.cached, this.opts.target, beat) });
+          this.cached = await api.replaceLease({ name: this.name, namespace: ns, body: leaseWithBeat(this.cached, this.opts.target, beat) });
         } else {
           // No copy yet (first beat, or after a conflict / deletion): read it, or create it.
           const current = await this.read();
           const body = leaseWithBeat(current, this.opts.target, beat);
-          this.cached = current
-            ? await api.replaceNamespacedLease({ name: this.name, namespace: ns, body })
-            : await api.createNamespacedLease({ namespace: ns, body });
+          this.cached = current ? await api.replaceLease({ name: this.name, namespace: ns, body }) : await api.createLease({ namespace: ns, body });
         }
         this.consecutiveFailures = 0;
         return;
@@ -247,7 +244,7 @@ export class LeaseChannel implements BeatWriter {
 
   private async read(): Promise<V1Lease | null> {
     try {
-      return await this.client.coordination.readNamespacedLease({ name: this.name, namespace: this.opts.target.namespace });
+      return await this.client.readLease({ name: this.name, namespace: this.opts.target.namespace });
     } catch (e) {
       const err = classifyKubeError(e, this.object);
       if (err.kind === 'notFound') return null;

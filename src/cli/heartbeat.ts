@@ -10,7 +10,9 @@ import type { HeartbeatIdentity } from '../heartbeat/beat.js';
 import { startHeartbeat } from '../heartbeat/heartbeat.js';
 import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { classifyKubeError } from '../kube/errors.js';
-import { loadKubeConfig, makeKubeClient } from '../kube/client.js';
+import type { BeatClient } from '../kube/beat-client.js';
+import { makeLightClient } from '../kube/light-client.js';
+import { loadEndpoint } from '../kube/light-config.js';
 import { parseDuration } from '../policy/duration.js';
 import { CliError } from './errors.js';
 
@@ -175,9 +177,9 @@ async function readOwnPod(
   name: string,
   logger: Logger,
 ): Promise<{ key: string; uid: string; labels: Record<string, string> } | null> {
-  let client: ReturnType<typeof makeKubeClient>;
+  let client: BeatClient;
   try {
-    client = makeKubeClient(loadKubeConfig(kubeconfig), { requestTimeoutMs: POD_LOOKUP_TIMEOUT_MS });
+    client = makeLightClient(loadEndpoint(kubeconfig), { requestTimeoutMs: POD_LOOKUP_TIMEOUT_MS });
   } catch (e) {
     logger.warn({ error: (e as Error).message }, 'no api access: beating without reading this pod');
     return null;
@@ -185,7 +187,7 @@ async function readOwnPod(
   try {
     for (let attempt = 1; attempt <= POD_LOOKUP_ATTEMPTS; attempt++) {
       try {
-        const pod = await client.core.readNamespacedPod({ name, namespace });
+        const pod = await client.readPod({ name, namespace });
         const labels = pod.metadata?.labels ?? {};
         const owners = (pod.metadata?.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller }));
         return { key: parentKey({ name, labels, ownerReferences: owners }), uid: pod.metadata?.uid ?? '', labels };

@@ -11,7 +11,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { type Logger, pino } from 'pino';
 import type { Channel } from '../core/types.js';
 import { AnnotationChannel } from '../channels/annotation.js';
-import { type KubeClient, loadKubeConfig, makeKubeClient } from '../kube/client.js';
+import type { BeatClient } from '../kube/beat-client.js';
+import { makeLightClient } from '../kube/light-client.js';
+import { type EndpointSource, endpointFromKubeConfig, loadEndpoint } from '../kube/light-config.js';
 import { LeaseChannel, type LeaseTarget } from '../channels/lease.js';
 import { type ParentPolicy, type Policy, policyFor } from '../policy/policy.js';
 import { CHANNELS, MIN_INTERVAL_MS } from '../policy/schema.js';
@@ -49,7 +51,11 @@ export interface HeartbeatOptions {
   probeInsecure?: boolean;
   /** Folder of the local channel's files. Default /run/lastseen/heartbeats. */
   heartbeatDir?: string;
-  /** Api access for the lease and annotation channels: a KubeConfig, or a kubeconfig file (else default / in-cluster). */
+  /**
+   * Api access for the lease and annotation channels: a client-node KubeConfig (its TLS material and
+   * credentials, exec plugins included), or a kubeconfig file (else default / in-cluster) read
+   * without client-node (src/kube/light-config.ts). Either way the requests go over the light client.
+   */
   kubeConfig?: KubeConfig;
   kubeconfigPath?: string;
   /** Use these writers instead of building channels (tests, the simulator). */
@@ -180,11 +186,11 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
 
 function buildWriters(opts: HeartbeatOptions, settings: ResolvedSettings, leaseTarget: LeaseTarget, clock: Clock, logger: Logger): BeatWriter[] {
   const id = opts.identity;
-  let kc = opts.kubeConfig;
-  const makeClient = (): KubeClient => {
-    kc ??= loadKubeConfig(opts.kubeconfigPath);
+  let endpoint: EndpointSource | undefined;
+  const makeClient = (): BeatClient => {
+    endpoint ??= opts.kubeConfig ? endpointFromKubeConfig(opts.kubeConfig) : loadEndpoint(opts.kubeconfigPath);
     const requestTimeoutMs = Math.min(MAX_REQUEST_TIMEOUT_MS, Math.floor(settings.intervalMs * REQUEST_TIMEOUT_FRACTION));
-    return makeKubeClient(kc, { requestTimeoutMs, onRequest: opts.onRequest });
+    return makeLightClient(endpoint, { requestTimeoutMs, onRequest: opts.onRequest });
   };
   const onFailure = (channel: Channel) => (err: { kind: string; status: number | null; message: string }, attempt: number) =>
     logger.debug({ channel, attempt, kind: err.kind, status: err.status, error: err.message }, 'heartbeat request failed');

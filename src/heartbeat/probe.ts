@@ -6,8 +6,6 @@
 // beats say Ready with `unprobed`, which proves only that the sidecar runs; the agent then takes
 // the pod's own Ready condition from the api-server before it keeps a copy as last known good.
 import { readFileSync } from 'node:fs';
-import * as http from 'node:http';
-import * as https from 'node:https';
 import * as net from 'node:net';
 import type { ProbeResult } from './beat.js';
 import type { OwnershipOptions } from './ownership.js';
@@ -58,10 +56,12 @@ export function makeProbe(spec: ProbeSpec, opts: ProbeOptions): Probe {
   return () => proveReady({ ...base, kind: 'http', port, once: (t) => probeHttp(spec.url, t, ca, opts.insecure === true) });
 }
 
-function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, insecure: boolean): Promise<ProbeResult> {
+async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, insecure: boolean): Promise<ProbeResult> {
+  // node:https only for an https probe: loading TLS costs a sidecar about 6 MiB of RSS (issue 14).
+  // getBuiltinModule, not an ES import: see src/kube/light-client.ts.
+  const lib = url.protocol === 'https:' ? process.getBuiltinModule('node:https') : process.getBuiltinModule('node:http');
   return new Promise((resolve) => {
-    const lib = url.protocol === 'https:' ? https : http;
-    const options: https.RequestOptions = {
+    const options: import('node:https').RequestOptions = {
       method: 'GET',
       signal: AbortSignal.timeout(timeoutMs),
       headers: { 'user-agent': 'lastseen-heartbeat', accept: '*/*' },

@@ -16,6 +16,9 @@
 import { CoordinationV1Api, CoreV1Api, createConfiguration, KubeConfig, type RequestContext, ServerConfiguration } from '@kubernetes/client-node';
 import { Agent, type Dispatcher } from 'undici';
 import { existsSync } from 'node:fs';
+import type { BeatClient } from './beat-client.js';
+import { KubeConfigError } from './light-config.js';
+import { mergePatchOptions } from './patch.js';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
@@ -25,8 +28,7 @@ import { delimiter, join } from 'node:path';
  */
 const MAX_SOCKETS = 8;
 
-/** A kubeconfig that cannot be used; the message names the source tried and what to do. */
-export class KubeConfigError extends Error {}
+export { KubeConfigError };
 
 /**
  * Load a KubeConfig: the given file, else $KUBECONFIG, else ~/.kube/config, else in-cluster. Each
@@ -70,7 +72,8 @@ export interface KubeClientOptions {
   onRequest?: (method: string, url: string) => void;
 }
 
-export interface KubeClient {
+/** The agent's client; it also serves a heartbeat writer's few requests (BeatClient), through client-node. */
+export interface KubeClient extends BeatClient {
   readonly coordination: CoordinationV1Api;
   readonly core: CoreV1Api;
   readonly kubeConfig: KubeConfig;
@@ -131,9 +134,17 @@ export function makeKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeCli
     authMethods: { default: kc },
     promiseMiddleware: [middleware],
   });
+  const coordination = new CoordinationV1Api(config);
+  const core = new CoreV1Api(config);
   return {
-    coordination: new CoordinationV1Api(config),
-    core: new CoreV1Api(config),
+    coordination,
+    core,
+    readLease: (ref) => coordination.readNamespacedLease(ref),
+    createLease: (ref) => coordination.createNamespacedLease(ref),
+    replaceLease: (ref) => coordination.replaceNamespacedLease(ref),
+    mergePatchLease: (ref) => coordination.patchNamespacedLease(ref, mergePatchOptions()),
+    readPod: (ref) => core.readNamespacedPod(ref),
+    mergePatchPod: (ref) => core.patchNamespacedPod(ref, mergePatchOptions()),
     kubeConfig: kc,
     requestTimeoutMs: opts.requestTimeoutMs,
     close() {

@@ -2,8 +2,8 @@
 // kubeconfig's TLS material and credentials (client-node's applyToHTTPSOptions), for the
 // informer's lists and watches and the agent's /readyz probe. docs/kube-client.md says why these
 // do not go through client-node's fetch.
-import * as http from 'node:http';
-import * as https from 'node:https';
+import type * as http from 'node:http';
+import type * as https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 
 /** `?a=b&c=d` for a non-empty query, else ''. */
@@ -23,7 +23,8 @@ export async function kubeGet(kc: KubeConfig, pathAndQuery: string, signal: Abor
   const opts: https.RequestOptions = {};
   await kc.applyToHTTPSOptions(opts);
   signal.throwIfAborted();
-  const send = url.protocol === 'http:' ? http.request : https.request;
+  // getBuiltinModule, not an ES import: see src/kube/light-client.ts.
+  const send = url.protocol === 'http:' ? process.getBuiltinModule('node:http').request : process.getBuiltinModule('node:https').request;
   return new Promise((resolve, reject) => {
     const req = send(url, { ...opts, method: 'GET', headers: { ...opts.headers, accept: 'application/json' }, signal }, resolve);
     req.on('error', reject);

@@ -4,9 +4,9 @@
  * channel on a bare pod, an api-server restart, and `lastseen heartbeat` as a child process with
  * SIGTERM.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -304,5 +304,51 @@ describe('lastseen heartbeat (CLI)', () => {
       .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(logs.find((l) => l.msg === 'heartbeat starting')).toMatchObject({ intervalMs: 300, channels: ['lease', 'local'], key: 'etcd', node: NODE });
     expect(logs.at(-1)).toMatchObject({ msg: 'heartbeat stopped' });
+  });
+});
+
+describe('dist/lastseen-heartbeat.mjs (the sidecar bundle, light api client)', () => {
+  it("reads its own pod and writes its Lease with the kubeconfig's client certificate, without client-node; SIGTERM: Stopping, exit 0", async () => {
+    // Bundled into a folder of its own and run from there: nothing can come from node_modules.
+    const away = await mkdtemp(join(tmpdir(), 'lastseen-hb-bundle-'));
+    try {
+      execFileSync(process.execPath, ['scripts/bundle.mjs', '--outfile', join(away, 'built', 'lastseen.mjs')], { cwd: REPO });
+      const bundle = join(away, 'lastseen-heartbeat.mjs');
+      await copyFile(join(away, 'built', 'lastseen-heartbeat.mjs'), bundle);
+      const text = await readFile(bundle, 'utf8');
+      for (const name of ['CoordinationV1Api', 'ObjectSerializer', 'undici']) expect(text.includes(name), name).toBe(false);
+      // No parent key and no uid given: the sidecar reads them from its pod (GET over the light client).
+      const pod = await core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: { name: 'kcm-node-a', labels: { 'lastseen.dev/parent': 'kcm' } },
+          spec: { nodeName: NODE, containers: [{ name: 'main', image: 'registry.invalid/none' }] },
+        },
+      });
+      const child = spawn(
+        process.execPath,
+        [bundle, 'heartbeat', '--kubeconfig', controlPlane().adminKubeconfig, '--channels', 'lease', '--interval', '300ms', '--probe', 'none'],
+        { cwd: away, env: { ...process.env, NODE_NAME: NODE, POD_NAME: 'kcm-node-a', POD_NAMESPACE: ns }, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
+      child.stderr.setEncoding('utf8').on('data', (s: string) => (out += s));
+      const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      try {
+        await waitFor(async () => (await readBeat('kcm.node-a').catch(() => ({ sequence: 0 }))).sequence >= 3, {
+          what: 'three Lease beats from the sidecar bundle',
+          timeoutMs: 60_000,
+        });
+        child.kill('SIGTERM');
+        expect(await exited).toBe(0);
+      } catch (e) {
+        child.kill('SIGKILL');
+        throw new Error(`${(e as Error).message}\noutput:\n${out}`);
+      }
+      expect(await readBeat('kcm.node-a')).toMatchObject({ phase: 'Stopping', holder: 'kcm-node-a', holderUid: pod.metadata!.uid });
+      expect(out).not.toContain('cannot read this pod');
+    } finally {
+      await rm(away, { recursive: true, force: true });
+    }
   });
 });

@@ -156,6 +156,8 @@ function heartbeatSidecar(env: TestbedEnv, probe: string) {
     image: LASTSEEN_IMAGE,
     imagePullPolicy: 'Never',
     restartPolicy: 'Always',
+    // The sidecar's own bundle, as deploy/examples/parent-daemonset.yaml runs it.
+    command: ['/nodejs/bin/node', '--max-semi-space-size=1', '/app/lastseen-heartbeat.mjs'],
     args: ['heartbeat', `--probe=${probe}`, '--probe-insecure', '--policy-file=/etc/lastseen/policy.yaml'],
     env: [
       ...inClusterEnv(env),
