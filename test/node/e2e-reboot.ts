@@ -40,6 +40,8 @@ if (!['reboot', 'delete-pod', 'bad-rollout'].includes(o.case)) {
 }
 
 const withAgent = !o.withoutAgent;
+// The commit the test bed's images are built from (at `node up`, below), not the one checked out when it ends.
+const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
 const tb = new Testbed();
 const t0 = Date.now();
 const results: RebootResult[] = [];
@@ -90,7 +92,6 @@ const summary = {
   ...(o.case === 'reboot' ? {} : { case: o.case }),
 };
 if (o.out) {
-  const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   writeFileSync(
     o.out,
     `${JSON.stringify({ measuredAt: new Date().toISOString(), commit, case: o.case, baseline: !withAgent, offS: Number(o.off), reboots: results }, null, 2)}\n`,
