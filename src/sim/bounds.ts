@@ -67,7 +67,7 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
   const noDeadline =
     T.backoffInitialMs +
     RESTART_LATE_MS +
-    T.agentStartMs +
+    T.agentStartMs.max +
     p.startupGraceMs +
     p.intervalMs +
     p.startTimeoutMs +
@@ -79,7 +79,7 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
     T.kubeletStartMs +
     kubelet.startupMs +
     podStartMs +
-    T.agentStartMs +
+    T.agentStartMs.max +
     p.startupGraceMs +
     p.windowMs +
     CONFIRM_TIMEOUT_MS +

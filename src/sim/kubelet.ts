@@ -76,6 +76,8 @@ export class Kubelet {
   private connected = false;
   private nextUid = 0;
   private readonly rng: Rng;
+  /** The agent's own start time, its own stream so the kubelet's other draws stay as they were. */
+  private readonly agentRng: Rng;
   /** Its own stream, so the notice delays never shift the pod workers' jitter. */
   private readonly noticeRng: Rng;
   readonly model: KubeletModel;
@@ -93,6 +95,7 @@ export class Kubelet {
   ) {
     this.rng = world.rng(`kubelet/${node.name}/${bootId}`);
     this.noticeRng = world.rng(`kubelet/${node.name}/${bootId}/notice`);
+    this.agentRng = world.rng(`kubelet/${node.name}/${bootId}/agent-start`);
     this.model = world.scenario.kubelet;
     this.staleStatus = this.model.staleStatus;
   }
@@ -266,7 +269,7 @@ export class Kubelet {
     this.report(p);
     const same = () => p.runId === run && !p.removed;
     if (p.role === 'agent') {
-      this.after(T.agentStartMs, () => {
+      this.after(this.agentRng.between(T.agentStartMs.min, T.agentStartMs.max), () => {
         if (!same()) return;
         p.state = 'running';
         this.world.startAgent(this.node, p, () => same() && this.live());

@@ -153,10 +153,10 @@ NAMED['master-reboot-overlap'] = {
   parents: [sharedApiserver],
   // Issue 10's goal for a master reboot is 75 s unserved (the node is down 40 s of it). Since the
   // model counts the connections a starting parent takes from its checkpoint (port sharing,
-  // measured on the real node), it gives 74.7-75.2 s over seeds 1..200: the goal is missed by up to
-  // 0.2 s, all of it the agent's own start (2 s in the model; 2.4-3.4 s measured on the real node
-  // from the kubelet's start, docs/simulator-kubelet.md). The expectation guards the figure.
-  expect: { served: true, parentServed: true, maxUnserved: '76s', maxParentServedAt: '3m' },
+  // measured on the real node), it gives 74.9-76.5 s over seeds 1..200 (p50 75.4): the goal is
+  // missed by up to 1.5 s, all of it the agent's own start (1.85-3.45 s in the model, as measured on
+  // the real node; src/sim/model.ts). The expectation guards the figure.
+  expect: { served: true, parentServed: true, maxUnserved: '77s', maxParentServedAt: '3m' },
 };
 // A policy mistake an operator can make: `handover: overlap` for an api-server started without
 // --permit-port-sharing. Its own spec then fails to bind beside the checkpoint; the agent says so
@@ -221,7 +221,7 @@ NAMED['agent-restart-mid-handover-overlap'] = {
     // On v1.36 the parent starts beside its checkpoint about 80 s after the fault and is Ready 15 s later.
     { type: 'agent-restart', at: '4m25s', node: 'm1' },
   ],
-  expect: { served: true, parentServed: true, maxUnserved: '76s', maxParentServedAt: '3m' },
+  expect: { served: true, parentServed: true, maxUnserved: '77s', maxParentServedAt: '3m' },
 };
 NAMED['full-cluster-reboot-overlap'] = {
   ...NAMED['full-cluster-reboot']!,
