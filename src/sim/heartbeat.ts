@@ -32,7 +32,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
     const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);
     const reach = world.api.reachableFrom(node);
     for (const channel of policy.channels) {
-      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), policy.intervalMs);
+      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs);
       if (channel === 'local') {
         node.files.set(localBeatFile(spec.namespace, spec.key, role), beat);
         world.onLocalBeat(node);
@@ -51,9 +51,9 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
   const loop = () => {
     if (stopped || !node.up || node.bootId !== bootId) return;
     round(false);
-    world.q.after(policy.intervalMs, loop);
+    world.q.after(def.beatIntervalMs, loop);
   };
-  world.q.after(rng.between(0, policy.intervalMs), loop);
+  world.q.after(rng.between(0, def.beatIntervalMs), loop);
   return () => {
     if (stopped || !node.up || node.bootId !== bootId) return;
     stopped = true;

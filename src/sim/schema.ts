@@ -6,6 +6,7 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { type ParentPolicy, parsePolicy } from '../policy/policy.js';
 import { parseDuration } from '../policy/duration.js';
+import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import { formatPath, type PolicyError } from '../policy/policy.js';
 import { KUBELET_MODEL_BY_NAME, KUBELET_MODELS, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
 
@@ -62,6 +63,15 @@ const parent = z.strictObject({
   stopTime: duration().optional(),
   /** Policy fields, in the policy document's syntax (`window: 20s`, `whenApiUnreachable: activate`). */
   policy: z.record(z.string(), z.unknown()).default({}),
+  /**
+   * The heartbeat sidecar's own interval (its flag or its own copy of the policy), declared in every
+   * beat; default the policy's `interval`. Set apart from the policy it models a writer and an agent
+   * that read different policies (issue 11), e.g. a parent beating every `window - 1s`; the agent
+   * then judges it by max(window, 2 x this interval).
+   */
+  beatInterval: duration()
+    .refine((ms) => ms >= MIN_INTERVAL_MS && ms <= MAX_DURATION_MS, `must be between ${MIN_INTERVAL_MS}ms and 24h`)
+    .optional(),
 });
 
 const at = duration();
@@ -218,6 +228,8 @@ export interface ParentDef {
   stopMs: number;
   gracePeriodMs: number;
   policy: ParentPolicy;
+  /** The sidecar's beat period, declared in its beats (the policy's interval unless `beatInterval` is set). */
+  beatIntervalMs: number;
 }
 
 export interface Scenario {
@@ -267,6 +279,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
       stopMs: p.stopTime ?? STOP_MS[p.kind],
       gracePeriodMs: p.terminationGracePeriod,
       policy: pr.policy.defaults,
+      beatIntervalMs: p.beatInterval ?? pr.policy.defaults.intervalMs,
     });
   });
   if (errors.length > 0) return { ok: false, errors };
