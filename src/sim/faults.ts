@@ -1,6 +1,7 @@
 // Faults from a scenario's schedule, applied to the world at their time. Each records when it
 // ends, for the liveness bounds.
 import { T } from './model.js';
+import { type Delay, formatDelay, NO_DELAY } from './network.js';
 import type { FaultSpec } from './schema.js';
 import { specFor, type World } from './world.js';
 
@@ -18,14 +19,24 @@ export function faultEnd(f: FaultSpec): number {
   }
 }
 
+/** A latency fault's added latency per direction: `toApi`/`fromApi`, else `latency`, else none. */
+export function latencyOf(f: Extract<FaultSpec, { type: 'latency' }>): { toApi: Delay; fromApi: Delay } {
+  return { toApi: f.toApi ?? f.latency ?? NO_DELAY, fromApi: f.fromApi ?? f.latency ?? NO_DELAY };
+}
+
 export function describeFault(f: FaultSpec): string {
   switch (f.type) {
     case 'reboot':
       return `reboot (down ${f.down / 1000}s)`;
     case 'partition':
       return `network partition for ${f.duration / 1000}s`;
-    case 'latency':
-      return `+${f.latency}ms latency to the api-server for ${f.duration / 1000}s`;
+    case 'latency': {
+      const { toApi, fromApi } = latencyOf(f);
+      const same = toApi.minMs === fromApi.minMs && toApi.maxMs === fromApi.maxMs;
+      return same
+        ? `+${formatDelay(toApi)} latency to and from the api-server for ${f.duration / 1000}s`
+        : `+${formatDelay(toApi)} latency to the api-server, +${formatDelay(fromApi)} from it, for ${f.duration / 1000}s`;
+    }
     case 'stall-watch':
       return `agent's watch stalls for ${f.duration / 1000}s`;
     case 'delete-pod':
@@ -91,13 +102,15 @@ function apply(w: World, f: FaultSpec): void {
         w.log(node!.name, 'fault', 'partition healed');
       });
       return;
-    case 'latency':
-      node!.net.latencyMs = f.latency;
+    case 'latency': {
+      const { toApi, fromApi } = latencyOf(f);
+      w.net.setLatency(node!, toApi, fromApi);
       w.q.at(f.at + f.duration, () => {
-        node!.net.latencyMs = 0;
+        w.net.setLatency(node!, NO_DELAY, NO_DELAY);
         w.log(node!.name, 'fault', 'latency back to normal');
       });
       return;
+    }
     case 'stall-watch':
       node!.net.watchStalled = true;
       w.q.at(f.at + f.duration, () => {

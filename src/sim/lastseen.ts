@@ -155,7 +155,7 @@ export class SimLastseen implements AgentProcess {
       intervalMs: T.agentProbeMs,
       timeoutMs: PROBE_TIMEOUT_MS,
       failureThreshold: PROBE_FAILURE_THRESHOLD,
-      probe: () => this.work(T.apiRttMs + 2 * node.net.latencyMs, () => w.api.reachableFrom(node)),
+      probe: (signal) => this.answerOrAbort(this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), () => w.api.reachableFrom(node)), signal),
       onReachable: (r) => this.enter(() => this.probed(r)),
     }).start();
     this.every(T.agentFilePollMs, () => this.pollFiles());
@@ -165,12 +165,12 @@ export class SimLastseen implements AgentProcess {
 
   onPodsChanged(): void {
     if (!this.reachable) return;
-    this.later(T.apiRttMs / 2 + this.node.net.latencyMs, () => this.publishPods());
+    this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => this.publishPods());
   }
 
   onApiBeat(sb: StoredBeat): void {
     if (!this.reachable || this.node.net.watchStalled) return;
-    this.later(T.apiRttMs / 2 + this.node.net.latencyMs, () => {
+    this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => {
       if (this.reachable && !this.node.net.watchStalled) this.agent.beat(sb.namespace, sb.key, sb.beat);
     });
   }
@@ -278,6 +278,22 @@ export class SimLastseen implements AgentProcess {
     return Promise.resolve(v);
   }
 
+  /**
+   * A request the caller aborts (the probe's timeout, as production's request does): an answer
+   * slower than the timeout, e.g. under added latency, is a failed probe.
+   */
+  private answerOrAbort<V>(answer: Promise<V>, signal: AbortSignal): Promise<V> {
+    return new Promise<V>((resolve, reject) => {
+      const onAbort = () => {
+        this.world.promised();
+        reject(new Error('aborted'));
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      answer.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    });
+  }
+
   /** Carry out `body` after `ms` of simulated work; its result (or throw) settles the promise. */
   private work<V>(ms: number, body: () => V): Promise<V> {
     this.world.promised();
@@ -299,7 +315,7 @@ export class SimLastseen implements AgentProcess {
     const file = (p: ParentView) => manifestFile(p.namespace, p.key);
     return {
       capture: (p, info, reason) =>
-        this.work(T.actuatorMs + T.apiRttMs + node.net.latencyMs, () => {
+        this.work(T.actuatorMs + T.apiRttMs + w.net.toApiMs(node), () => {
           const pod = w.api.pods.get(info.uid);
           if (!w.api.reachableFrom(node) || !pod) throw new Error(pod ? 'api-server unreachable' : 'pod gone');
           node.disk.checkpoints.set(p.id, { spec: pod.spec });
@@ -333,7 +349,7 @@ export class SimLastseen implements AgentProcess {
         w.invariants.collecting(node, p.key);
         // As the production actuator does: a live read first, and nothing removed unless it
         // confirms that no pod for the key is scheduled here.
-        const read = this.work(T.apiRttMs + 2 * node.net.latencyMs, () => {
+        const read = this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), () => {
           if (!w.api.reachableFrom(node)) throw new CollectRefusedError('the live read failed: api-server unreachable');
           if (w.api.podFor(node.name, p.key)) throw new CollectRefusedError('the live read found a pod for this parent scheduled here');
         });
@@ -346,7 +362,7 @@ export class SimLastseen implements AgentProcess {
         );
       },
       readLive: (p, channels) =>
-        this.work(T.apiRttMs + 2 * node.net.latencyMs, (): LiveRead => {
+        this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), (): LiveRead => {
           if (!w.api.reachableFrom(node)) return { unavailable: 'api-server unreachable' };
           const beats: Beat[] = [];
           for (const ch of channels) {

@@ -75,11 +75,33 @@ const parent = z.strictObject({
 });
 
 const at = duration();
+
+/**
+ * Added one-way latency: a duration (fixed), or `{min, max}`, uniform in between for each message,
+ * drawn from the run's seeded randomness (the node's own stream: a seed replays it exactly).
+ */
+const delay = z
+  .union([duration(), z.strictObject({ min: duration(), max: duration() })], { error: 'must be a duration such as 200ms, or {min, max}' })
+  .transform((v) => (typeof v === 'number' ? { minMs: v, maxMs: v } : { minMs: v.min, maxMs: v.max }))
+  .refine((d) => d.maxMs >= d.minMs, { message: 'max is below min', path: ['max'] });
 const fault = z.discriminatedUnion('type', [
   /** `down`: from power loss until the node runs again (firmware, kernel, systemd). */
   z.strictObject({ type: z.literal('reboot'), at, node: z.string(), down: duration().default(40_000) }),
   z.strictObject({ type: z.literal('partition'), at, node: z.string(), duration: duration() }),
-  z.strictObject({ type: z.literal('latency'), at, node: z.string(), latency: duration(), duration: duration() }),
+  /**
+   * Added latency between the node and the api-server for `duration`: `latency` in both directions,
+   * or `toApi` (writes and requests) and `fromApi` (responses and watch events) apart; either given
+   * alone leaves the other direction as `latency` (or none).
+   */
+  z.strictObject({
+    type: z.literal('latency'),
+    at,
+    node: z.string(),
+    latency: delay.optional(),
+    toApi: delay.optional(),
+    fromApi: delay.optional(),
+    duration: duration(),
+  }),
   z.strictObject({ type: z.literal('stall-watch'), at, node: z.string(), duration: duration() }),
   z.strictObject({ type: z.literal('delete-pod'), at, key: z.string(), node: z.string() }),
   z.strictObject({
@@ -194,6 +216,8 @@ export const scenarioSchema = z
     s.faults.forEach((f, i) => {
       if ('node' in f && !names.has(f.node)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'node'], message: `no node named "${f.node}"` });
       if ('key' in f && !keys.has(f.key)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'key'], message: `no parent with key "${f.key}"` });
+      if (f.type === 'latency' && !f.latency && !f.toApi && !f.fromApi)
+        ctx.addIssue({ code: 'custom', path: ['faults', i, 'latency'], message: 'a latency fault needs latency, toApi or fromApi' });
       if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
     });
     s.expect.faults.forEach((e, i) => {
