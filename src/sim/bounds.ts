@@ -66,15 +66,7 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
   // The lost hand-over may be a later attempt, whose window has grown (handoverWindowMs): take the cap.
   const lostHandover = handoverWindowMs(p, Number.MAX_SAFE_INTEGER) + copyStarts + T.agentProbeMs;
   const noDeadline =
-    T.backoffInitialMs +
-    RESTART_LATE_MS +
-    T.agentStartMs +
-    p.startupGraceMs +
-    intervalMs +
-    p.startTimeoutMs +
-    CONFIRM_TIMEOUT_MS +
-    T.agentProbeMs +
-    copyStarts;
+    T.backoffInitialMs + RESTART_LATE_MS + T.agentStartMs + p.startupGraceMs + intervalMs + p.startTimeoutMs + CONFIRM_TIMEOUT_MS + T.agentProbeMs + copyStarts;
   const fromFault =
     (desiredHealthy ? 0 : p.startTimeoutMs) +
     T.kubeletStartMs +

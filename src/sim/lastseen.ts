@@ -155,7 +155,11 @@ export class SimLastseen implements AgentProcess {
       intervalMs: T.agentProbeMs,
       timeoutMs: PROBE_TIMEOUT_MS,
       failureThreshold: PROBE_FAILURE_THRESHOLD,
-      probe: (signal) => this.answerOrAbort(this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), () => w.api.reachableFrom(node)), signal),
+      probe: (signal) =>
+        this.answerOrAbort(
+          this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), () => w.api.reachableFrom(node)),
+          signal,
+        ),
       onReachable: (r) => this.enter(() => this.probed(r)),
     }).start();
     this.every(T.agentFilePollMs, () => this.pollFiles());

@@ -58,7 +58,9 @@ async function delays(latency: Partial<LatencyFault>, seed = 1) {
   );
   const during = writes.filter((x) => x.t >= FAULT_AT && x.t < FAULT_AT + FAULT_MS).map((x) => x.delayMs);
   const after = writes.filter((x) => x.t >= FAULT_AT + FAULT_MS + 1_000).map((x) => x.delayMs);
-  const probe = w.logs.filter((l) => l.node === 'w1' && l.kind === 'agent' && /^api-server (un)?reachable$/.test(l.text)).map((l) => ({ t: l.t, text: l.text }));
+  const probe = w.logs
+    .filter((l) => l.node === 'w1' && l.kind === 'agent' && /^api-server (un)?reachable$/.test(l.text))
+    .map((l) => ({ t: l.t, text: l.text }));
   return { during, after, probe, violations: w.invariants.violations };
 }
 

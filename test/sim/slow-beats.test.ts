@@ -41,7 +41,10 @@ describe('a parent beating every window - 1s (beatInterval)', () => {
   });
 
   it('the same parent beating at the policy interval is covered sooner (the widening is what delays it)', async () => {
-    const fast = scenario({ parents: [apiserver, { ...slow, beatInterval: undefined }], faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m' }] });
+    const fast = scenario({
+      parents: [apiserver, { ...slow, beatInterval: undefined }],
+      faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m' }],
+    });
     const r = await runScenario(fast);
     const a = activations(r.logs).filter((l) => l.t >= HANG_AT);
     expect(a).toHaveLength(1);
