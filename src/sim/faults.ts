@@ -10,6 +10,7 @@ export function faultEnd(f: FaultSpec): number {
     case 'reboot':
       return f.at + f.down;
     case 'partition':
+    case 'link':
     case 'latency':
     case 'stall-watch':
     case 'hang':
@@ -36,6 +37,10 @@ export function describeFault(f: FaultSpec): string {
       return same
         ? `+${formatDelay(toApi)} latency to and from the api-server for ${f.duration / 1000}s`
         : `+${formatDelay(toApi)} latency to the api-server, +${formatDelay(fromApi)} from it, for ${f.duration / 1000}s`;
+    }
+    case 'link': {
+      const arrow = f.direction === 'both' ? '<->' : f.direction === 'out' ? '->' : '<-';
+      return `link ${f.from} ${arrow} ${f.to} cut for ${f.duration / 1000}s`;
     }
     case 'stall-watch':
       return `agent's watch stalls for ${f.duration / 1000}s`;
@@ -65,7 +70,7 @@ export function scheduleFaults(w: World): void {
 
 function apply(w: World, f: FaultSpec): void {
   const node = 'node' in f ? w.nodes.get(f.node)! : null;
-  w.log(node?.name ?? 'cluster', 'fault', describeFault(f), 'key' in f ? f.key : undefined);
+  w.log(node?.name ?? (f.type === 'link' ? f.from : 'cluster'), 'fault', describeFault(f), 'key' in f ? f.key : undefined);
   switch (f.type) {
     case 'reboot': {
       const n = node!;
@@ -100,6 +105,13 @@ function apply(w: World, f: FaultSpec): void {
         node!.net.partitioned = false;
         w.touch(node!);
         w.log(node!.name, 'fault', 'partition healed');
+      });
+      return;
+    case 'link':
+      w.net.cut(f.from, f.to, f.direction, 1);
+      w.q.at(f.at + f.duration, () => {
+        w.net.cut(f.from, f.to, f.direction, -1);
+        w.log(f.from, 'fault', `link ${f.from} - ${f.to} healed (${f.direction})`);
       });
       return;
     case 'latency': {

@@ -30,7 +30,9 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
     const now = world.q.now;
     const ready = pod.state === 'running' && !pod.removed;
     const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);
-    const reach = world.api.reachableFrom(node);
+    // A write lands once its request arrives (network.ts); the node's agent sees it only if the
+    // api-server's watch events reach the node too.
+    const reach = world.api.writesFrom(node);
     for (const channel of policy.channels) {
       const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs);
       if (channel === 'local') {
@@ -41,10 +43,10 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
       if (!reach) continue;
       const name = leaseName(spec.key, node.name, role); // annotation beats are keyed the same way in the model
       world.q.after(T.apiRttMs / 2 + world.net.toApiMs(node), () => {
-        if (world.api.reachableFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
+        if (world.api.writesFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
       });
     }
-    if (role === 'parent') world.invariants.parentBeat(node, spec.key, phase, reach);
+    if (role === 'parent') world.invariants.parentBeat(node, spec.key, phase, reach && world.api.deliversTo(node));
     counter = advance(counter);
   };
 

@@ -175,7 +175,8 @@ export class SimLastseen implements AgentProcess {
   onApiBeat(sb: StoredBeat): void {
     if (!this.reachable || this.node.net.watchStalled) return;
     this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => {
-      if (this.reachable && !this.node.net.watchStalled) this.agent.beat(sb.namespace, sb.key, sb.beat);
+      // The watch event itself must reach the node (a link may cut answers only: network.ts).
+      if (this.reachable && !this.node.net.watchStalled && this.world.api.deliversTo(this.node)) this.agent.beat(sb.namespace, sb.key, sb.beat);
     });
   }
 

@@ -8,6 +8,7 @@ import { type ParentPolicy, parsePolicy } from '../policy/policy.js';
 import { parseDuration } from '../policy/duration.js';
 import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import { formatPath, type PolicyError } from '../policy/policy.js';
+import { API_SERVER } from './network.js';
 import { KUBELET_MODEL_BY_NAME, KUBELET_MODELS, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
 
 export const SCENARIO_API_VERSION = 'lastseen.dev/v1alpha1';
@@ -100,6 +101,19 @@ const fault = z.discriminatedUnion('type', [
     latency: delay.optional(),
     toApi: delay.optional(),
     fromApi: delay.optional(),
+    duration: duration(),
+  }),
+  /**
+   * Packets from `from` (a node) to `to` (another node, or `api-server`: the api-server's address,
+   * every instance) are lost for `duration`: `direction` `out` (from -> to), `in` (to -> from) or
+   * `both` (default). See src/sim/network.ts for what crosses a link.
+   */
+  z.strictObject({
+    type: z.literal('link'),
+    at,
+    from: z.string(),
+    to: z.string(),
+    direction: z.enum(['both', 'out', 'in'], { error: 'must be both, out or in' }).default('both'),
     duration: duration(),
   }),
   z.strictObject({ type: z.literal('stall-watch'), at, node: z.string(), duration: duration() }),
@@ -216,6 +230,14 @@ export const scenarioSchema = z
     s.faults.forEach((f, i) => {
       if ('node' in f && !names.has(f.node)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'node'], message: `no node named "${f.node}"` });
       if ('key' in f && !keys.has(f.key)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'key'], message: `no parent with key "${f.key}"` });
+      if (f.type === 'link') {
+        if (!names.has(f.from)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'from'], message: `no node named "${f.from}"` });
+        if (f.to === API_SERVER && names.has(API_SERVER))
+          ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: `"${API_SERVER}" is ambiguous: a node has that name; rename the node` });
+        else if (f.to !== API_SERVER && !names.has(f.to))
+          ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: `no node named "${f.to}" (nor "${API_SERVER}")` });
+        else if (f.to === f.from) ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: 'a link needs two ends: to is from' });
+      }
       if (f.type === 'latency' && !f.latency && !f.toApi && !f.fromApi)
         ctx.addIssue({ code: 'custom', path: ['faults', i, 'latency'], message: 'a latency fault needs latency, toApi or fromApi' });
       if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
@@ -309,7 +331,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
   if (errors.length > 0) return { ok: false, errors };
   const first = spec.faults[0];
   const focus = spec.focus ?? {
-    node: first && 'node' in first ? first.node : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name),
+    node: first && 'node' in first ? first.node : first?.type === 'link' ? first.from : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name),
     key: first && 'key' in first ? first.key : parents[0]!.key,
   };
   const base = KUBELET_MODEL_BY_NAME[spec.kubelet.model];

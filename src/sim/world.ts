@@ -302,7 +302,10 @@ export class World {
     const avail = this.api.available();
     const touched = this.inNodeOrder(this.touchedNodes);
     let nodes: Iterable<SimNode>;
-    if (this.check === 'full' || avail !== this.lastAvailable) nodes = this.nodes.values();
+    // With links cut (or cut or healed by this event, which touches no node), a node's reachability
+    // depends on the cuts and on which instances serve: every node is looked at.
+    const links = this.net.takeChanged() || !this.net.whole;
+    if (this.check === 'full' || avail !== this.lastAvailable || links) nodes = this.nodes.values();
     else nodes = touched;
     this.lastAvailable = avail;
     for (const node of nodes) {
@@ -339,7 +342,7 @@ export class World {
    * must touch this node too (verify mode recomputes it for every node and finds one that did not).
    */
   private reaches(node: SimNode, avail: boolean): boolean {
-    return avail && node.up && !node.net.partitioned;
+    return this.net.whole ? avail && node.up && !node.net.partitioned : this.api.reachableFrom(node);
   }
 
   private verifyReach(avail: boolean): void {
