@@ -85,6 +85,23 @@ describe('a link to the api-server cut in one direction is not a partition', () 
   });
 });
 
+describe('a master cut from the api-server address is not partitioned', () => {
+  it('m1 -> api-server out: m1 loses the api-server, its instance keeps serving w1; a partition of m1 takes it from w1 too', async () => {
+    const cut = await run(oneMaster, [{ type: 'link', at: CUT_AT, from: 'm1', to: 'api-server', direction: 'out', duration: CUT_MS }]);
+    expect(cut.violations).toEqual([]);
+    expect(cut.reach('m1').filter((x) => x.t >= CUT_AT)).toEqual([
+      { t: CUT_AT, up: false },
+      { t: CUT_AT + CUT_MS, up: true },
+    ]);
+    expect(cut.reach('w1').filter((x) => x.t >= CUT_AT)).toEqual([]);
+    expect(cut.leaseWritesDuring).toBeGreaterThanOrEqual(20);
+    const partition = await run(oneMaster, [{ type: 'partition', at: CUT_AT, node: 'm1', duration: CUT_MS }]);
+    expect(partition.violations).toEqual([]);
+    expect(partition.reach('w1').filter((x) => x.t >= CUT_AT)[0]).toEqual({ t: CUT_AT, up: false });
+    expect(partition.leaseWritesDuring).toBe(0);
+  });
+});
+
 describe('a node that reaches the api-server only through one master', () => {
   const three = [{ name: 'm1', master: true }, { name: 'm2', master: true }, { name: 'm3', master: true }, { name: 'w1' }];
   const onlyThroughM3: Fault[] = [
