@@ -1,7 +1,7 @@
 // Random network schedules: links cut one way or both, jittery latency per direction, slow beats,
 // beside the reboots and partitions they interact with. A sweep of its own (src/sim/random.ts keeps
 // the schedules of earlier sweeps); each seed draws from its own stream and replays exactly.
-import { parseScenario, runScenario, type Scenario, type ScenarioInput } from '../../src/sim/index.js';
+import { parseScenario, type Scenario, type ScenarioInput } from '../../src/sim/index.js';
 import { Rng } from '../../src/sim/rng.js';
 
 type FaultInput = NonNullable<ScenarioInput['faults']>[number];
