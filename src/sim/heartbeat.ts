@@ -30,8 +30,8 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
     const now = world.q.now;
     const ready = pod.state === 'running' && !pod.removed;
     const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);
-    // A write lands once its request arrives (network.ts); the node's agent sees it only if the
-    // api-server's watch events reach the node too.
+    // A write lands once its request arrives (network.ts); the node's agent sees it only while it
+    // talks to the api-server both ways (its probe and its watch).
     const reach = world.api.writesFrom(node);
     for (const channel of policy.channels) {
       const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs);
@@ -46,7 +46,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
         if (world.api.writesFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
       });
     }
-    if (role === 'parent') world.invariants.parentBeat(node, spec.key, phase, reach && world.api.deliversTo(node));
+    if (role === 'parent') world.invariants.parentBeat(node, spec.key, phase, reach && (world.net.whole || world.api.reachableFrom(node)));
     counter = advance(counter);
   };
 

@@ -176,7 +176,8 @@ export class SimLastseen implements AgentProcess {
     if (!this.reachable || this.node.net.watchStalled) return;
     this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => {
       // The watch event itself must reach the node (a link may cut answers only: network.ts).
-      if (this.reachable && !this.node.net.watchStalled && this.world.api.deliversTo(this.node)) this.agent.beat(sb.namespace, sb.key, sb.beat);
+      if (this.reachable && !this.node.net.watchStalled && (this.world.net.whole || this.world.api.deliversTo(this.node)))
+        this.agent.beat(sb.namespace, sb.key, sb.beat);
     });
   }
 
