@@ -95,7 +95,7 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
  * slower than the policy's interval (`beatInterval`) declares it, and the core then judges by
  * max(window, WINDOW_INTERVALS x that interval) (core/decide.ts judgingWindowMs).
  */
-function judged(def: ParentDef): { windowMs: number; intervalMs: number } {
+export function judged(def: ParentDef): { windowMs: number; intervalMs: number } {
   const intervalMs = Math.max(def.policy.intervalMs, def.beatIntervalMs);
   return { windowMs: Math.max(def.policy.windowMs, WINDOW_INTERVALS * def.beatIntervalMs), intervalMs };
 }

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
-import type { LogEntry } from '../../src/sim/world.js';
+import { World, type LogEntry } from '../../src/sim/world.js';
 
 const apiserver = { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } } as const;
 /** Window 20s, the sidecar beating every 19s: judged by 38s. */
@@ -58,6 +58,27 @@ describe('a parent beating every window - 1s (beatInterval)', () => {
     const r = parseScenario({ name: 'x', nodes: [{ name: 'm1', master: true }], parents: [apiserver, { ...slow, beatInterval }] });
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.errors.map((e) => e.path)).toContain(path);
+  });
+});
+
+describe('the invariant judges a slow beater by the widened window', () => {
+  /** An activation 16s after a visible Ready beat: a violation for the 19s beater (judged by 38s), not for a 5s one (20s). */
+  async function activateAfter(beatInterval: string | undefined, ms: number) {
+    const w = new World(scenario({ parents: [apiserver, { ...slow, beatInterval }] }), 1, 'lastseen');
+    const m1 = w.nodes.get('m1')!;
+    w.invariants.parentBeat(m1, 'app', 'Ready', true);
+    await w.q.runUntil(
+      ms,
+      () => true,
+      () => null,
+    );
+    w.invariants.activating(m1, 'app', { code: 'SilenceConfirmed', message: 'test' });
+    return w.invariants.violations.map((v) => v.invariant);
+  }
+  it('flags an activation 16s after a Ready beat of a parent declaring 19s, not of one beating every 5s', async () => {
+    expect(await activateAfter('19s', 16_000)).toEqual(['activation-while-fresh']);
+    expect(await activateAfter(undefined, 16_000)).toEqual([]);
+    expect(await activateAfter('19s', 20_000)).toEqual([]);
   });
 });
 
