@@ -1,7 +1,6 @@
-// The random network sweep (random-net.ts): seeds 1..200 by default, LASTSEEN_NET_FROM/TO for others.
+// The random network sweep (src/sim/random.ts randomNetScenario, `simulate random --net`): seeds 1..200 by default, LASTSEEN_NET_FROM/TO for others.
 import { describe, expect, it } from 'vitest';
-import { runScenario } from '../../src/sim/index.js';
-import { randomNetScenario } from './random-net.js';
+import { randomNetScenario, runScenario } from '../../src/sim/index.js';
 
 const FROM = Number(process.env.LASTSEEN_NET_FROM ?? 1);
 const TO = Number(process.env.LASTSEEN_NET_TO ?? 200);
