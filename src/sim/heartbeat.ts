@@ -42,7 +42,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
       }
       if (!reach) continue;
       const name = leaseName(spec.key, node.name, role); // annotation beats are keyed the same way in the model
-      world.q.after(T.apiRttMs / 2 + world.net.toApiMs(node), () => {
+      world.q.after(world.net.inOrder(`write/${pod.uid}/${channel}`, now, T.apiRttMs / 2 + world.net.toApiMs(node)), () => {
         if (world.api.writesFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
       });
     }

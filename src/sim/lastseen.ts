@@ -174,7 +174,12 @@ export class SimLastseen implements AgentProcess {
 
   onApiBeat(sb: StoredBeat): void {
     if (!this.reachable || this.node.net.watchStalled) return;
-    this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => {
+    const delayMs = this.world.net.inOrder(
+      `watch/${this.node.name}/${this.node.bootId}`,
+      this.world.q.now,
+      T.apiRttMs / 2 + this.world.net.fromApiMs(this.node),
+    );
+    this.later(delayMs, () => {
       // The watch event itself must reach the node (a link may cut answers only: network.ts).
       if (this.reachable && !this.node.net.watchStalled && (this.world.net.whole || this.world.api.deliversTo(this.node)))
         this.agent.beat(sb.namespace, sb.key, sb.beat);

@@ -44,11 +44,11 @@ async function delays(latency: Partial<LatencyFault>, seed = 1) {
     if (beat.role === 'parent' && file.includes('app')) rounds.set(beat.sequence, w.q.now);
     return setFile(file, beat);
   };
-  const writes: Array<{ t: number; delayMs: number }> = [];
+  const writes: Array<{ t: number; delayMs: number; sequence: number }> = [];
   const write = w.api.writeBeat.bind(w.api);
   w.api.writeBeat = (channel, name, sb) => {
     const round = rounds.get(sb.beat.sequence);
-    if (sb.node === 'w1' && sb.key === 'app' && sb.beat.role === 'parent' && round !== undefined) writes.push({ t: round, delayMs: w.q.now - round });
+    if (sb.node === 'w1' && sb.key === 'app' && sb.beat.role === 'parent' && round !== undefined) writes.push({ t: round, delayMs: w.q.now - round, sequence: sb.beat.sequence });
     write(channel, name, sb);
   };
   await w.q.runUntil(
@@ -61,7 +61,7 @@ async function delays(latency: Partial<LatencyFault>, seed = 1) {
   const probe = w.logs
     .filter((l) => l.node === 'w1' && l.kind === 'agent' && /^api-server (un)?reachable$/.test(l.text))
     .map((l) => ({ t: l.t, text: l.text }));
-  return { during, after, probe, violations: w.invariants.violations };
+  return { during, after, probe, sequences: writes.map((x) => x.sequence), violations: w.invariants.violations };
 }
 
 describe('latency as a range, per direction', () => {
@@ -76,6 +76,16 @@ describe('latency as a range, per direction', () => {
     // Uniform over 300ms: the draws cover most of the range, not one value.
     expect(Math.max(...r.during) - Math.min(...r.during)).toBeGreaterThan(200);
     expect(new Set(r.after)).toEqual(new Set([T.apiRttMs / 2]));
+  });
+
+  it('writes of one sidecar land in the order sent, even when the jitter is wider than the interval (one connection)', async () => {
+    // Interval 1s, 0-3s to the api-server: drawn alone, a later beat would often overtake an earlier one.
+    const r = await delays({ toApi: { min: '0ms', max: '3s' } });
+    expect(r.violations).toEqual([]);
+    expect(r.sequences.length).toBeGreaterThan(200);
+    for (let i = 1; i < r.sequences.length; i++) expect(r.sequences[i]!).toBeGreaterThan(r.sequences[i - 1]!);
+    // Queued behind a slow one, a write may wait past its own draw, never more than the range plus a half round trip.
+    expect(Math.max(...r.during)).toBeLessThanOrEqual(T.apiRttMs / 2 + 3_000);
   });
 
   it('a seed replays its draws exactly; another seed draws others', async () => {
