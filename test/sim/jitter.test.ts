@@ -48,7 +48,8 @@ async function delays(latency: Partial<LatencyFault>, seed = 1) {
   const write = w.api.writeBeat.bind(w.api);
   w.api.writeBeat = (channel, name, sb) => {
     const round = rounds.get(sb.beat.sequence);
-    if (sb.node === 'w1' && sb.key === 'app' && sb.beat.role === 'parent' && round !== undefined) writes.push({ t: round, delayMs: w.q.now - round, sequence: sb.beat.sequence });
+    if (sb.node === 'w1' && sb.key === 'app' && sb.beat.role === 'parent' && round !== undefined)
+      writes.push({ t: round, delayMs: w.q.now - round, sequence: sb.beat.sequence });
     write(channel, name, sb);
   };
   await w.q.runUntil(
