@@ -330,9 +330,11 @@ export function parseScenario(doc: unknown): ScenarioResult {
   });
   if (errors.length > 0) return { ok: false, errors };
   const first = spec.faults[0];
+  const focusNode = first && 'node' in first ? first.node : first?.type === 'link' ? first.from : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name);
   const focus = spec.focus ?? {
-    node: first && 'node' in first ? first.node : first?.type === 'link' ? first.from : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name),
-    key: first && 'key' in first ? first.key : parents[0]!.key,
+    node: focusNode,
+    // The first parent that runs on the focus node (a fault on a worker is about a parent there, not a master's api-server).
+    key: first && 'key' in first ? first.key : (parents.find((p) => p.nodes.includes(focusNode)) ?? parents[0]!).key,
   };
   const base = KUBELET_MODEL_BY_NAME[spec.kubelet.model];
   const kubelet: KubeletModel = {

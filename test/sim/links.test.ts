@@ -178,10 +178,10 @@ describe('schema of the link fault', () => {
     if (!r.ok) expect(r.errors).toContainEqual({ path: 'faults[0].to', message: expect.stringMatching(/ambiguous/) });
   });
 
-  it("defaults the direction to both and the focus to the link's from", () => {
+  it("defaults the direction to both, the focus to the link's from and the first parent running there (not the masters' api-server)", () => {
     const s = scenario(oneMaster, [{ type: 'link', at: '1m', from: 'w1', to: 'api-server', duration: '1m' }]);
     expect(s.spec.faults[0]).toMatchObject({ direction: 'both' });
-    expect(s.focus.node).toBe('w1');
+    expect(s.focus).toEqual({ node: 'w1', key: 'kube-flannel' });
   });
 });
 
