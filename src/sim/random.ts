@@ -74,7 +74,7 @@ export function randomScenario(seed: number): Scenario {
 /**
  * A random network schedule (`simulate random --net`): 1-3 masters and a worker, 1-4 faults among
  * links cut one way or both (to a node or the api-server), latency per direction (fixed or a
- * range), reboots and partitions; the app's sidecar beats at its policy's interval or slower (up
+ * range), reboots, partitions, a hung api-server or a killed app; the app's sidecar beats at its policy's interval or slower (up
  * to window - 1s, declared). Drawn from the seed's own stream `net-schedule`.
  */
 export function randomNetScenario(seed: number): Scenario {
@@ -94,7 +94,7 @@ export function randomNetScenario(seed: number): Scenario {
   let at = rng.int(60_000, 120_000);
   for (let i = rng.int(1, 4); i > 0; i--) {
     const node = rng.pick(names);
-    switch (rng.pick(['link', 'link', 'link', 'latency', 'reboot', 'partition'] as const)) {
+    switch (rng.pick(['link', 'link', 'link', 'latency', 'reboot', 'partition', 'hang', 'kill'] as const)) {
       case 'link': {
         const to = rng.pick(ends.filter((e) => e !== node));
         faults.push({ type: 'link', at, from: node, to, direction: rng.pick(['both', 'out', 'in'] as const), duration: rng.int(10_000, 240_000) });
@@ -108,6 +108,12 @@ export function randomNetScenario(seed: number): Scenario {
         break;
       case 'partition':
         faults.push({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
+        break;
+      case 'hang':
+        faults.push({ type: 'hang', at, node: rng.pick(names.filter((n) => n !== 'w1')), key: 'kube-apiserver', duration: rng.int(10_000, 180_000) });
+        break;
+      case 'kill':
+        faults.push({ type: 'kill', at, node, key: 'kube-flannel' });
         break;
     }
     at += rng.int(0, 90_000);
