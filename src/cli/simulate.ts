@@ -168,7 +168,7 @@ export function register(program: Command): void {
     .option('--json', 'print one JSON object instead of the timeline')
     .option('--events', 'with --json (one run): include the timeline, one object per line ({t, node, kind, text, key}), as `timeline`')
     .option('--svg <file>', 'draw the run as an SVG chart')
-    .option('--net', 'with random / random-one: draw network schedules (links, latency per direction, slow beats, reboots, partitions)')
+    .option('--net', 'with random / random-one: draw network schedules (links, latency per direction, slow beats, reboots, partitions, hangs, kills)')
     .addHelpText('after', EXIT_HELP)
     // Commander's own usage errors (an unknown option, a missing value) are invalid input too.
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT_INVALID))
