@@ -325,6 +325,7 @@ export class SimLastseen implements AgentProcess {
     const w = this.world;
     const file = (p: ParentView) => manifestFile(p.namespace, p.key);
     return {
+      // A GET of the pod, counted with one way of the added latency, as the model always has.
       capture: (p, info, reason) =>
         this.work(T.actuatorMs + T.apiRttMs + w.net.toApiMs(node), () => {
           const pod = w.api.pods.get(info.uid);
