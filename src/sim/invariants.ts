@@ -156,7 +156,10 @@ export class Invariants {
     // that polls its files every second and its watch within a round trip.
     // A hand-over deadline is not a silence: it may fall on the very moment the parent's first
     // Ready beat is written, before any agent could have seen it (file poll, watch round trip).
-    const unseenMs = r.code === 'HandoverFailed' ? T.agentFilePollMs + T.apiRttMs : 0;
+    // Nor can any agent react to a beat it has not observed yet: a beat written at the very moment
+    // a window ends (a parent that missed three beats and writes the fourth on the edge) is seen
+    // one folder notice later, after the window's verdict.
+    const unseenMs = r.code === 'HandoverFailed' ? T.agentFilePollMs + T.apiRttMs : T.agentFileNoticeMs;
     const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
     if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && age >= unseenMs) {
       this.violate(

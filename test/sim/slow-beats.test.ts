@@ -75,6 +75,11 @@ describe('the invariant judges a slow beater by the widened window', () => {
     w.invariants.activating(m1, 'app', { code: 'SilenceConfirmed', message: 'test' });
     return w.invariants.violations.map((v) => v.invariant);
   }
+  it('does not judge an activation by a beat written at that very moment (no agent has seen it yet), but does 100ms later', async () => {
+    expect(await activateAfter(undefined, 0)).toEqual([]);
+    expect(await activateAfter(undefined, 100)).toEqual(['activation-while-fresh']);
+  });
+
   it('flags an activation 16s after a Ready beat of a parent declaring 19s, not of one beating every 5s', async () => {
     expect(await activateAfter('19s', 16_000)).toEqual(['activation-while-fresh']);
     expect(await activateAfter(undefined, 16_000)).toEqual([]);
