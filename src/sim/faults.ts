@@ -107,18 +107,31 @@ function apply(w: World, f: FaultSpec): void {
         w.log(node!.name, 'fault', 'partition healed');
       });
       return;
-    case 'link':
+    case 'link': {
+      // Any node's reachability may change (World.afterEvent looks at every node while a link is
+      // cut, and at the event that cuts or heals one); the two ends are touched as well.
+      const ends = () => {
+        for (const e of [f.from, f.to]) {
+          const n = w.nodes.get(e);
+          if (n) w.touch(n);
+        }
+      };
       w.net.cut(f.from, f.to, f.direction, 1);
+      ends();
       w.q.at(f.at + f.duration, () => {
         w.net.cut(f.from, f.to, f.direction, -1);
+        ends();
         w.log(f.from, 'fault', `link ${f.from} - ${f.to} healed (${f.direction})`);
       });
       return;
+    }
     case 'latency': {
       const { toApi, fromApi } = latencyOf(f);
       w.net.setLatency(node!, toApi, fromApi);
+      w.touch(node!);
       w.q.at(f.at + f.duration, () => {
         w.net.setLatency(node!, NO_DELAY, NO_DELAY);
+        w.touch(node!);
         w.log(node!.name, 'fault', 'latency back to normal');
       });
       return;
