@@ -13,16 +13,17 @@
 // `alive()` and are dropped, as the kernel drops a killed process's.
 import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { Agent, type Actuators, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
+import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
+import { beatFingerprint } from '../core/decide.js';
 import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
-import { beatFingerprint } from '../core/decide.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
 import type { ApiPod, StoredBeat } from './apiserver.js';
-import { T, type SimNode } from './model.js';
+import { type SimNode, T } from './model.js';
+import { arrivalInOrder } from './network.js';
 import type { Scheduled } from './queue.js';
 import type { ParentDef } from './schema.js';
 import type { AgentProcess } from './strategies.js';
@@ -74,6 +75,8 @@ export class SimLastseen implements AgentProcess {
   readonly agent: Agent;
   private reachable = false;
   private fileSeen = new Map<string, string>();
+  /** When the watch's last event reaches this agent (true time). */
+  private watchArrivesAt = 0;
   /** A folder scan is queued after a change notification (several writes in a moment share one). */
   private scanQueued = false;
   /** The beat object last handed over per file: the same object again is the same beat (no fingerprint needed). */
@@ -155,11 +158,12 @@ export class SimLastseen implements AgentProcess {
       intervalMs: T.agentProbeMs,
       timeoutMs: PROBE_TIMEOUT_MS,
       failureThreshold: PROBE_FAILURE_THRESHOLD,
-      probe: (signal) =>
-        this.answerOrAbort(
-          this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), () => w.api.reachableFrom(node)),
-          signal,
-        ),
+      probe: (signal) => {
+        const ms = T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node);
+        const answer = this.work(ms, () => w.api.reachableFrom(node));
+        // An answer within the timeout needs no abort (the usual case, and the cheap one).
+        return ms < PROBE_TIMEOUT_MS ? answer : this.answerOrAbort(answer, signal);
+      },
       onReachable: (r) => this.enter(() => this.probed(r)),
     }).start();
     this.every(T.agentFilePollMs, () => this.pollFiles());
@@ -174,12 +178,10 @@ export class SimLastseen implements AgentProcess {
 
   onApiBeat(sb: StoredBeat): void {
     if (!this.reachable || this.node.net.watchStalled) return;
-    const delayMs = this.world.net.inOrder(
-      `watch/${this.node.name}/${this.node.bootId}`,
-      this.world.q.now,
-      T.apiRttMs / 2 + this.world.net.fromApiMs(this.node),
-    );
-    this.later(delayMs, () => {
+    // One watch connection: an event never arrives before the one sent before it.
+    const at = arrivalInOrder(this.world.q.now, T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), this.watchArrivesAt);
+    this.watchArrivesAt = at;
+    this.later(at - this.world.q.now, () => {
       // The watch event itself must reach the node (a link may cut answers only: network.ts).
       if (this.reachable && !this.node.net.watchStalled && (this.world.net.whole || this.world.api.deliversTo(this.node)))
         this.agent.beat(sb.namespace, sb.key, sb.beat);

@@ -30,6 +30,15 @@ export function formatDelay(d: Delay): string {
   return d.minMs === d.maxMs ? `${d.minMs}ms` : `${d.minMs}-${d.maxMs}ms`;
 }
 
+/**
+ * When a message sent at `now` with `delayMs` arrives on an ordered stream (one connection, such as
+ * a sidecar's writes of one channel or one watch) whose previous message arrives at `lastAt`: never
+ * before it, as over one TCP connection. A fixed latency keeps the order by itself.
+ */
+export function arrivalInOrder(now: number, delayMs: number, lastAt: number): number {
+  return Math.max(now + delayMs, lastAt);
+}
+
 /** The api-server's address as a link endpoint. */
 export const API_SERVER = 'api-server';
 
@@ -40,8 +49,6 @@ export class Network {
   /** Cut directions, `${from}>${to}` -> how many faults cut it now (faults may overlap). */
   private readonly cuts = new Map<string, number>();
   private changed = false;
-  /** Last arrival time per ordered stream (one connection: messages arrive in the order sent). */
-  private readonly arrivals = new Map<string, number>();
 
   constructor(private readonly rng: (name: string) => Rng) {}
 
@@ -53,17 +60,6 @@ export class Network {
   /** Added latency of one message from the api-server to the node (a response, a watch event). */
   fromApiMs(node: SimNode): number {
     return this.draw(node, node.net.fromApi);
-  }
-
-  /**
-   * The delay of a message sent now on an ordered stream (`stream`: one connection, such as a
-   * sidecar's writes of one channel or one watch): never arriving before the message sent before
-   * it, as over one TCP connection. A fixed latency keeps the order by itself and changes nothing.
-   */
-  inOrder(stream: string, now: number, delayMs: number): number {
-    const at = Math.max(now + delayMs, this.arrivals.get(stream) ?? 0);
-    this.arrivals.set(stream, at);
-    return at - now;
   }
 
   /** Set the node's added latency per direction (NO_DELAY for none). */
