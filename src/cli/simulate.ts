@@ -12,6 +12,7 @@ import {
   namedScenario,
   parseScenarioText,
   parseSeedRange,
+  randomNetScenario,
   randomScenario,
   renderSvg,
   runScenario,
@@ -48,6 +49,7 @@ interface Opts {
   svg?: string;
   seeds?: string;
   kubelet?: string;
+  net?: boolean;
 }
 
 /** `--kubelet MODEL`: run the scenario on another kubelet model than the one it names. */
@@ -110,14 +112,14 @@ function jsonOf(r: RunResult, events: boolean): Record<string, unknown> {
   };
 }
 
-async function runRandom(range: string, strategy: StrategyName, json: boolean, kubelet: KubeletModelName | undefined): Promise<void> {
+async function runRandom(range: string, strategy: StrategyName, json: boolean, kubelet: KubeletModelName | undefined, net: boolean): Promise<void> {
   const seeds = parseSeedRange(range);
   if (!seeds) throw new CliError(`--seeds must look like 1..1000, got "${range}"`, 'ESEEDS', EXIT_INVALID);
   const failing: Array<{ seed: number; violations: RunResult['invariantViolations'] }> = [];
   let runs = 0;
   const t0 = Date.now();
   for (let seed = seeds.from; seed <= seeds.to; seed++) {
-    const r = await runScenario(onKubelet(randomScenario(seed), kubelet), { seed, strategy, keepLogs: false });
+    const r = await runScenario(onKubelet((net ? randomNetScenario : randomScenario)(seed), kubelet), { seed, strategy, keepLogs: false });
     runs++;
     if (r.invariantViolations.length > 0) failing.push({ seed, violations: r.invariantViolations });
   }
@@ -126,12 +128,12 @@ async function runRandom(range: string, strategy: StrategyName, json: boolean, k
     process.stdout.write(`${JSON.stringify({ strategy, runs, passed: runs - failing.length, failed: failing.length, failing, wallSeconds })}\n`);
   } else {
     process.stdout.write(
-      `random seeds ${seeds.from}..${seeds.to} (${strategy}): ${runs} runs, ${runs - failing.length} passed, ${failing.length} failed, ${wallSeconds.toFixed(1)}s\n`,
+      `random${net ? ' --net' : ''} seeds ${seeds.from}..${seeds.to} (${strategy}): ${runs} runs, ${runs - failing.length} passed, ${failing.length} failed, ${wallSeconds.toFixed(1)}s\n`,
     );
     for (const f of failing) {
       const v = f.violations[0]!;
       process.stdout.write(
-        `  seed ${f.seed}: ${v.invariant} at ${v.t}s on ${v.node} (${v.key}): ${v.message}\n    replay: lastseen simulate random --seeds ${f.seed}..${f.seed} (or --seed ${f.seed} with the timeline: lastseen simulate random-one --seed ${f.seed})\n`,
+        `  seed ${f.seed}: ${v.invariant} at ${v.t}s on ${v.node} (${v.key}): ${v.message}\n    replay: lastseen simulate random${net ? ' --net' : ''} --seeds ${f.seed}..${f.seed} (or --seed ${f.seed} with the timeline: lastseen simulate random-one${net ? ' --net' : ''} --seed ${f.seed})\n`,
       );
     }
   }
@@ -166,6 +168,7 @@ export function register(program: Command): void {
     .option('--json', 'print one JSON object instead of the timeline')
     .option('--events', 'with --json (one run): include the timeline, one object per line ({t, node, kind, text, key}), as `timeline`')
     .option('--svg <file>', 'draw the run as an SVG chart')
+    .option('--net', 'with random / random-one: draw network schedules (links, latency per direction, slow beats, reboots, partitions, hangs, kills)')
     .addHelpText('after', EXIT_HELP)
     // Commander's own usage errors (an unknown option, a missing value) are invalid input too.
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT_INVALID))
@@ -176,7 +179,9 @@ export function register(program: Command): void {
         throw new CliError('--events adds the timeline to the JSON output: use it with --json (the text output is the timeline)', 'EEVENTS', EXIT_INVALID);
       if (opts.events && (name === 'random' || opts.seeds !== undefined))
         throw new CliError('--events belongs to one run; it cannot be used with --seeds', 'EEVENTS', EXIT_INVALID);
-      if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json, kubelet);
+      if (opts.net && name !== 'random' && name !== 'random-one')
+        throw new CliError('--net draws random network schedules: use it with random or random-one', 'ENET', EXIT_INVALID);
+      if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json, kubelet, !!opts.net);
       if (opts.seeds !== undefined) {
         if (name === 'random-one')
           throw new CliError('random-one draws its scenario from --seed; use `random --seeds A..B` for a range', 'ESEEDS', EXIT_INVALID);
@@ -185,7 +190,7 @@ export function register(program: Command): void {
         return runScenarioSeeds(onKubelet(await load(name, opts.file), kubelet), opts.seeds, strategy, !!opts.json);
       }
       const seed = seedOf(opts.seed);
-      const scenario = onKubelet(name === 'random-one' ? randomScenario(seed ?? 1) : await load(name, opts.file), kubelet);
+      const scenario = onKubelet(name === 'random-one' ? (opts.net ? randomNetScenario : randomScenario)(seed ?? 1) : await load(name, opts.file), kubelet);
       const r = await runScenario(scenario, { seed, strategy });
       if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r, !!opts.events), null, 2)}\n`);
       else process.stdout.write(`${formatTimeline(r)}\n`);

@@ -1,7 +1,8 @@
 // The api-server as the nodes see it, plus the controllers behind it (a DaemonSet controller per
 // parent key). Its state (etcd) survives everything; its *availability* is not a switch but the
 // readiness of some api-server instance, a parent pod or a checkpoint copy, on a node that is up
-// and not partitioned. A node reaches it only while it is itself up and not partitioned.
+// and not partitioned. A node reaches it only while it is itself up and not partitioned, and
+// through an instance its links let it talk to (network.ts).
 import type { Beat, Channel } from '../core/types.js';
 import type { PodSpec, SimNode } from './model.js';
 import { T } from './model.js';
@@ -71,8 +72,35 @@ export class ApiServer {
     return avail;
   }
 
+  /** The nodes with an instance now (kept as available() keeps them; `full` checks walk them all). */
+  private serving(): Iterable<SimNode> {
+    if (this.world.check === 'full') return this.instances();
+    this.available();
+    return this.instanceNodes;
+  }
+
+  /** Some instance serving now passes `through` (network.ts: which legs the link faults leave). */
+  private through(node: SimNode, passes: (server: string) => boolean): boolean {
+    if (!node.up || node.net.partitioned) return false;
+    if (this.world.net.whole) return this.available();
+    for (const s of this.serving()) if (passes(s.name)) return true;
+    return false;
+  }
+
+  /** A round trip from the node (a probe, a read, the kubelet's sync) succeeds through some instance. */
   reachableFrom(node: SimNode): boolean {
-    return node.up && !node.net.partitioned && this.available();
+    const net = this.world.net;
+    return this.through(node, (s) => net.requestPasses(node.name, s) && net.answerPasses(s, node.name));
+  }
+
+  /** A write from the node lands on some instance (its answer may be lost). */
+  writesFrom(node: SimNode): boolean {
+    return this.through(node, (s) => this.world.net.requestPasses(node.name, s));
+  }
+
+  /** Answers and watch events of some instance reach the node. */
+  deliversTo(node: SimNode): boolean {
+    return this.through(node, (s) => this.world.net.answerPasses(s, node.name));
   }
 
   podsOn(node: string): ApiPod[] {

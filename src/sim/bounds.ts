@@ -1,6 +1,6 @@
 // Liveness bounds derived from the policy and the model's timings. Each term says what it waits
 // for; the sums are what the invariants hold the lastseen agent to after a fault ends.
-import { CONFIRM_TIMEOUT_MS, handoverWindowMs } from '../core/decide.js';
+import { CONFIRM_TIMEOUT_MS, handoverWindowMs, WINDOW_INTERVALS } from '../core/decide.js';
 import { type KubeletModel, noticeBoundMs } from './kubelet-model.js';
 import { T } from './model.js';
 import type { ParentDef } from './schema.js';
@@ -58,6 +58,7 @@ export const RESTART_LATE_MS = T.podWorkerBackoffSyncMs * (1 + T.podWorkerJitter
  */
 export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealthy = true, parentUnnoticed = false): number {
   const p = def.policy;
+  const { windowMs, intervalMs } = judged(def);
   // The kubelet model's slowest notice (the file-check period, or inotify's worst case) and pod start.
   const fileCheckMs = noticeBoundMs(kubelet);
   const podStartMs = Math.max(kubelet.staticPodStartMs, kubelet.apiPodStartMs);
@@ -69,7 +70,7 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
     RESTART_LATE_MS +
     T.agentStartMs.max +
     p.startupGraceMs +
-    p.intervalMs +
+    intervalMs +
     p.startTimeoutMs +
     CONFIRM_TIMEOUT_MS +
     T.agentProbeMs +
@@ -81,7 +82,7 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
     podStartMs +
     T.agentStartMs.max +
     p.startupGraceMs +
-    p.windowMs +
+    windowMs +
     CONFIRM_TIMEOUT_MS +
     T.agentProbeMs +
     T.agentFilePollMs +
@@ -93,8 +94,18 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
     T.backoffInitialMs * (1 + 2 + 4) +
     3 * RESTART_LATE_MS +
     T.controllerMs +
-    p.intervalMs;
+    intervalMs;
   return parentUnnoticed ? Math.max(fromFault, lostHandover, noDeadline) : fromFault;
+}
+
+/**
+ * The window the agent judges the parent by and the period its beats come at: a sidecar beating
+ * slower than the policy's interval (`beatInterval`) declares it, and the core then judges by
+ * max(window, WINDOW_INTERVALS x that interval) (core/decide.ts judgingWindowMs).
+ */
+export function judged(def: ParentDef): { windowMs: number; intervalMs: number } {
+  const intervalMs = Math.max(def.policy.intervalMs, def.beatIntervalMs);
+  return { windowMs: Math.max(def.policy.windowMs, WINDOW_INTERVALS * def.beatIntervalMs), intervalMs };
 }
 
 /** Hand-overs counted in the parent bound before the parent must have won. */
@@ -124,7 +135,7 @@ export function parentBoundMs(def: ParentDef, kubelet: KubeletModel): number {
     fileCheckMs +
     def.stopMs +
     def.startMs +
-    p.intervalMs
+    judged(def).intervalMs
   );
 }
 

@@ -1,6 +1,7 @@
 // Faults from a scenario's schedule, applied to the world at their time. Each records when it
 // ends, for the liveness bounds.
 import { T } from './model.js';
+import { type Delay, formatDelay, NO_DELAY } from './network.js';
 import type { FaultSpec } from './schema.js';
 import { specFor, type World } from './world.js';
 
@@ -9,6 +10,7 @@ export function faultEnd(f: FaultSpec): number {
     case 'reboot':
       return f.at + f.down;
     case 'partition':
+    case 'link':
     case 'latency':
     case 'stall-watch':
     case 'hang':
@@ -18,14 +20,28 @@ export function faultEnd(f: FaultSpec): number {
   }
 }
 
+/** A latency fault's added latency per direction: `toApi`/`fromApi`, else `latency`, else none. */
+export function latencyOf(f: Extract<FaultSpec, { type: 'latency' }>): { toApi: Delay; fromApi: Delay } {
+  return { toApi: f.toApi ?? f.latency ?? NO_DELAY, fromApi: f.fromApi ?? f.latency ?? NO_DELAY };
+}
+
 export function describeFault(f: FaultSpec): string {
   switch (f.type) {
     case 'reboot':
       return `reboot (down ${f.down / 1000}s)`;
     case 'partition':
       return `network partition for ${f.duration / 1000}s`;
-    case 'latency':
-      return `+${f.latency}ms latency to the api-server for ${f.duration / 1000}s`;
+    case 'latency': {
+      const { toApi, fromApi } = latencyOf(f);
+      const same = toApi.minMs === fromApi.minMs && toApi.maxMs === fromApi.maxMs;
+      return same
+        ? `+${formatDelay(toApi)} latency to and from the api-server for ${f.duration / 1000}s`
+        : `+${formatDelay(toApi)} latency to the api-server, +${formatDelay(fromApi)} from it, for ${f.duration / 1000}s`;
+    }
+    case 'link': {
+      const arrow = f.direction === 'both' ? '<->' : f.direction === 'out' ? '->' : '<-';
+      return `link ${f.from} ${arrow} ${f.to} cut for ${f.duration / 1000}s`;
+    }
     case 'stall-watch':
       return `agent's watch stalls for ${f.duration / 1000}s`;
     case 'delete-pod':
@@ -54,7 +70,7 @@ export function scheduleFaults(w: World): void {
 
 function apply(w: World, f: FaultSpec): void {
   const node = 'node' in f ? w.nodes.get(f.node)! : null;
-  w.log(node?.name ?? 'cluster', 'fault', describeFault(f), 'key' in f ? f.key : undefined);
+  w.log(node?.name ?? (f.type === 'link' ? f.from : 'cluster'), 'fault', describeFault(f), 'key' in f ? f.key : undefined);
   switch (f.type) {
     case 'reboot': {
       const n = node!;
@@ -91,13 +107,35 @@ function apply(w: World, f: FaultSpec): void {
         w.log(node!.name, 'fault', 'partition healed');
       });
       return;
-    case 'latency':
-      node!.net.latencyMs = f.latency;
+    case 'link': {
+      // Any node's reachability may change (World.afterEvent looks at every node while a link is
+      // cut, and at the event that cuts or heals one); the two ends are touched as well.
+      const ends = () => {
+        for (const e of [f.from, f.to]) {
+          const n = w.nodes.get(e);
+          if (n) w.touch(n);
+        }
+      };
+      w.net.cut(f.from, f.to, f.direction, 1);
+      ends();
       w.q.at(f.at + f.duration, () => {
-        node!.net.latencyMs = 0;
+        w.net.cut(f.from, f.to, f.direction, -1);
+        ends();
+        w.log(f.from, 'fault', `link ${f.from} - ${f.to} healed (${f.direction})`);
+      });
+      return;
+    }
+    case 'latency': {
+      const { toApi, fromApi } = latencyOf(f);
+      w.net.setLatency(node!, toApi, fromApi);
+      w.touch(node!);
+      w.q.at(f.at + f.duration, () => {
+        w.net.setLatency(node!, NO_DELAY, NO_DELAY);
+        w.touch(node!);
         w.log(node!.name, 'fault', 'latency back to normal');
       });
       return;
+    }
     case 'stall-watch':
       node!.net.watchStalled = true;
       w.q.at(f.at + f.duration, () => {

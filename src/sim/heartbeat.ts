@@ -5,12 +5,13 @@
 // sidecar keeps beating `Starting` while the main container crash-loops. On removal it writes a
 // last `Stopping` round, as the real sidecar does on SIGTERM. While the main process hangs (fault
 // `hang`) it writes nothing: the model's hang is one that stops the heartbeat with the service.
-import { localBeatFile, leaseName } from '../core/names.js';
-import type { Role } from '../core/types.js';
+import { leaseName, localBeatFile } from '../core/names.js';
+import type { Channel, Role } from '../core/types.js';
 import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat } from '../heartbeat/beat.js';
 import type { KPod } from './kubelet.js';
 import type { SimNode } from './model.js';
 import { T } from './model.js';
+import { arrivalInOrder } from './network.js';
 import type { World } from './world.js';
 
 export function startSidecar(world: World, node: SimNode, pod: KPod): () => void {
@@ -21,6 +22,8 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
   const id: HeartbeatIdentity = { namespace: spec.namespace, podName: pod.name, podUid: pod.uid, key: spec.key, node: node.name, role };
   const bootId = node.bootId;
   let counter: BeatCounter = { sequence: 1 };
+  /** When the last write of each channel lands (true time). */
+  const landsAt: Partial<Record<Channel, number>> = {};
   let stopped = false;
   const rng = world.rng(`sidecar/${pod.uid}`);
 
@@ -30,9 +33,11 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
     const now = world.q.now;
     const ready = pod.state === 'running' && !pod.removed;
     const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);
-    const reach = world.api.reachableFrom(node);
+    // A write lands once its request arrives (network.ts); the node's agent sees it only while it
+    // talks to the api-server both ways (its probe and its watch).
+    const reach = world.api.writesFrom(node);
     for (const channel of policy.channels) {
-      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), policy.intervalMs);
+      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs);
       if (channel === 'local') {
         node.files.set(localBeatFile(spec.namespace, spec.key, role), beat);
         world.onLocalBeat(node);
@@ -40,20 +45,23 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
       }
       if (!reach) continue;
       const name = leaseName(spec.key, node.name, role); // annotation beats are keyed the same way in the model
-      world.q.after(T.apiRttMs / 2 + node.net.latencyMs, () => {
-        if (world.api.reachableFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
+      // One connection per channel: a write never lands before the one sent before it.
+      const at = arrivalInOrder(now, T.apiRttMs / 2 + world.net.toApiMs(node), landsAt[channel] ?? 0);
+      landsAt[channel] = at;
+      world.q.at(at, () => {
+        if (world.api.writesFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
       });
     }
-    if (role === 'parent') world.invariants.parentBeat(node, spec.key, phase, reach);
+    if (role === 'parent') world.invariants.parentBeat(node, spec.key, phase, reach && (world.net.whole || world.api.reachableFrom(node)));
     counter = advance(counter);
   };
 
   const loop = () => {
     if (stopped || !node.up || node.bootId !== bootId) return;
     round(false);
-    world.q.after(policy.intervalMs, loop);
+    world.q.after(def.beatIntervalMs, loop);
   };
-  world.q.after(rng.between(0, policy.intervalMs), loop);
+  world.q.after(rng.between(0, def.beatIntervalMs), loop);
   return () => {
     if (stopped || !node.up || node.bootId !== bootId) return;
     stopped = true;

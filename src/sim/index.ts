@@ -4,7 +4,7 @@ export { KUBELET_MODELS, KUBELET_MODEL_BY_NAME, type KubeletModel, type KubeletM
 export { runScenario, type RunOptions, type RunResult } from './run.js';
 export { formatTimeline, type TimelineEvent, timelineEvents, verdictLines } from './timeline.js';
 export { renderSvg } from './svg.js';
-export { randomScenario, parseSeedRange } from './random.js';
+export { randomNetScenario, randomScenario, parseSeedRange } from './random.js';
 export { measureSpeed } from './speed.js';
 export { STRATEGIES, type StrategyName } from './strategies.js';
 export { formatSeedsSummary, percentileOrNever, runSeeds, type SeedsSummary, seedsExitCode, type Spread, spreadOf, summarizeRuns } from './distribution.js';

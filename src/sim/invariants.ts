@@ -14,7 +14,7 @@ import { type ParentStateName, type Phase, type Reason, reasonText } from '../co
 import { parentId } from '../core/names.js';
 import { manifestFile } from '../core/names.js';
 import { faultEnd } from './faults.js';
-import { parentBoundMs, serveBoundMs, unservedBudgetMs } from './bounds.js';
+import { judged, parentBoundMs, serveBoundMs, unservedBudgetMs } from './bounds.js';
 import type { PodSpec, SimNode } from './model.js';
 import { T } from './model.js';
 import { parentServes, servedBy } from './outcome.js';
@@ -150,12 +150,16 @@ export class Invariants {
   activating(node: SimNode, key: string, r: Reason): void {
     const reason = reasonText(r);
     const lv = this.lastVisible.get(`${node.name}/${key}`);
-    const p = this.world.parentDef(key).policy;
+    // The window the core judges by (widened for a parent declaring a slow interval, beatInterval).
+    const p = judged(this.world.parentDef(key));
     // A parent that beat Ready less than (window - interval) ago was certainly fresh to an agent
     // that polls its files every second and its watch within a round trip.
     // A hand-over deadline is not a silence: it may fall on the very moment the parent's first
     // Ready beat is written, before any agent could have seen it (file poll, watch round trip).
-    const unseenMs = r.code === 'HandoverFailed' ? T.agentFilePollMs + T.apiRttMs : 0;
+    // Nor can any agent react to a beat it has not observed yet: a beat written at the very moment
+    // a window ends (a parent that missed three beats and writes the fourth on the edge) is seen
+    // one folder notice later, after the window's verdict.
+    const unseenMs = r.code === 'HandoverFailed' ? T.agentFilePollMs + T.apiRttMs : T.agentFileNoticeMs;
     const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
     if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && age >= unseenMs) {
       this.violate(

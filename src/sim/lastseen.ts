@@ -13,16 +13,17 @@
 // `alive()` and are dropped, as the kernel drops a killed process's.
 import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { Agent, type Actuators, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
+import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
+import { beatFingerprint } from '../core/decide.js';
 import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
-import { beatFingerprint } from '../core/decide.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
 import type { ApiPod, StoredBeat } from './apiserver.js';
-import { T, type SimNode } from './model.js';
+import { type SimNode, T } from './model.js';
+import { arrivalInOrder } from './network.js';
 import type { Scheduled } from './queue.js';
 import type { ParentDef } from './schema.js';
 import type { AgentProcess } from './strategies.js';
@@ -74,6 +75,8 @@ export class SimLastseen implements AgentProcess {
   readonly agent: Agent;
   private reachable = false;
   private fileSeen = new Map<string, string>();
+  /** When the watch's last event reaches this agent (true time). */
+  private watchArrivesAt = 0;
   /** A folder scan is queued after a change notification (several writes in a moment share one). */
   private scanQueued = false;
   /** The beat object last handed over per file: the same object again is the same beat (no fingerprint needed). */
@@ -155,7 +158,12 @@ export class SimLastseen implements AgentProcess {
       intervalMs: T.agentProbeMs,
       timeoutMs: PROBE_TIMEOUT_MS,
       failureThreshold: PROBE_FAILURE_THRESHOLD,
-      probe: () => this.work(T.apiRttMs + 2 * node.net.latencyMs, () => w.api.reachableFrom(node)),
+      probe: (signal) => {
+        const ms = T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node);
+        const answer = this.work(ms, () => w.api.reachableFrom(node));
+        // An answer within the timeout needs no abort (the usual case, and the cheap one).
+        return ms < PROBE_TIMEOUT_MS ? answer : this.answerOrAbort(answer, signal);
+      },
       onReachable: (r) => this.enter(() => this.probed(r)),
     }).start();
     this.every(T.agentFilePollMs, () => this.pollFiles());
@@ -165,13 +173,18 @@ export class SimLastseen implements AgentProcess {
 
   onPodsChanged(): void {
     if (!this.reachable) return;
-    this.later(T.apiRttMs / 2 + this.node.net.latencyMs, () => this.publishPods());
+    this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => this.publishPods());
   }
 
   onApiBeat(sb: StoredBeat): void {
     if (!this.reachable || this.node.net.watchStalled) return;
-    this.later(T.apiRttMs / 2 + this.node.net.latencyMs, () => {
-      if (this.reachable && !this.node.net.watchStalled) this.agent.beat(sb.namespace, sb.key, sb.beat);
+    // One watch connection: an event never arrives before the one sent before it.
+    const at = arrivalInOrder(this.world.q.now, T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), this.watchArrivesAt);
+    this.watchArrivesAt = at;
+    this.later(at - this.world.q.now, () => {
+      // The watch event itself must reach the node (a link may cut answers only: network.ts).
+      if (this.reachable && !this.node.net.watchStalled && (this.world.net.whole || this.world.api.deliversTo(this.node)))
+        this.agent.beat(sb.namespace, sb.key, sb.beat);
     });
   }
 
@@ -278,6 +291,22 @@ export class SimLastseen implements AgentProcess {
     return Promise.resolve(v);
   }
 
+  /**
+   * A request the caller aborts (the probe's timeout, as production's request does): an answer
+   * slower than the timeout, e.g. under added latency, is a failed probe.
+   */
+  private answerOrAbort<V>(answer: Promise<V>, signal: AbortSignal): Promise<V> {
+    return new Promise<V>((resolve, reject) => {
+      const onAbort = () => {
+        this.world.promised();
+        reject(new Error('aborted'));
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      answer.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    });
+  }
+
   /** Carry out `body` after `ms` of simulated work; its result (or throw) settles the promise. */
   private work<V>(ms: number, body: () => V): Promise<V> {
     this.world.promised();
@@ -298,8 +327,9 @@ export class SimLastseen implements AgentProcess {
     const w = this.world;
     const file = (p: ParentView) => manifestFile(p.namespace, p.key);
     return {
+      // A GET of the pod, counted with one way of the added latency, as the model always has.
       capture: (p, info, reason) =>
-        this.work(T.actuatorMs + T.apiRttMs + node.net.latencyMs, () => {
+        this.work(T.actuatorMs + T.apiRttMs + w.net.toApiMs(node), () => {
           const pod = w.api.pods.get(info.uid);
           if (!w.api.reachableFrom(node) || !pod) throw new Error(pod ? 'api-server unreachable' : 'pod gone');
           node.disk.checkpoints.set(p.id, { spec: pod.spec });
@@ -333,7 +363,7 @@ export class SimLastseen implements AgentProcess {
         w.invariants.collecting(node, p.key);
         // As the production actuator does: a live read first, and nothing removed unless it
         // confirms that no pod for the key is scheduled here.
-        const read = this.work(T.apiRttMs + 2 * node.net.latencyMs, () => {
+        const read = this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), () => {
           if (!w.api.reachableFrom(node)) throw new CollectRefusedError('the live read failed: api-server unreachable');
           if (w.api.podFor(node.name, p.key)) throw new CollectRefusedError('the live read found a pod for this parent scheduled here');
         });
@@ -346,7 +376,7 @@ export class SimLastseen implements AgentProcess {
         );
       },
       readLive: (p, channels) =>
-        this.work(T.apiRttMs + 2 * node.net.latencyMs, (): LiveRead => {
+        this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), (): LiveRead => {
           if (!w.api.reachableFrom(node)) return { unavailable: 'api-server unreachable' };
           const beats: Beat[] = [];
           for (const ch of channels) {

@@ -2,6 +2,7 @@
 // timing constants the model's mechanics use (each with the reason for its value).
 import type { Beat, Role } from '../core/types.js';
 import type { NodeClock } from './clock.js';
+import type { Delay } from './network.js';
 
 /** What a container image does, reduced to what matters for checkpointing. */
 export interface PodSpec {
@@ -89,8 +90,14 @@ export interface NodeDisk {
 
 export interface NodeNet {
   partitioned: boolean;
-  /** Added one-way latency to the api-server, ms. */
+  /**
+   * The largest added one-way latency in either direction, ms (for tolerances); the latency of each
+   * message is drawn from `toApi` or `fromApi` (network.ts).
+   */
   latencyMs: number;
+  /** Added latency of messages to the api-server (writes, requests) and from it (responses, watch events). */
+  toApi: Delay;
+  fromApi: Delay;
   /** The agent's watches stop delivering (live reads still work). */
   watchStalled: boolean;
 }

@@ -6,7 +6,9 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { type ParentPolicy, parsePolicy } from '../policy/policy.js';
 import { parseDuration } from '../policy/duration.js';
+import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import { formatPath, type PolicyError } from '../policy/policy.js';
+import { API_SERVER } from './network.js';
 import { KUBELET_MODEL_BY_NAME, KUBELET_MODELS, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
 
 export const SCENARIO_API_VERSION = 'lastseen.dev/v1alpha1';
@@ -62,14 +64,58 @@ const parent = z.strictObject({
   stopTime: duration().optional(),
   /** Policy fields, in the policy document's syntax (`window: 20s`, `whenApiUnreachable: activate`). */
   policy: z.record(z.string(), z.unknown()).default({}),
+  /**
+   * The heartbeat sidecar's own interval (its flag or its own copy of the policy), declared in every
+   * beat; default the policy's `interval`. Set apart from the policy it models a writer and an agent
+   * that read different policies (issue 11), e.g. a parent beating every `window - 1s`; the agent
+   * then judges it by max(window, 2 x this interval).
+   */
+  beatInterval: duration()
+    .refine((ms) => ms >= MIN_INTERVAL_MS && ms <= MAX_DURATION_MS, `must be between ${MIN_INTERVAL_MS}ms and 24h`)
+    .optional(),
 });
 
 const at = duration();
+
+/**
+ * Added one-way latency: a duration (fixed), or `{min, max}`, uniform in between for each message,
+ * drawn from the run's seeded randomness (the node's own stream: a seed replays it exactly).
+ */
+const delay = z
+  .union([duration(), z.strictObject({ min: duration(), max: duration() })], { error: 'must be a duration such as 200ms, or {min, max}' })
+  .transform((v) => (typeof v === 'number' ? { minMs: v, maxMs: v } : { minMs: v.min, maxMs: v.max }))
+  .refine((d) => d.maxMs >= d.minMs, { message: 'max is below min', path: ['max'] });
 const fault = z.discriminatedUnion('type', [
   /** `down`: from power loss until the node runs again (firmware, kernel, systemd). */
   z.strictObject({ type: z.literal('reboot'), at, node: z.string(), down: duration().default(40_000) }),
   z.strictObject({ type: z.literal('partition'), at, node: z.string(), duration: duration() }),
-  z.strictObject({ type: z.literal('latency'), at, node: z.string(), latency: duration(), duration: duration() }),
+  /**
+   * Added latency between the node and the api-server for `duration`: `latency` in both directions,
+   * or `toApi` (writes and requests) and `fromApi` (responses and watch events) apart; either given
+   * alone leaves the other direction as `latency` (or none).
+   */
+  z.strictObject({
+    type: z.literal('latency'),
+    at,
+    node: z.string(),
+    latency: delay.optional(),
+    toApi: delay.optional(),
+    fromApi: delay.optional(),
+    duration: duration(),
+  }),
+  /**
+   * Packets from `from` (a node) to `to` (another node, or `api-server`: the api-server's address,
+   * every instance) are lost for `duration`: `direction` `out` (from -> to), `in` (to -> from) or
+   * `both` (default). See src/sim/network.ts for what crosses a link.
+   */
+  z.strictObject({
+    type: z.literal('link'),
+    at,
+    from: z.string(),
+    to: z.string(),
+    direction: z.enum(['both', 'out', 'in'], { error: 'must be both, out or in' }).default('both'),
+    duration: duration(),
+  }),
   z.strictObject({ type: z.literal('stall-watch'), at, node: z.string(), duration: duration() }),
   z.strictObject({ type: z.literal('delete-pod'), at, key: z.string(), node: z.string() }),
   z.strictObject({
@@ -184,6 +230,16 @@ export const scenarioSchema = z
     s.faults.forEach((f, i) => {
       if ('node' in f && !names.has(f.node)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'node'], message: `no node named "${f.node}"` });
       if ('key' in f && !keys.has(f.key)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'key'], message: `no parent with key "${f.key}"` });
+      if (f.type === 'link') {
+        if (!names.has(f.from)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'from'], message: `no node named "${f.from}"` });
+        if (f.to === API_SERVER && names.has(API_SERVER))
+          ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: `"${API_SERVER}" is ambiguous: a node has that name; rename the node` });
+        else if (f.to !== API_SERVER && !names.has(f.to))
+          ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: `no node named "${f.to}" (nor "${API_SERVER}")` });
+        else if (f.to === f.from) ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: 'a link needs two ends: to is from' });
+      }
+      if (f.type === 'latency' && !f.latency && !f.toApi && !f.fromApi)
+        ctx.addIssue({ code: 'custom', path: ['faults', i, 'latency'], message: 'a latency fault needs latency, toApi or fromApi' });
       if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
     });
     s.expect.faults.forEach((e, i) => {
@@ -218,6 +274,8 @@ export interface ParentDef {
   stopMs: number;
   gracePeriodMs: number;
   policy: ParentPolicy;
+  /** The sidecar's beat period, declared in its beats (the policy's interval unless `beatInterval` is set). */
+  beatIntervalMs: number;
 }
 
 export interface Scenario {
@@ -267,13 +325,16 @@ export function parseScenario(doc: unknown): ScenarioResult {
       stopMs: p.stopTime ?? STOP_MS[p.kind],
       gracePeriodMs: p.terminationGracePeriod,
       policy: pr.policy.defaults,
+      beatIntervalMs: p.beatInterval ?? pr.policy.defaults.intervalMs,
     });
   });
   if (errors.length > 0) return { ok: false, errors };
   const first = spec.faults[0];
+  const focusNode = first && 'node' in first ? first.node : first?.type === 'link' ? first.from : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name);
   const focus = spec.focus ?? {
-    node: first && 'node' in first ? first.node : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name),
-    key: first && 'key' in first ? first.key : parents[0]!.key,
+    node: focusNode,
+    // The first parent that runs on the focus node (a fault on a worker is about a parent there, not a master's api-server).
+    key: first && 'key' in first ? first.key : (parents.find((p) => p.nodes.includes(focusNode)) ?? parents[0]!).key,
   };
   const base = KUBELET_MODEL_BY_NAME[spec.kubelet.model];
   const kubelet: KubeletModel = {

@@ -6,6 +6,7 @@ import { ApiServer, type StoredBeat } from './apiserver.js';
 import { NodeClock } from './clock.js';
 import { startSidecar } from './heartbeat.js';
 import { Invariants } from './invariants.js';
+import { Network, NO_DELAY } from './network.js';
 import { Kubelet, type KPod } from './kubelet.js';
 import { AGENT_MANIFEST, type Manifest, ManifestFolder, type PodSpec, type SimNode, T } from './model.js';
 import { Outcome } from './outcome.js';
@@ -94,6 +95,7 @@ export class World {
   readonly kubelets = new Map<string, Kubelet>();
   readonly agents = new Map<string, AgentProcess>();
   readonly api: ApiServer;
+  readonly net: Network;
   readonly invariants: Invariants;
   readonly outcome: Outcome;
   readonly logs: LogEntry[] = [];
@@ -126,6 +128,7 @@ export class World {
     this.root = new Rng(seed);
     this.defs = new Map(scenario.parents.map((p) => [p.key, p]));
     this.api = new ApiServer(this);
+    this.net = new Network((name) => this.rng(name));
     this.invariants = new Invariants(this, strategy === 'lastseen');
     this.outcome = new Outcome(this);
     const clocks = this.rng('clocks');
@@ -148,7 +151,7 @@ export class World {
           handovers: new Map(),
         },
         files: new Map(),
-        net: { partitioned: false, latencyMs: 0, watchStalled: false },
+        net: { partitioned: false, latencyMs: 0, toApi: NO_DELAY, fromApi: NO_DELAY, watchStalled: false },
         ports: new Map(),
       };
       manifests.touched = () => this.touch(node);
@@ -299,7 +302,10 @@ export class World {
     const avail = this.api.available();
     const touched = this.inNodeOrder(this.touchedNodes);
     let nodes: Iterable<SimNode>;
-    if (this.check === 'full' || avail !== this.lastAvailable) nodes = this.nodes.values();
+    // With links cut (or cut or healed by this event, which touches no node), a node's reachability
+    // depends on the cuts and on which instances serve: every node is looked at.
+    const links = this.net.takeChanged() || !this.net.whole;
+    if (this.check === 'full' || avail !== this.lastAvailable || links) nodes = this.nodes.values();
     else nodes = touched;
     this.lastAvailable = avail;
     for (const node of nodes) {
@@ -336,7 +342,7 @@ export class World {
    * must touch this node too (verify mode recomputes it for every node and finds one that did not).
    */
   private reaches(node: SimNode, avail: boolean): boolean {
-    return avail && node.up && !node.net.partitioned;
+    return this.net.whole ? avail && node.up && !node.net.partitioned : this.api.reachableFrom(node);
   }
 
   private verifyReach(avail: boolean): void {

@@ -52,6 +52,17 @@ describe('lastseen simulate: exit status', () => {
     expect(r.status).toBe(2);
   });
 
+  it('random --net sweeps network schedules (0 when no invariant breaks); --net elsewhere is invalid input', () => {
+    const r = simulate('random', '--net', '--seeds', '1..3');
+    expect(r.stdout).toMatch(/^random --net seeds 1\.\.3 \(lastseen\): 3 runs, 3 passed, 0 failed/);
+    expect(r.status).toBe(0);
+    const one = simulate('random-one', '--net', '--seed', '4');
+    expect(one.stdout).toMatch(/scenario random-net-4/);
+    const bad = simulate('master-reboot', '--net');
+    expect(bad.stderr).toMatch(/--net draws random network schedules/);
+    expect(bad.status).toBe(2);
+  });
+
   it('2 for an unreadable file, an unknown scenario and an unknown option', () => {
     expect(simulate('--file', join(ROOT, 'no-such-file.yaml')).status).toBe(2);
     expect(simulate('no-such-scenario').status).toBe(2);

@@ -1,0 +1,17 @@
+// The random network sweep (src/sim/random.ts randomNetScenario, `simulate random --net`): seeds 1..200 by default, LASTSEEN_NET_FROM/TO for others.
+import { describe, expect, it } from 'vitest';
+import { randomNetScenario, runScenario } from '../../src/sim/index.js';
+
+const FROM = Number(process.env.LASTSEEN_NET_FROM ?? 1);
+const TO = Number(process.env.LASTSEEN_NET_TO ?? 200);
+
+describe(`random network schedules, seeds ${FROM}..${TO}`, () => {
+  it('hold every invariant under the lastseen strategy', async () => {
+    const failing: string[] = [];
+    for (let seed = FROM; seed <= TO; seed++) {
+      const r = await runScenario(randomNetScenario(seed), { seed, keepLogs: false });
+      for (const v of r.invariantViolations) failing.push(`seed ${seed}: ${v.invariant} at ${v.t}s on ${v.node}/${v.key}: ${v.message}`);
+    }
+    expect(failing).toEqual([]);
+  });
+});
