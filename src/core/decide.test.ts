@@ -902,6 +902,22 @@ describe('decide: one round on several channels', () => {
     const restarted = decide(s, { type: 'beat', beat: { ...round, channel: 'lease', sequence: 1, renewTime: 'later', phase: 'Ready' } }, 4100);
     expect(restarted.state.state).toBe('Healthy');
   });
+
+  it("a round first sighted on one channel counts when it arrives as a change on another (the sidecar's first beat after a reboot)", () => {
+    // The agent starts: the Lease left from before the reboot is its lease baseline; the local folder is empty.
+    let s = start(POLICY);
+    s = decide(s, { type: 'beat', beat: beat('Ready', { channel: 'lease', holderUid: 'old', sequence: 40 }) }, 1000).state;
+    s = decide(s, { type: 'beat', beat: beat('Ready', { channel: 'annotation', holderUid: 'old', sequence: 40 }) }, 1000).state;
+    // The new sidecar's first round: in the folder (a first sighting there), then on the Lease (a change).
+    const first = beat('Ready', { channel: 'local', holderUid: 'u1', sequence: 1 });
+    s = decide(s, { type: 'beat', beat: first }, 1500).state;
+    expect(s.lastChangeAt).toBeNull();
+    s = decide(s, { type: 'beat', beat: { ...first, channel: 'lease' } }, 1600).state;
+    expect(s.lastChangeAt).toBe(1600);
+    expect(s.state).toBe('Healthy');
+    // Counted once: the same round arriving as a change on a third channel is not another sign of life.
+    expect(decide(s, { type: 'beat', beat: { ...first, channel: 'annotation' } }, 1700).state.lastChangeAt).toBe(1600);
+  });
 });
 
 describe('decide: a hand-over survives an agent restart', () => {

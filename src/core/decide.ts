@@ -359,11 +359,15 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   // window to be seen after a restart, as the policy rule startupGrace >= window says.
   const judging = judgingWindowMs(s);
   if (judging > judgingBefore && s.graceUntil > now) s.graceUntil = Math.max(s.graceUntil, now + judging);
+  // Baseline: a first sighting on this channel proves nothing about now. Its round is not kept
+  // either: kept, the same round arriving as a change on another channel (the sidecar's first
+  // beat after a reboot: a first sighting in the empty local folder, a change of the Lease left
+  // from before the reboot) was dropped as "already seen", and the parent, Ready, could be taken
+  // for silent once startupGrace ended (found by `simulate random --net`, seeds 1147 and 2801).
+  if (before === undefined) return;
   const round = `${b.holderUid}|${b.sequence}|${b.renewTime}`;
-  const known = s.rounds.includes(round);
-  if (!known) s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);
-  if (before === undefined) return; // baseline: a first sighting proves nothing about now
-  if (known) return; // this round was already seen on another channel
+  if (s.rounds.includes(round)) return; // this round was already counted on another channel
+  s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);
   s.lastChangeAt = now;
   if (b.channel === 'local') s.lastLocalChangeAt = now;
   if (b.phase === 'Starting') {
