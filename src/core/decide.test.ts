@@ -903,6 +903,16 @@ describe('decide: one round on several channels', () => {
     expect(restarted.state.state).toBe('Healthy');
   });
 
+  it('a first sighting late in the grace gets one window from then for the next beat; at the start it changes nothing', () => {
+    const s0 = start(POLICY); // grace until 6000, window 4000
+    expect(decide(s0, { type: 'beat', beat: beat('Ready', { channel: 'local' }) }, 100).state.graceUntil).toBe(6000);
+    const late = decide(s0, { type: 'beat', beat: beat('Ready', { channel: 'local' }) }, 5000).state;
+    expect(late.graceUntil).toBe(9000);
+    // Not judged silent at the old end of the grace; silent a window after the first sighting without a change.
+    expect(decide(late, { type: 'tick' }, 6500).state.state).toBe('Pending');
+    expect(decide(late, { type: 'tick' }, 9100).state.state).not.toBe('Pending');
+  });
+
   it("a round first sighted on one channel counts when it arrives as a change on another (the sidecar's first beat after a reboot)", () => {
     // The agent starts: the Lease left from before the reboot is its lease baseline; the local folder is empty.
     let s = start(POLICY);

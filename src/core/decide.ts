@@ -364,7 +364,15 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   // beat after a reboot: a first sighting in the empty local folder, a change of the Lease left
   // from before the reboot) was dropped as "already seen", and the parent, Ready, could be taken
   // for silent once startupGrace ended (found by `simulate random --net`, seeds 1147 and 2801).
-  if (before === undefined) return;
+  // A first sighting while the grace runs (a parent whose pod started after the agent, its beat
+  // the first in the folder) gets one (widened) window from now for its next beat, as a restart
+  // does: else a slow-beating parent first seen late in the grace is judged silent before its
+  // second beat can arrive (found by `simulate random --net`, seed 859: a 19 s beat, a 38 s
+  // window). A first sighting at the agent's start changes nothing: startupGrace >= window.
+  if (before === undefined) {
+    if (s.graceUntil > now) s.graceUntil = Math.max(s.graceUntil, now + judging);
+    return;
+  }
   const round = `${b.holderUid}|${b.sequence}|${b.renewTime}`;
   if (s.rounds.includes(round)) return; // this round was already counted on another channel
   s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);

@@ -61,7 +61,9 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
     round(false);
     world.q.after(def.beatIntervalMs, loop);
   };
-  world.q.after(rng.between(0, def.beatIntervalMs), loop);
+  // Production's loop (src/heartbeat/loop.ts) writes its first round as soon as it runs, then one
+  // every interval; the sidecar's own process start comes first.
+  world.q.after(rng.between(T.sidecarStartMs.min, T.sidecarStartMs.max), loop);
   return () => {
     if (stopped || !node.up || node.bootId !== bootId) return;
     stopped = true;

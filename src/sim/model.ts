@@ -147,6 +147,12 @@ export const T = {
    * model's 0.3 s first manifest read and 0.14 s pod start. It was a fixed, guessed 2 s.
    */
   agentStartMs: { min: 1_850, max: 3_450 },
+  /**
+   * The heartbeat sidecar's process start, from its container starting to its first round (the
+   * bench's sidecar: spawn to first beat written, a few hundred ms). It used to be a random phase
+   * of up to a whole interval, which production's loop does not have.
+   */
+  sidecarStartMs: { min: 200, max: 800 },
   /** Agent: api-server readiness probe period, local heartbeat folder poll period. */
   agentProbeMs: 2_000,
   agentFilePollMs: 1_000,

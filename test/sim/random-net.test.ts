@@ -17,9 +17,11 @@ describe(`random network schedules, seeds ${FROM}..${TO}`, () => {
 });
 
 describe('random network schedules that once failed', () => {
-  // A first sighting's round was kept and the same round, arriving as a change on the Lease,
-  // dropped as already seen: a Ready parent was taken for silent after a reboot (src/core/decide.ts observeBeat).
-  it.each([1147, 2801])('seed %i holds every invariant', async (seed) => {
+  // 1147, 2801: a first sighting's round was kept and the same round, arriving as a change on the
+  // Lease, dropped as already seen: a Ready parent was taken for silent after a reboot
+  // (src/core/decide.ts observeBeat). 859: a 19 s beat first seen late in startupGrace (the
+  // model's sidecar also waited up to an interval before its first beat, which production does not).
+  it.each([859, 1147, 2801])('seed %i holds every invariant', async (seed) => {
     const r = await runScenario(randomNetScenario(seed), { seed, keepLogs: false });
     expect(r.invariantViolations.map((v) => `${v.invariant} at ${v.t}s on ${v.node}/${v.key}`)).toEqual([]);
   });
