@@ -5,31 +5,9 @@
 // cannot 409; what remains is the pod being gone (404: nothing to create, the round fails) and the
 // api-server not answering (backoff within the round, fresh connection pool after repeats).
 import type { Beat } from '../core/types.js';
-import {
-  ANNOTATION_HOLDER_UID,
-  ANNOTATION_INTERVAL_MS,
-  ANNOTATION_UNPROBED,
-  ANNOTATION_LAST_SEEN,
-  ANNOTATION_PHASE,
-  ANNOTATION_ROLE,
-  ANNOTATION_SEQUENCE,
-} from '../core/names.js';
+import { ANNOTATION_HOLDER_UID, ANNOTATION_LAST_SEEN } from '../core/names.js';
 import type { BeatWriter, Clock } from './channel.js';
-import {
-  type BeatResult,
-  beatAnnotations,
-  beatOf,
-  isRecord,
-  parseHolder,
-  parseIntervalMs,
-  parsePhase,
-  parseRenewTime,
-  parseRole,
-  parseSequence,
-  parseUid,
-  show,
-  stringMap,
-} from './fields.js';
+import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, show, stringMap } from './fields.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
@@ -61,29 +39,12 @@ export function beatFromPod(pod: unknown, expectedNode: string): BeatResult {
   if (ann[ANNOTATION_LAST_SEEN] === undefined) return refuse(`no ${ANNOTATION_LAST_SEEN} annotation (no beat written yet)`);
   const renew = parseRenewTime(ann[ANNOTATION_LAST_SEEN], `annotation ${ANNOTATION_LAST_SEEN}`);
   if (!renew.ok) return refuse(renew.reason);
-  const phase = parsePhase(ann[ANNOTATION_PHASE], `annotation ${ANNOTATION_PHASE}`);
-  if (!phase.ok) return refuse(phase.reason);
-  const sequence = parseSequence(ann[ANNOTATION_SEQUENCE], `annotation ${ANNOTATION_SEQUENCE}`);
-  if (!sequence.ok) return refuse(sequence.reason);
-  const role = parseRole(ann[ANNOTATION_ROLE], `annotation ${ANNOTATION_ROLE}`);
-  if (!role.ok) return refuse(role.reason);
-  const uid = parseUid(ann[ANNOTATION_HOLDER_UID], `annotation ${ANNOTATION_HOLDER_UID}`);
-  if (!uid.ok) return refuse(uid.reason);
-  if (uid.value && typeof md.uid === 'string' && md.uid !== '' && uid.value !== md.uid) {
-    return refuse(`annotation ${ANNOTATION_HOLDER_UID} ${uid.value} names another pod (this one is ${md.uid}): copied annotations, not a beat`);
+  const f = parseBeatAnnotations(ann);
+  if (!f.ok) return refuse(f.reason);
+  if (f.value.holderUid && typeof md.uid === 'string' && md.uid !== '' && f.value.holderUid !== md.uid) {
+    return refuse(`annotation ${ANNOTATION_HOLDER_UID} ${f.value.holderUid} names another pod (this one is ${md.uid}): copied annotations, not a beat`);
   }
-  const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
-  if (!interval.ok) return refuse(interval.reason);
-  return beatOf('annotation', {
-    holder: holder.value,
-    holderUid: uid.value,
-    role: role.value,
-    phase: phase.value,
-    sequence: sequence.value,
-    renewTime: renew.value,
-    intervalMs: interval.value,
-    unprobed: ann[ANNOTATION_UNPROBED] === 'true',
-  });
+  return beatOf('annotation', { holder: holder.value, renewTime: renew.value, ...f.value });
 }
 
 export interface AnnotationChannelOptions {

@@ -149,3 +149,38 @@ export function beatAnnotations(beat: Beat): Record<string, string> {
     [ANNOTATION_UNPROBED]: String(beat.unprobed === true),
   };
 }
+
+/** What `beatAnnotations` wrote, read back: each field checked, the first bad one named. */
+export interface BeatAnnotationFields {
+  role: Role;
+  phase: Phase;
+  sequence: number;
+  holderUid: string;
+  intervalMs: number | undefined;
+  unprobed: boolean;
+}
+
+export function parseBeatAnnotations(ann: Record<string, string>): Field<BeatAnnotationFields> {
+  const a = (name: string) => `annotation ${name}`;
+  const role = parseRole(ann[ANNOTATION_ROLE], a(ANNOTATION_ROLE));
+  if (!role.ok) return role;
+  const phase = parsePhase(ann[ANNOTATION_PHASE], a(ANNOTATION_PHASE));
+  if (!phase.ok) return phase;
+  const sequence = parseSequence(ann[ANNOTATION_SEQUENCE], a(ANNOTATION_SEQUENCE));
+  if (!sequence.ok) return sequence;
+  const uid = parseUid(ann[ANNOTATION_HOLDER_UID], a(ANNOTATION_HOLDER_UID));
+  if (!uid.ok) return uid;
+  const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], a(ANNOTATION_INTERVAL_MS));
+  if (!interval.ok) return interval;
+  return {
+    ok: true,
+    value: {
+      role: role.value,
+      phase: phase.value,
+      sequence: sequence.value,
+      holderUid: uid.value,
+      intervalMs: interval.value,
+      unprobed: ann[ANNOTATION_UNPROBED] === 'true',
+    },
+  };
+}

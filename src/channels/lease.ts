@@ -17,38 +17,10 @@
 // with "000"), but passes strings through unchanged both ways. The beat's renewTime string is sent
 // verbatim, so the Lease and the other channels carry the identical six-digit value.
 import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
-import {
-  ANNOTATION_HOLDER_UID,
-  ANNOTATION_INTERVAL_MS,
-  ANNOTATION_UNPROBED,
-  ANNOTATION_PHASE,
-  ANNOTATION_POLICY_PROBLEM,
-  ANNOTATION_ROLE,
-  ANNOTATION_SEQUENCE,
-  LABEL_MANAGED_BY,
-  LABEL_NODE,
-  LABEL_PARENT,
-  LABEL_ROLE,
-  leaseName,
-  MANAGED_BY,
-} from '../core/names.js';
+import { ANNOTATION_POLICY_PROBLEM, LABEL_MANAGED_BY, LABEL_NODE, LABEL_PARENT, LABEL_ROLE, leaseName, MANAGED_BY } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter, Clock } from './channel.js';
-import {
-  type BeatResult,
-  beatAnnotations,
-  beatOf,
-  isRecord,
-  parseHolder,
-  parseIntervalMs,
-  parsePhase,
-  parseRenewTime,
-  parseRole,
-  parseSequence,
-  parseUid,
-  show,
-  stringMap,
-} from './fields.js';
+import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, show, stringMap } from './fields.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import { backoffMs } from './retry.js';
@@ -130,32 +102,16 @@ export function beatFromLease(lease: unknown, expectedNode: string): BeatResult 
   if (node !== expectedNode) return refuse(`label ${LABEL_NODE} is ${show(node)}, not this node ${JSON.stringify(expectedNode)}`);
   const key = labels[LABEL_PARENT];
   if (!key) return refuse(`label ${LABEL_PARENT} is ${show(key)}`);
-  const role = parseRole(ann[ANNOTATION_ROLE], `annotation ${ANNOTATION_ROLE}`);
-  if (!role.ok) return refuse(role.reason);
-  if (name !== leaseName(key, expectedNode, role.value)) return refuse(`name does not match its labels (expected ${leaseName(key, expectedNode, role.value)})`);
-  const phase = parsePhase(ann[ANNOTATION_PHASE], `annotation ${ANNOTATION_PHASE}`);
-  if (!phase.ok) return refuse(phase.reason);
-  const sequence = parseSequence(ann[ANNOTATION_SEQUENCE], `annotation ${ANNOTATION_SEQUENCE}`);
-  if (!sequence.ok) return refuse(sequence.reason);
-  const uid = parseUid(ann[ANNOTATION_HOLDER_UID], `annotation ${ANNOTATION_HOLDER_UID}`);
-  if (!uid.ok) return refuse(uid.reason);
+  const f = parseBeatAnnotations(ann);
+  if (!f.ok) return refuse(f.reason);
+  const expected = leaseName(key, expectedNode, f.value.role);
+  if (name !== expected) return refuse(`name does not match its labels (expected ${expected})`);
   const spec = isRecord(lease.spec) ? lease.spec : {};
   const holder = parseHolder(spec.holderIdentity, 'spec.holderIdentity');
   if (!holder.ok) return refuse(holder.reason);
   const renew = parseRenewTime(spec.renewTime, 'spec.renewTime');
   if (!renew.ok) return refuse(renew.reason);
-  const interval = parseIntervalMs(ann[ANNOTATION_INTERVAL_MS], `annotation ${ANNOTATION_INTERVAL_MS}`);
-  if (!interval.ok) return refuse(interval.reason);
-  return beatOf('lease', {
-    holder: holder.value,
-    holderUid: uid.value,
-    role: role.value,
-    phase: phase.value,
-    sequence: sequence.value,
-    renewTime: renew.value,
-    intervalMs: interval.value,
-    unprobed: ann[ANNOTATION_UNPROBED] === 'true',
-  });
+  return beatOf('lease', { holder: holder.value, renewTime: renew.value, ...f.value });
 }
 
 export interface LeaseChannelOptions {
