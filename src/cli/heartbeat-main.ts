@@ -4,18 +4,10 @@
 // what it runs. It never loads @kubernetes/client-node (its api requests go over the light client,
 // src/kube/light-client.ts). The same arguments as the full CLI: `heartbeat` first, then its flags.
 import { Command } from 'commander';
-import { CliError } from './errors.js';
+import { runProgram } from './errors.js';
 import { register } from './heartbeat.js';
 
 const program = new Command('lastseen').description('the lastseen heartbeat sidecar (only the heartbeat subcommand)').showHelpAfterError();
 register(program);
 
-try {
-  await program.parseAsync(process.argv);
-} catch (e) {
-  if (e instanceof CliError) {
-    process.stderr.write(`lastseen: ${e.message}\n`);
-    process.exit(e.exitCode);
-  }
-  throw e;
-}
+await runProgram(program);

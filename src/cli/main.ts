@@ -2,7 +2,7 @@
 // The `lastseen` command. Tiny on purpose: each subcommand lives in its own file and registers
 // itself; one top-level catch turns known errors into a message and an exit code.
 import { Command } from 'commander';
-import { CliError } from './errors.js';
+import { runProgram } from './errors.js';
 
 const program = new Command('lastseen').description('Heartbeat-lease checkpoints for self-hosted Kubernetes control planes').showHelpAfterError();
 
@@ -21,12 +21,4 @@ const named = process.argv[2];
 const wanted = named !== undefined && Object.hasOwn(subcommands, named) ? [named] : Object.keys(subcommands);
 for (const name of wanted) (await subcommands[name]!()).register(program);
 
-try {
-  await program.parseAsync(process.argv);
-} catch (e) {
-  if (e instanceof CliError) {
-    process.stderr.write(`lastseen: ${e.message}\n`);
-    process.exit(e.exitCode);
-  }
-  throw e;
-}
+await runProgram(program);
