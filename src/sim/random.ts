@@ -5,6 +5,20 @@ import { parseScenario, type Scenario, type ScenarioInput } from './schema.js';
 
 type FaultInput = NonNullable<ScenarioInput['faults']>[number];
 
+/** The api-server parent of both sweeps: as deploy/base/policy.yaml has it, or sharing its port with the overlap hand-over. */
+const APISERVER = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } } as const;
+const SHARED_APISERVER = { ...APISERVER, portSharing: true, policy: { ...APISERVER.policy, handover: 'overlap' } } as const;
+
+/** Faults both sweeps draw the same way (the same draws in the same order: every seed's schedule unchanged). */
+const reboot = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
+const partition = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
+
+function scenarioOf(doc: ScenarioInput): Scenario {
+  const r = parseScenario(doc);
+  if (!r.ok) throw new Error(`${doc.name} is invalid: ${JSON.stringify(r.errors)}`);
+  return r.scenario;
+}
+
 /** A random scenario: 1-3 masters, an api-server and a CNI parent, 1-3 faults in the first minutes; odd seeds on kubelet v1.36, even on v1.5; the api-server shares its port (overlap) in seeds 2-3 modulo 4. */
 export function randomScenario(seed: number): Scenario {
   const rng = new Rng(seed).fork('schedule');
@@ -24,10 +38,10 @@ export function randomScenario(seed: number): Scenario {
     const kind = rng.pick(['reboot', 'reboot', 'partition', 'stall-watch', 'agent-restart', 'delete-pod', 'latency', 'clock-step', 'rollout'] as const);
     switch (kind) {
       case 'reboot':
-        faults.push({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
+        faults.push(reboot(rng, at, node));
         break;
       case 'partition':
-        faults.push({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
+        faults.push(partition(rng, at, node));
         break;
       case 'stall-watch':
         faults.push({ type: 'stall-watch', at, node, duration: rng.int(10_000, 180_000) });
@@ -58,17 +72,10 @@ export function randomScenario(seed: number): Scenario {
     nodes,
     // The api-server as deploy/base/policy.yaml recommends it (port sharing, overlap hand-over) in
     // seeds 2-3 modulo 4, so both hand-overs meet both kubelet models (not drawn either).
-    parents: [
-      Math.floor(seed / 2) % 2 === 1
-        ? { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } }
-        : { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
-      { key: 'kube-flannel', kind: 'app' },
-    ],
+    parents: [Math.floor(seed / 2) % 2 === 1 ? SHARED_APISERVER : APISERVER, { key: 'kube-flannel', kind: 'app' }],
     faults,
   };
-  const r = parseScenario(doc);
-  if (!r.ok) throw new Error(`random scenario ${seed} is invalid: ${JSON.stringify(r.errors)}`);
-  return r.scenario;
+  return scenarioOf(doc);
 }
 
 /**
@@ -104,10 +111,10 @@ export function randomNetScenario(seed: number): Scenario {
         faults.push({ type: 'latency', at, node, duration: rng.int(10_000, 180_000), toApi: range(0, 2_000), fromApi: range(0, 2_000) });
         break;
       case 'reboot':
-        faults.push({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
+        faults.push(reboot(rng, at, node));
         break;
       case 'partition':
-        faults.push({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
+        faults.push(partition(rng, at, node));
         break;
       case 'hang':
         faults.push({ type: 'hang', at, node: rng.pick(names.filter((n) => n !== 'w1')), key: 'kube-apiserver', duration: rng.int(10_000, 180_000) });
@@ -125,17 +132,10 @@ export function randomNetScenario(seed: number): Scenario {
     duration: at + 300_000,
     kubelet: { model: seed % 2 === 0 ? 'v1.5' : 'v1.36' },
     nodes,
-    parents: [
-      rng.chance(0.5)
-        ? { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } }
-        : { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
-      { key: 'kube-flannel', kind: 'app', ...(beatInterval ? { beatInterval } : {}) },
-    ],
+    parents: [rng.chance(0.5) ? SHARED_APISERVER : APISERVER, { key: 'kube-flannel', kind: 'app', ...(beatInterval ? { beatInterval } : {}) }],
     faults,
   };
-  const r = parseScenario(doc);
-  if (!r.ok) throw new Error(`random net scenario ${seed} is invalid: ${JSON.stringify(r.errors)}`);
-  return r.scenario;
+  return scenarioOf(doc);
 }
 
 export function parseSeedRange(text: string): { from: number; to: number } | null {
