@@ -226,15 +226,7 @@ export class Kubelet {
 
   // ---- containers ----
 
-  private add(a: {
-    uid: string;
-    name: string;
-    role: PodRole;
-    source: 'static' | 'api';
-    manifestFile: string | null;
-    spec: PodSpec | null;
-    identity: string;
-  }): void {
+  private add(a: Pick<KPod, 'uid' | 'name' | 'role' | 'source' | 'manifestFile' | 'spec' | 'identity'>): void {
     const p: KPod = {
       ...a,
       exits: this.model.backoffSurvivesReboot && this.node.disk.containers.has(a.identity) ? 1 : 0,
