@@ -268,7 +268,7 @@ function observe(s: ParentState, input: Input, now: number): void {
       s.pod = input.pod ? { ...input.pod } : null;
       const exited = exitedBesideSharingCheckpoint(s);
       if (exited === 'other spec') s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
-      if (exited === 'own spec' && s.overlapFallback === null) s.overlapFallback = { since: now, announced: false };
+      if (exited === 'own spec' && s.overlapFallback === null) s.overlapFallback = { announced: false };
       s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
       // A new spec is a new candidate: the verdict on the old one does not carry over.
       if (input.pod && s.knownBad !== null && input.pod.specHash !== s.knownBad.specHash) s.knownBad = null;

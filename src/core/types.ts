@@ -178,10 +178,11 @@ export interface ParentState {
    * port-sharing checkpoint although it runs the checkpoint's own spec, the spec that was Ready. So
    * its ports are not shared (no `--permit-port-sharing`, or a program that does not bind with
    * SO_REUSEPORT) and it could never start beside the copy. Until the parent is Healthy again the
-   * hand-over is a release (the time of the verdict; null: overlap as the policy says). Not
-   * persisted: a restarted agent tries overlap first again and learns it from the next exit.
+   * hand-over is a release (`announced`: its Warning Event was recorded; null: overlap as the
+   * policy says). Not persisted: a restarted agent tries overlap first again and learns it from
+   * the next exit.
    */
-  overlapFallback: { since: number; announced: boolean } | null;
+  overlapFallback: { announced: boolean } | null;
   /** Holder uid of the checkpoint copy's latest beat. */
   checkpointHolder: string | null;
   /**
