@@ -12,6 +12,8 @@ import { kubeConfigFor, startApiserver, stopApiserver, waitFor } from './harness
 /** The smallest gcGrace the validator accepts (MIN_GC_GRACE_MS). */
 const GC_GRACE_MS = 30_000;
 const POLICY = '{ interval: 250ms, window: 1s, startupGrace: 2s, handoverTimeout: 2s, gcGrace: 30s, channels: [lease] }';
+/** The most a collection's file removal may lag the live read that allowed it (a loaded 2-core CI machine). */
+const REMOVAL_AFTER_READ_MS = 1_000;
 /** How long the api-server stays down: past the latest deadline (7 s after the kill) with room. */
 const OUTAGE_MS = 12_000;
 
@@ -93,8 +95,11 @@ describe('garbage collection and an api-server outage', () => {
         `gc: ${c.name}: deadline ${deadline - downFrom} ms from the kill (the kill took ${downFrom - killCalledAt} ms); api-server down ${downUntil - downFrom} ms; ` +
           `collected ${goneAt - downFrom} ms after the kill (${goneAt - upAt} ms after the api-server was back)\n`,
       );
-      // Nothing disappears while the api-server is down...
-      expect(goneAt < downFrom || goneAt > downUntil, `${c.name} was collected during the outage`).toBe(true);
+      // Nothing disappears while the api-server is down... A collection first reads live and only
+      // then removes the files, so one whose read the api-server answered as the kill began (the
+      // case whose deadline is the kill) may finish its file removal just after the kill returns:
+      // that removal rests on an answer from before the outage. Any later one could not.
+      expect(goneAt < downFrom + REMOVAL_AFTER_READ_MS || goneAt > downUntil, `${c.name} was collected during the outage`).toBe(true);
       // ...and a collection that the outage interrupted waits a full gcGrace after the return.
       if (goneAt > downUntil) expect(goneAt - upAt).toBeGreaterThanOrEqual(GC_GRACE_MS - 1_000);
       // The deadline that fell inside the outage did not collect: it had to wait for the return.
