@@ -269,7 +269,7 @@ export class Kubelet {
       return;
     }
     const spec = p.spec!;
-    this.after(T.bindDelayMs, () => {
+    this.after(spec.bindMs, () => {
       if (!same()) return;
       // A port is taken unless everyone on it, this pod included, shares it (SO_REUSEPORT).
       const held = spec.ports.find((port) =>
@@ -282,7 +282,7 @@ export class Kubelet {
         this.node.ports.set(port, holders);
       }
       p.bound = true;
-      this.after(Math.max(0, spec.startMs - T.bindDelayMs), () => {
+      this.after(spec.startMs - spec.bindMs, () => {
         if (!same()) return;
         if (!spec.healthy) return this.exit(p, 'crashed while starting (bad build)');
         p.state = 'running';

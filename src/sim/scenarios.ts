@@ -134,8 +134,10 @@ export const NAMED: Record<string, ScenarioInput> = {
     parents: [apiserver],
     faults: [
       { type: 'reboot', at: '3m', node: 'm1', down: '40s' },
-      // Reboot + kubelet + agent + grace + checkpoint start: the hand-over begins about 75-95s after power-on.
-      { type: 'agent-restart', at: '5m15s', node: 'm1' },
+      // Reboot + kubelet + agent + checkpoint start + relist: the hand-over begins about 80 s after
+      // the fault (4m20s) and the parent is Ready about 40 s later (its first bind fails on the
+      // draining copy's port): 4m45s is in the middle of it.
+      { type: 'agent-restart', at: '4m45s', node: 'm1' },
     ],
     focus: { node: 'm1', key: 'kube-apiserver' },
     expect: { served: true, parentServed: true },
@@ -151,12 +153,11 @@ NAMED['master-reboot-overlap'] = {
     'master-reboot with the api-server sharing its port (--permit-port-sharing) and handover: overlap: the parent starts beside its checkpoint, which retires only once the parent is Ready. On the calibrated v1.36 kubelet.',
   kubelet: { model: 'v1.36' },
   parents: [sharedApiserver],
-  // Issue 10's goal for a master reboot is 75 s unserved (the node is down 40 s of it). Since the
-  // model counts the connections a starting parent takes from its checkpoint (port sharing,
-  // measured on the real node), it gives 74.9-76.5 s over seeds 1..200 (p50 75.4): the goal is
-  // missed by up to 1.5 s, all of it the agent's own start (1.85-3.45 s in the model, as measured on
-  // the real node; src/sim/model.ts). The expectation guards the figure.
-  expect: { served: true, parentServed: true, maxUnserved: '77s', maxParentServedAt: '3m' },
+  // Issue 10's goal for a master reboot is 75 s unserved (the node is down 40 s of it). Seeds
+  // 1..200 give 61.4-63.5 s (p50 62.4): the node's 40 s, the kubelet's and the agent's start, the
+  // copy's 15 s start, and 1 s while the parent, bound beside the copy, is not yet Ready (the
+  // api-server binds about 1 s before Ready, measured: src/sim/model.ts apiserverBindLeadMs).
+  expect: { served: true, parentServed: true, maxUnserved: '75s', maxParentServedAt: '3m' },
 };
 // A policy mistake an operator can make: `handover: overlap` for an api-server started without
 // --permit-port-sharing. Its own spec then fails to bind beside the checkpoint; the agent says so
@@ -190,11 +191,10 @@ NAMED['bad-rollout-overlap'] = {
   description:
     'bad-rollout with port sharing and handover: overlap: the crashing spec shares the port and takes its share of the connections until its first exit makes it known-bad; the checkpoint then holds the port without sharing.',
   parents: [sharedApiserver],
-  // Issue 10's goal is 60 s unserved, met (seeds 1..200: 59.5-59.9 s): 15.5 s of the checkpoint's
-  // start after the old pod's deletion, 14.4 s of the bad spec's first run sharing the port (its exit
-  // is the verdict), and about 30 s to replace the shared copy by an exclusive one (the old copy's
-  // 15 s drain, while the bad spec's second run would take its share anyway, then the new copy's
-  // 15 s start).
+  // Issue 10's goal is 60 s unserved, met (seeds 1..200: 46.4-46.9 s): 15.5 s of the checkpoint's
+  // start after the old pod's deletion, 1 s while the bad spec's first run is bound beside it before
+  // it crashes (its exit is the verdict), and about 30 s to replace the shared copy by an exclusive
+  // one (the old copy's 15 s drain, then the new copy's 15 s start).
   expect: { ...NAMED['bad-rollout']!.expect, maxUnserved: '60s' },
 };
 NAMED['bad-then-good-rollout-overlap'] = {
@@ -221,13 +221,15 @@ NAMED['agent-restart-mid-handover-overlap'] = {
     // On v1.36 the parent starts beside its checkpoint about 80 s after the fault and is Ready 15 s later.
     { type: 'agent-restart', at: '4m25s', node: 'm1' },
   ],
-  expect: { served: true, parentServed: true, maxUnserved: '77s', maxParentServedAt: '3m' },
+  expect: { served: true, parentServed: true, maxUnserved: '75s', maxParentServedAt: '3m' },
 };
 NAMED['full-cluster-reboot-overlap'] = {
   ...NAMED['full-cluster-reboot']!,
   name: 'full-cluster-reboot-overlap',
   description: 'full-cluster-reboot with the api-server sharing its port and handover: overlap.',
   parents: [sharedApiserver, cni],
+  // Issue 10: unserved at most the time the focus node (m1) is down, 45 s, plus 35 s.
+  expect: { ...NAMED['full-cluster-reboot']!.expect, maxUnserved: '80s' },
 };
 
 export const SCENARIO_NAMES = Object.keys(NAMED);

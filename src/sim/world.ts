@@ -83,6 +83,7 @@ export function specFor(def: ParentDef, generation: number, healthy: boolean, st
     ports: def.ports,
     portSharing: def.portSharing,
     startMs,
+    bindMs: Math.min(startMs, def.bindMs ?? (def.kind === 'apiserver' ? Math.max(0, startMs - T.apiserverBindLeadMs) : T.bindDelayMs)),
     healthy,
     stopMs: def.stopMs,
     gracePeriodMs: def.gracePeriodMs,
