@@ -130,10 +130,11 @@ export const T = {
   /** A process reads its config before binding its ports; until then it holds none (an app's default bind time). */
   bindDelayMs: 1_000,
   /**
-   * kube-apiserver binds its secure port late in its start and is Ready soon after: measured here
-   * (v1.36.3, docs/simulator-kubelet.md), a second instance failed its share of probes only within
-   * about 1 s of its start, and on the real node the parent's start beside its checkpoint left the
-   * port dark 0.0-0.1 s per reboot. An api-server's default bind time is its start time minus this.
+   * A starting kube-apiserver fails its share of a shared port's connections for about a second at
+   * most, whatever its start takes: measured here (v1.36.3, docs/simulator-kubelet.md), a second
+   * instance failed probes only within about 1 s of its start, and on the real node the parent's
+   * start beside its checkpoint left the port dark 0.0-0.1 s per reboot. So an api-server's default
+   * bind time is its start time minus this.
    */
   apiserverBindLeadMs: 1_000,
   /** Graceful termination of the agent's own pod (parents and copies use their spec's stopMs). */
