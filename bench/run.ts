@@ -510,7 +510,7 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
   print(
     table(
       `4. Agent footprint (bundled agent process, lease channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s)`,
-      ['parents', 'seconds', 'CPU % of a core', 'CPU vs 1 parent', 'RSS MiB p50', 'RSS MiB max', 'RSS vs 1 parent', 'Healthy'],
+      ['parents', 'seconds', 'CPU % of a core', 'CPU vs 1 parent', 'RSS MiB p50', 'RSS MiB max', 'RSS vs 1 parent', 'Healthy', 'captured'],
       agents.map((a) => [
         a.parents,
         fmt(a.seconds, 1),
@@ -520,6 +520,7 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
         fmt(a.rssMiB.max, 1),
         ratio(a.rssMiB.p50, one?.rssMiB.p50),
         a.healthy,
+        a.captured,
       ]),
       [
         cfg.footprint.concurrent

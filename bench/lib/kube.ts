@@ -1,5 +1,6 @@
-// Objects the benchmark creates: namespaces, parent pods (bare Pods bound to a node name; no
-// kubelet runs them), and reading a node's NodeCheckpoint status.
+// Objects the benchmark creates: namespaces, Node objects and parent pods (bare Pods bound to a
+// node name, their Ready condition written as a kubelet would; no kubelet runs them), and reading a
+// node's NodeCheckpoint status.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
@@ -61,17 +62,23 @@ export async function createParentPod(
   return { name: pod.metadata!.name!, uid: pod.metadata!.uid! };
 }
 
-/** Creates `n` parent pods `p<i>` on `node`, ten at a time. */
+/**
+ * Creates `n` parent pods `p<i>` on `node`, ten at a time. `ready`: a Node object named `node` too,
+ * and every pod Ready, so the agent captures each one as it would on a real node (its capture reads
+ * the Node; an unprobed parent is kept only once its pod is Ready).
+ */
 export async function createParentPods(
   kc: KubeConfig,
   ns: string,
   node: string,
   n: number,
   key = (i: number) => `p${i}`,
+  opts: { ready?: boolean } = {},
 ): Promise<Array<{ name: string; uid: string }>> {
+  if (opts.ready) await createNode(kc, node);
   const out: Array<{ name: string; uid: string }> = [];
   for (let i = 0; i < n; i += 10) {
-    const batch = Array.from({ length: Math.min(10, n - i) }, (_, j) => createParentPod(kc, ns, node, key(i + j)));
+    const batch = Array.from({ length: Math.min(10, n - i) }, (_, j) => createParentPod(kc, ns, node, key(i + j), undefined, opts));
     out.push(...(await Promise.all(batch)));
   }
   return out;

@@ -28,6 +28,8 @@ export interface FootprintFigures {
   rssMiB: Summary;
   /** parents the agent judged Healthy at the end (from its transition logs) */
   healthy: number;
+  /** Parents whose checkpoint the agent captured (its "checkpoint captured" log lines, distinct parents). */
+  captured: number;
   concurrent: boolean;
 }
 
@@ -48,7 +50,7 @@ async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agen
   progress(`footprint: agent with ${parents} parents ready`);
   const logger = pino({ level: 'silent' });
   const hbs: Heartbeat[] = [];
-  const pods = await createParentPods(kc, ns, node, parents);
+  const pods = await createParentPods(kc, ns, node, parents, undefined, { ready: true });
   for (let i = 0; i < parents; i++) {
     const pod = pods[i]!;
     hbs.push(
@@ -63,6 +65,10 @@ async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agen
     );
   }
   return { agent, hbs, ns };
+}
+
+function capturedCount(agent: Proc): number {
+  return new Set(agent.logs.filter((l) => l.msg === 'checkpoint captured').map((l) => String(l.parent))).size;
 }
 
 function healthyCount(agent: Proc): number {
@@ -94,6 +100,7 @@ export async function footprint(cp: ControlPlane, counts: number[], measureMs: n
         cpuPercent: (100 * (last[i]!.cpuSeconds - first[i]!.cpuSeconds)) / ((last[i]!.t - first[i]!.t) / 1000),
         rssMiB: summarize(rss[i]!),
         healthy: healthyCount(s.agent),
+        captured: capturedCount(s.agent),
         concurrent,
       }),
     );

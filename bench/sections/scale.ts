@@ -10,7 +10,7 @@ import { type RunningAgent, runAgent } from '../../src/agent/run.js';
 import { startHeartbeat } from '../../src/heartbeat/heartbeat.js';
 import type { Heartbeat } from '../../src/heartbeat/loop.js';
 import { type Baseline, type ControlPlane, delta, net } from '../lib/cp.js';
-import { createNamespace, createParentPod } from '../lib/kube.js';
+import { createNamespace, createNode, createParentPod } from '../lib/kube.js';
 import { sampleProc, tempDirs, writePolicy } from '../lib/procs.js';
 import { progress, type Summary, sleep, summarize } from '../lib/util.js';
 
@@ -88,7 +88,14 @@ export async function scale(cp: ControlPlane, base: Baseline, agents: number, o:
       const fresh = Array.from({ length: parents }, (_, i) => i).filter((i) => !hbs[i]);
       const pods: Array<{ name: string; uid: string }> = [];
       for (let j = 0; j < fresh.length; j += 10)
-        pods.push(...(await Promise.all(fresh.slice(j, j + 10).map((i) => createParentPod(kc, ns, `scale-${i}`, 'p')))));
+        pods.push(
+          ...(await Promise.all(
+            fresh.slice(j, j + 10).map(async (i) => {
+              await createNode(kc, `scale-${i}`);
+              return createParentPod(kc, ns, `scale-${i}`, 'p', undefined, { ready: true });
+            }),
+          )),
+        );
       fresh.forEach((i, j) => {
         const node = `scale-${i}`;
         const pod = pods[j]!;
