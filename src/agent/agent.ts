@@ -118,6 +118,8 @@ export class Agent {
   private readonly untracked = new Map<string, Beat[]>();
   private policy: Policy;
   private apiReachable = false;
+  /** The probe gave its first verdict (until then apiReachable is an assumption, not something heard). */
+  private apiHeard = false;
   private rebooted: boolean;
   private timer: unknown = null;
   private timerAt: number | null = null;
@@ -175,7 +177,8 @@ export class Agent {
   }
 
   api(reachable: boolean): void {
-    if (reachable === this.apiReachable) return;
+    if (this.apiHeard && reachable === this.apiReachable) return;
+    this.apiHeard = true;
     this.apiReachable = reachable;
     if (reachable) this.rebooted = false;
     this.o.logger.info({ reachable }, 'api-server reachability changed');
@@ -228,7 +231,7 @@ export class Agent {
       key,
       policy: eff.policy,
       now: this.o.clock.now(),
-      apiReachable: this.apiReachable,
+      ...(this.apiHeard ? { apiReachable: this.apiReachable } : {}),
       rebooted: this.rebooted,
       ...(checkpoint ? { checkpoint } : {}),
       ...(handover ? { handover } : {}),

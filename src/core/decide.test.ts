@@ -384,10 +384,35 @@ describe('decide: rules over time', () => {
   it('after a reboot, with no api-server, an activate parent starts without startupGrace; others keep it', () => {
     const args = { namespace: 'kube-system', key: 'kube-apiserver', now: 1000, checkpoint: { stored: true, active: false, specHash: 'h1' } };
     const activate = { ...POLICY, whenApiUnreachable: 'activate' as const };
-    expect(initialState({ ...args, policy: activate, rebooted: true }).graceUntil).toBe(1000);
-    expect(initialState({ ...args, policy: activate, rebooted: false }).graceUntil).toBe(1000 + POLICY.startupGraceMs);
-    expect(initialState({ ...args, policy: POLICY, rebooted: true }).graceUntil).toBe(1000 + POLICY.startupGraceMs); // hold
+    expect(initialState({ ...args, policy: activate, rebooted: true, apiReachable: false }).graceUntil).toBe(1000);
+    expect(initialState({ ...args, policy: activate, rebooted: false, apiReachable: false }).graceUntil).toBe(1000 + POLICY.startupGraceMs);
+    expect(initialState({ ...args, policy: POLICY, rebooted: true, apiReachable: false }).graceUntil).toBe(1000 + POLICY.startupGraceMs); // hold
     expect(initialState({ ...args, policy: activate, rebooted: true, apiReachable: true }).graceUntil).toBe(1000 + POLICY.startupGraceMs);
+  });
+
+  it('after a reboot, the grace ends only once the agent hears that no api-server answers, and not for a parent already seen beating', () => {
+    const args = { namespace: 'kube-system', key: 'kube-apiserver', now: 1000, checkpoint: { stored: true, active: false, specHash: 'h1' } };
+    const activate = { ...POLICY, whenApiUnreachable: 'activate' as const };
+    // Not heard yet: the usual grace, until the first verdict.
+    const unknown = initialState({ ...args, policy: activate, rebooted: true });
+    expect(unknown.graceUntil).toBe(1000 + POLICY.startupGraceMs);
+    // No api-server answers: silent at once, the checkpoint activated.
+    const cut = decide(unknown, { type: 'api', reachable: false }, 1200);
+    expect(cut.state.graceUntil).toBe(1200);
+    expect(cut.state.state).toBe('Active');
+    expect(cut.actions.map((a) => a.type)).toContain('activate');
+    // An api-server answers: the grace stays (its watches need a window to show the beats).
+    const heard = decide(unknown, { type: 'api', reachable: true }, 1200);
+    expect(heard.state.graceUntil).toBeGreaterThanOrEqual(1000 + POLICY.startupGraceMs);
+    expect(decide(heard.state, { type: 'tick' }, 1300).state.state).toBe('Pending');
+    // A parent seen beating before the verdict (a local beat that changed: alive in this boot) keeps
+    // its window. (A first sighting alone proves nothing: it may be a file left from the last boot.)
+    const first = decide(unknown, { type: 'beat', beat: beat('Ready', { channel: 'local' }) }, 1050).state;
+    const beating = decide(first, { type: 'beat', beat: beat('Ready', { channel: 'local' }) }, 1100).state;
+    expect(beating.lastChangeAt).toBe(1100);
+    const after = decide(beating, { type: 'api', reachable: false }, 1200);
+    expect(after.state.graceUntil).toBe(1000 + POLICY.startupGraceMs);
+    expect(decide(after.state, { type: 'tick' }, 1300).state.state).not.toBe('Active');
   });
 
   it('overlap hand-over: a Starting parent leaves the checkpoint serving; Ready retires it; never Ready never retires', () => {

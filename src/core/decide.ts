@@ -46,13 +46,17 @@ export interface InitialStateArgs {
   policy: ParentPolicy;
   now: number;
   checkpoint?: CheckpointInfo;
+  /** Whether an api-server answers the agent; undefined: the agent has not heard yet (its first probe is out). */
   apiReachable?: boolean;
   /** A hand-over the agent was in when it stopped (persisted by the caller), to be finished. */
   handover?: RecoveredHandover;
   /**
    * The node rebooted since the agent last ran (its recorded boot id differs). A reboot ended every
-   * process of the last boot, so with no api-server reachable a parent whose absence is the failure
-   * (`whenApiUnreachable: activate`) has nothing to wait for: no startupGrace.
+   * process of the last boot, so when no api-server answers a parent whose absence is the failure
+   * (`whenApiUnreachable: activate`) has nothing to wait for: no startupGrace. Only once the agent
+   * knows no api-server answers (`apiReachable: false`, or its first verdict later): an agent that
+   * starts late in the boot (restarted, or slow) may find parents the kubelet already started in
+   * this boot with an api-server's word, and their beats must get their window (random seed 3779).
    */
   rebooted?: boolean;
 }
@@ -95,7 +99,8 @@ export function initialState(a: InitialStateArgs): ParentState {
   const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
   const recovered = checkpoint.active;
   const resumed = !recovered && checkpoint.stored && a.handover !== undefined && a.handover.inProgress !== false;
-  const noGrace = a.rebooted === true && !a.apiReachable && a.policy.whenApiUnreachable === 'activate';
+  const rebootRule = a.rebooted === true && a.policy.whenApiUnreachable === 'activate' && a.apiReachable !== true;
+  const noGrace = rebootRule && a.apiReachable === false;
   return {
     id: `${a.namespace}/${a.key}`,
     namespace: a.namespace,
@@ -111,6 +116,7 @@ export function initialState(a: InitialStateArgs): ParentState {
           ? R('AgentStarted', 'the node rebooted and no api-server answers; no grace (whenApiUnreachable: activate)')
           : R('AgentStarted', 'waiting for a first beat'),
     graceUntil: noGrace ? a.now : a.now + a.policy.startupGraceMs,
+    ...(rebootRule && !noGrace && !recovered && !resumed ? { graceEndsIfUnreachable: true } : {}),
     lastChangeAt: null,
     lastLocalChangeAt: null,
     phase: null,
@@ -249,6 +255,14 @@ function observe(s: ParentState, input: Input, now: number): void {
       }
       return;
     case 'api':
+      if (s.graceEndsIfUnreachable) {
+        delete s.graceEndsIfUnreachable;
+        // The reboot rule's evidence (initialState): the agent's first look found no api-server.
+        if (!input.reachable && s.state === 'Pending' && s.lastChangeAt === null) {
+          s.graceUntil = Math.min(s.graceUntil, now);
+          s.reason = R('AgentStarted', 'the node rebooted and no api-server answers; no grace (whenApiUnreachable: activate)');
+        }
+      }
       if (input.reachable === s.apiReachable) return;
       // A fresh start after the api-server returns: watches re-list, beats need a window to show.
       if (input.reachable) s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);

@@ -101,6 +101,11 @@ export interface ParentState {
   reason: Reason;
   /** No silence judgement before this time (fresh start after agent start or api-server return). */
   graceUntil: number;
+  /**
+   * The node rebooted and the agent has not yet heard whether an api-server answers: the first
+   * verdict "unreachable" ends startupGrace at once (initialState). Absent: no such wait.
+   */
+  graceEndsIfUnreachable?: boolean;
   /** Observer time a parent beat was last seen to change, on any channel (null: never). */
   lastChangeAt: number | null;
   /** Observer time a parent beat was last seen to change on the local channel (null: never). */

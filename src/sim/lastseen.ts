@@ -74,6 +74,8 @@ export function scenarioPolicy(defs: ParentDef[]): Policy {
 export class SimLastseen implements AgentProcess {
   readonly agent: Agent;
   private reachable = false;
+  /** The probe gave its first verdict. */
+  private heard = false;
   private fileSeen = new Map<string, string>();
   /** When the watch's last event reaches this agent (true time). */
   private watchArrivesAt = 0;
@@ -231,9 +233,10 @@ export class SimLastseen implements AgentProcess {
   }
 
   /** The api-server readiness probe. */
-  /** The probe's verdict changed (or, at the first failure, was given). */
+  /** The probe's verdict changed, or its first one was given (the first probe's, either way). */
   private probed(r: boolean): void {
-    if (r === this.reachable) return;
+    if (this.heard && r === this.reachable) return;
+    this.heard = true;
     this.reachable = r;
     this.world.log(this.node.name, 'agent', r ? 'api-server reachable' : 'api-server unreachable');
     this.agent.api(r);

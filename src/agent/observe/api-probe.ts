@@ -2,9 +2,12 @@
 // (its CA, client certificate or token, proxy), on a fresh connection each time.
 //
 // Promises: `onReachable(r)` is called only when the verdict changes. The first verdict comes from
-// the first probe if it succeeds, else after `failureThreshold` failures. Reachable -> unreachable
-// needs `failureThreshold` consecutive failures; unreachable -> reachable needs one success (an
-// api-server answering /readyz 200 is proof enough; doubting it would only delay the hand-back).
+// the first probe, whatever it says: before it the agent already treats the api-server as
+// unreachable, so a first failure changes nothing but says that the api-server did not answer the
+// agent's first look (the evidence the reboot rule waits for, src/core/decide.ts initialState).
+// Reachable -> unreachable needs `failureThreshold` consecutive failures; unreachable -> reachable
+// needs one success (an api-server answering /readyz 200 is proof enough; doubting it would only
+// delay the hand-back).
 // Each probe is aborted after `timeoutMs` (< intervalMs, checked), so probes never pile up.
 // `probeNow()` runs one at once and feeds the same counting. Nothing throws into the agent.
 //
@@ -145,7 +148,7 @@ export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
       log.debug({ failures, threshold, why }, 'api-server probe failed');
       // A failure ends calm at once: the next probes come every intervalMs, as without it.
       if (calmNow && timer !== null) rearm(intervalMs);
-      if (failures >= threshold) verdict(false, why);
+      if (failures >= threshold || reachable === null) verdict(false, why);
     }
     return ok;
   }
