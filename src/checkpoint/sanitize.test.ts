@@ -199,6 +199,8 @@ describe('specHash', () => {
     ['status', (p) => Object.assign(p.status!, { phase: 'Pending', podIP: '10.9.9.9' })],
     ['beat annotations', (p) => Object.assign(p.metadata!.annotations!, { 'lastseen.dev/sequence': '18' })],
     ['node placement', (p) => Object.assign(p.spec!, { nodeName: 'node-b', nodeSelector: {} })],
+    // A DaemonSet's pod deleted and created again: same template, new name and uid.
+    ['the pod itself (another pod of the same template)', (p) => Object.assign(p.metadata!, { name: 'kube-apiserver-x7k2q', uid: 'another-uid' })],
   ])('ignores %s', (_name, change) => {
     const pod = parentPod();
     change(pod);

@@ -21,8 +21,11 @@
 // - the heartbeat sidecar runs with `LASTSEEN_ROLE=checkpoint`.
 // - with the host's network, containers declare no `ports` (they would be host ports that keep the
 //   parent's own pod out while the copy runs); probes that named one use its number.
-// - `specHash` is sha256 over canonical JSON (sorted keys) of the whole sanitized manifest, so
-//   key order never matters and any change the kubelet would see changes it.
+// - `specHash` is sha256 over canonical JSON (sorted keys) of the sanitized manifest less the pod's
+//   identity (its name, the owner reference to its uid, the checkpoint-of annotation), so key order
+//   never matters, any change of the spec the kubelet would run changes it, and two pods of one
+//   template (a DaemonSet's pod deleted and created again) have the same one: "the checkpoint's own
+//   spec" and "a spec known to be bad" are about the spec, not one pod (found on the real node).
 // Things a static pod cannot resolve and that cannot be copied safely (env from secrets, PVCs,
 // resource claims) are kept and reported in `warnings`.
 //
@@ -117,8 +120,13 @@ function sortKeys(value: unknown): unknown {
   return out;
 }
 
+/** The specHash of a sanitized manifest: everything but the pod's identity (see the header). */
 export function hashManifest(manifest: V1Pod): string {
-  return createHash('sha256').update(canonicalJson(manifest)).digest('hex');
+  const { name: _name, ownerReferences: _owner, annotations, ...meta } = manifest.metadata ?? {};
+  const { [ANNOTATION_CHECKPOINT_OF]: _of, ...rest } = annotations ?? {};
+  return createHash('sha256')
+    .update(canonicalJson({ ...manifest, metadata: { ...meta, annotations: rest } }))
+    .digest('hex');
 }
 
 /** Join folder and item path, refusing anything that would leave the folder. */

@@ -285,6 +285,10 @@ export const DEMO_NAME = 'ready-proof-demo';
  * its checkpoint, as the overlap hand-over needs). `crash`: wait until someone answers on the port
  * (the checkpoint), then bind it without SO_REUSEPORT, fail with EADDRINUSE and exit 1, as a
  * parent does whose checkpoint still holds its port; the kubelet restarts it, again and again.
+ * `exclusive`: serve without SO_REUSEPORT after 2 s (reading its config, as a server does), so a
+ * copy of it holds the port alone and a successor beside that copy fails with EADDRINUSE: the
+ * policy's `handover: overlap` for a parent that cannot share its port
+ * (test/node/overlap-unavailable.test.ts).
  */
 const DEMO_SCRIPT = `
 const http = require('node:http');
@@ -297,13 +301,19 @@ if (process.env.MODE === 'crash') {
     s.listen({ port, host: '127.0.0.1' }, () => { console.error('bound: nobody held the port; crashing anyway'); process.exit(1); });
   }).on('error', () => setTimeout(attempt, 200));
   attempt();
+} else if (process.env.MODE === 'exclusive') {
+  setTimeout(() => {
+    const s = http.createServer((_req, res) => res.end('ok'));
+    s.on('error', (e) => { console.error('listen ' + e.code + ': ' + e.message); process.exit(1); });
+    s.listen({ port, host: '127.0.0.1' }, () => console.log('serving on ' + port + ', not shared'));
+  }, 2000);
 } else {
   http.createServer((_req, res) => res.end('ok')).listen({ port, host: '127.0.0.1', reusePort: true }, () => console.log('serving on ' + port));
 }
 `;
 
 /** A small parent in kube-system (the heartbeat's account, role and policy are there), on DEMO_PORT. */
-export function demoParent(env: TestbedEnv, mode: 'serve' | 'crash') {
+export function demoParent(env: TestbedEnv, mode: 'serve' | 'crash' | 'exclusive') {
   const labels = { 'app.kubernetes.io/name': DEMO_NAME, 'lastseen.dev/parent': DEMO_NAME };
   return {
     apiVersion: 'apps/v1',
