@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
-import { Agent, type Actuators, type HandoverRecord, type LiveRead } from './agent.js';
+import { Agent, type Actuators, type HandoverRecord, type LiveRead, podLastExitUnknown } from './agent.js';
 import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
 import { AgentMetrics } from './metrics.js';
 import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
@@ -276,5 +276,27 @@ describe('Agent loop', () => {
       expect(calls).toContain('retire');
       await agent.stop();
     });
+  });
+});
+
+describe('podLastExitUnknown', () => {
+  const status = (...last: Array<{ reason: string; finishedAt: string } | null>) => ({
+    status: {
+      containerStatuses: last.map((t) => ({ restartCount: 1, lastState: t ? { terminated: { exitCode: t.reason === 'Unknown' ? 255 : 1, ...t } } : {} })),
+    },
+  });
+  it('reads the latest termination of the main containers, as a kubelet reports them after a power cycle', () => {
+    // Read off the real node after a power cycle: reason Unknown, exit code 255.
+    expect(podLastExitUnknown(status({ reason: 'Unknown', finishedAt: '2026-12-04T14:26:36Z' }))).toBe(true);
+    expect(podLastExitUnknown(status({ reason: 'Error', finishedAt: '2026-12-04T14:26:49Z' }))).toBe(false);
+    // The latest one decides: a crash after the reboot is an exit.
+    expect(podLastExitUnknown(status({ reason: 'Unknown', finishedAt: '2026-12-04T14:26:36Z' }, { reason: 'Error', finishedAt: '2026-12-04T14:26:49Z' }))).toBe(
+      false,
+    );
+    expect(podLastExitUnknown(status({ reason: 'Error', finishedAt: '2026-12-04T14:20:00Z' }, { reason: 'Unknown', finishedAt: '2026-12-04T14:26:36Z' }))).toBe(
+      true,
+    );
+    expect(podLastExitUnknown(status(null))).toBe(false);
+    expect(podLastExitUnknown({})).toBe(false);
   });
 });

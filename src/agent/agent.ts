@@ -85,6 +85,8 @@ export interface AgentOptions {
   specHash(pod: unknown): string;
   /** Restarts of the pod's main containers as its kubelet reports them (undefined: unknown). Default: podRestarts below. */
   podRestarts?(pod: unknown): number | undefined;
+  /** Whether the latest exit of the pod's main containers is the kubelet's `Unknown` (lost with its node). Default: podLastExitUnknown below. */
+  podLastExitUnknown?(pod: unknown): boolean;
   hooks?: AgentHooks;
   policy?: Policy;
   /** Hand-overs in progress survive a restart through this record (none: they do not). */
@@ -108,6 +110,29 @@ export function podRestarts(pod: unknown): number | undefined {
   const statuses = (pod as { status?: { containerStatuses?: Array<{ restartCount?: number }> } }).status?.containerStatuses;
   if (!Array.isArray(statuses)) return undefined;
   return statuses.reduce((n, c) => n + (typeof c.restartCount === 'number' ? c.restartCount : 0), 0);
+}
+
+/**
+ * The kubelet's word on the latest exit among the main containers (by `finishedAt`): `Unknown` is
+ * what it reports for a container it found exited after its node restarted (a reboot, a power
+ * cycle), not an exit of the process itself.
+ */
+export function podLastExitUnknown(pod: unknown): boolean {
+  type Terminated = { reason?: string; finishedAt?: string | Date };
+  const statuses = (pod as { status?: { containerStatuses?: Array<{ lastState?: { terminated?: Terminated } }> } }).status?.containerStatuses;
+  if (!Array.isArray(statuses)) return false;
+  let latest: Terminated | null = null;
+  let latestAt = Number.NEGATIVE_INFINITY;
+  for (const c of statuses) {
+    const t = c.lastState?.terminated;
+    if (!t) continue;
+    const at = t.finishedAt === undefined ? Number.NEGATIVE_INFINITY : new Date(t.finishedAt).getTime();
+    if (latest === null || at > latestAt) {
+      latest = t;
+      latestAt = at;
+    }
+  }
+  return latest?.reason === 'Unknown';
 }
 
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
@@ -258,7 +283,8 @@ export class Agent {
     // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
     // without a status says nothing either way.
     const ready = p.status ? { ready: podReady(p) } : {};
-    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}), ...ready };
+    const unknown = (this.o.podLastExitUnknown ?? podLastExitUnknown)(pod) ? { lastExitUnknown: true } : {};
+    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}), ...unknown, ...ready };
   }
 
   /** Keep the hand-over record (deadline, attempts, known-bad verdict) of `e` on disk; unchanged records cost nothing. */

@@ -615,6 +615,22 @@ describe('decide: rules over time', () => {
         expect(d.state.overlapFallback).toBeNull();
       });
 
+      it('a restart the kubelet calls Unknown (a container lost with its node) is no exit: no verdict, no fallback (found on the real node after a power cycle)', () => {
+        for (const spec of [BAD, { ...POD, uid: 'u1' }]) {
+          let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
+          s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid }) }, 7000).state;
+          // The status the api-server kept from before the reboot, then the kubelet's first report of this boot.
+          s = decide(s, { type: 'pod', pod: { ...spec, restarts: 2 } }, 7100).state;
+          const d = decide(s, { type: 'pod', pod: { ...spec, restarts: 3, lastExitUnknown: true } }, 7200);
+          expect(d.state.knownBad).toBeNull();
+          expect(d.state.overlapFallback).toBeNull();
+          expect(d.actions.filter((a) => a.type === 'event' || a.type === 'activate' || a.type === 'retire')).toEqual([]);
+          // A real exit after it still counts.
+          const later = decide(d.state, { type: 'pod', pod: { ...spec, restarts: 4 } }, 7300).state;
+          expect(later.knownBad !== null || later.overlapFallback !== null).toBe(true);
+        }
+      });
+
       it('a new spec ends the verdict: the checkpoint shares its ports again for the overlap hand-over', () => {
         const r = overlapRun([0, 1]);
         const next = { uid: 'u3', name: 'kube-apiserver-n1-3', specHash: 'h3', restarts: 0 };

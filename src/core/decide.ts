@@ -345,7 +345,8 @@ function exitedBesideSharingCheckpoint(s: ParentState): 'other spec' | 'own spec
   const base = s.exitWatch.base;
   if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return null;
   if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return null;
-  if (pod.restarts <= base.restarts || s.phase === 'Ready') return null;
+  // A container lost with its node (reboot) is restarted with the count raised: not an exit here.
+  if (pod.restarts <= base.restarts || s.phase === 'Ready' || pod.lastExitUnknown === true) return null;
   if (pod.specHash === s.checkpoint.specHash) return 'own spec';
   return s.knownBad === null || s.knownBad.specHash !== pod.specHash ? 'other spec' : null;
 }

@@ -51,6 +51,13 @@ export interface PodInfo {
    * is an exit the checkpoint cannot have caused (see ParentState.knownBad).
    */
   restarts?: number;
+  /**
+   * The latest exit of its main containers is one the kubelet calls `Unknown` (exit code 255): a
+   * container lost with its node (a reboot), found exited when the kubelet started again. Such a
+   * rise of `restarts` is no failure of the process (measured on the real node: after a power cycle
+   * every container's last state is `Unknown`, and the count rises by one as it starts again).
+   */
+  lastExitUnknown?: boolean;
   /** The pod's own Ready condition as the api-server reports it (absent: no status, as in the simulator). */
   ready?: boolean;
 }

@@ -15,6 +15,8 @@ export interface ApiPod {
   spec: PodSpec;
   /** Restarts of its container, as its kubelet last reported them (status.containerStatuses[].restartCount). */
   restarts: number;
+  /** Its last exit, as last reported, was the kubelet's `Unknown` (lost with its node). */
+  lastExitUnknown: boolean;
 }
 
 export interface StoredBeat {
@@ -133,7 +135,7 @@ export class ApiServer {
   /** Create the pod directly (cluster bootstrap, before any api-server runs). */
   createPod(node: string, spec: PodSpec): ApiPod {
     const uid = `uid-${++this.nextUid}`;
-    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0 };
+    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0, lastExitUnknown: false };
     this.pods.set(uid, pod);
     let on = this.podsByNode.get(node);
     if (!on) {
@@ -146,10 +148,11 @@ export class ApiServer {
   }
 
   /** A kubelet pushed a pod's status: its agent's pod watch sees a changed restart count. */
-  reportRestarts(uid: string, restarts: number): void {
+  reportRestarts(uid: string, restarts: number, lastExitUnknown: boolean): void {
     const p = this.pods.get(uid);
-    if (!p || p.restarts === restarts) return;
+    if (!p || (p.restarts === restarts && p.lastExitUnknown === lastExitUnknown)) return;
     p.restarts = restarts;
+    p.lastExitUnknown = lastExitUnknown;
     this.world.onApiPodStatus(p.node);
   }
 

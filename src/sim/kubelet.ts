@@ -51,6 +51,8 @@ export interface KPod {
   /** Ports are held (bound) by this container. */
   bound: boolean;
   restarts: number;
+  /** Its last exit was the kubelet's `Unknown`: a container left from the previous boot (see add()). */
+  lastExitUnknown: boolean;
   backoffMs: number;
   startedAt: number;
   /** Increments on every container start; stale timers compare it. */
@@ -227,12 +229,15 @@ export class Kubelet {
   // ---- containers ----
 
   private add(a: Pick<KPod, 'uid' | 'name' | 'role' | 'source' | 'manifestFile' | 'spec' | 'identity'>): void {
+    const left = this.node.disk.containers.get(a.identity);
     const p: KPod = {
       ...a,
-      exits: this.model.backoffSurvivesReboot && this.node.disk.containers.has(a.identity) ? 1 : 0,
+      exits: this.model.backoffSurvivesReboot && left !== undefined ? 1 : 0,
       state: 'waiting',
       bound: false,
-      restarts: 0,
+      // A container left from the last boot: the kubelet starts it again as a restart, its last exit Unknown.
+      restarts: left !== undefined ? left + 1 : 0,
+      lastExitUnknown: left !== undefined,
       backoffMs: T.backoffInitialMs,
       startedAt: 0,
       runId: 0,
@@ -256,7 +261,7 @@ export class Kubelet {
     p.hung = false;
     p.everStarted = true;
     p.startedAt = this.world.q.now;
-    this.node.disk.containers.add(p.identity);
+    this.node.disk.containers.set(p.identity, p.restarts);
     const run = ++p.runId;
     this.report(p);
     const same = () => p.runId === run && !p.removed;
@@ -330,6 +335,8 @@ export class Kubelet {
       p.exits = 0;
     }
     p.restarts++;
+    p.lastExitUnknown = false;
+    this.node.disk.containers.set(p.identity, p.restarts);
     this.report(p);
     const first = this.model.firstRestartMs !== null && p.exits === 0;
     p.exits++;
@@ -405,7 +412,7 @@ export class Kubelet {
   private report(p: KPod): void {
     if (!this.connected) return;
     // The pod's status in the api-server: its restart count (containerStatuses[].restartCount).
-    if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts);
+    if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts, p.lastExitUnknown);
     if (this.staleStatus) {
       // The pod phase: Pending until a container starts, then Running, crash loops included.
       p.reported = p.removed ? 'terminated' : p.everStarted ? 'running' : 'pending';

@@ -105,6 +105,7 @@ export class SimLastseen implements AgentProcess {
       actuators: this.actuators(),
       specHash: (pod) => (pod as PodObject).sim.spec.hash,
       podRestarts: (pod) => (pod as PodObject).sim.restarts,
+      podLastExitUnknown: (pod) => (pod as PodObject).sim.lastExitUnknown,
       policy: scenarioPolicy(w.parentsOn(node.name)),
       rebooted,
       handovers: {

@@ -75,10 +75,11 @@ export interface NodeDisk {
   manifests: ManifestFolder;
   /**
    * containerd's container records (/var/lib/containerd): pods that have had a container on this
-   * node and not been removed since. Survives reboots; an inotify-era kubelet counts such a left-over
-   * exited container in its crash-loop back-off.
+   * node and not been removed since, with its restart count. Survives reboots; an inotify-era kubelet
+   * counts such a left-over exited container in its crash-loop back-off, and every kubelet starts it
+   * again with the count raised by one, its last exit `Unknown` (measured on the real node).
    */
-  containers: Set<string>;
+  containers: Map<string, number>;
   /** /var/lib/lastseen/checkpoints: parent id -> copy. Survives reboots. */
   checkpoints: Map<string, StoredCheckpoint>;
   /** /var/lib/lastseen/handovers.json: parent id -> hand-over in progress (deadline on the wall clock). Survives reboots. */

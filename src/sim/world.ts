@@ -147,7 +147,7 @@ export class World {
         clock: new NodeClock(n.skew + clocks.between(-500, 500), n.driftPpm),
         disk: {
           manifests,
-          containers: new Set(),
+          containers: new Map(),
           checkpoints: new TouchingMap(() => this.touch(node)),
           handovers: new Map(),
         },

@@ -200,6 +200,8 @@ export interface RebootResult {
   apiServedAfterS: number | null;
   parentServedAfterS: number | null;
   unavailableS: number;
+  /** Stretches of failed /readyz polls after the first answer, in seconds from the kubelet's start ([from, to]). */
+  darkAfterServed: Array<[number, number]>;
   offS: number;
   recovered: boolean;
   schedulerBack: boolean;
@@ -312,10 +314,16 @@ export async function rebootOnce(
   polling = false;
   await poller;
   let unavailableMs = 0;
+  const darkAfterServed: Array<[number, number]> = [];
   for (let i = 1; i < samples.length; i++) {
     const a = samples[i - 1];
     const b = samples[i];
-    if (a && b && a.t >= t0 && !a.ok) unavailableMs += b.t - a.t;
+    if (!a || !b || a.t < t0 || a.ok) continue;
+    unavailableMs += b.t - a.t;
+    if (apiServedAt === null || a.t < apiServedAt) continue;
+    const last = darkAfterServed[darkAfterServed.length - 1];
+    if (last && Math.abs(last[1] - round(since(a.t))) < 0.001) last[1] = round(since(b.t));
+    else darkAfterServed.push([round(since(a.t)), round(since(b.t))]);
   }
   const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack;
   const activatedAt = opts.withAgent ? tb.agentActivatedAt('kube-system/kube-apiserver', t0) : null;
@@ -324,6 +332,7 @@ export async function rebootOnce(
     apiServedAfterS: apiServedAt === null ? null : round(since(apiServedAt)),
     parentServedAfterS: parentServedAt === null ? null : round(since(parentServedAt)),
     unavailableS: round(unavailableMs / 1000),
+    darkAfterServed,
     offS: round((t0 - tKill) / 1000),
     recovered,
     schedulerBack,

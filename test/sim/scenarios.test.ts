@@ -56,6 +56,17 @@ describe('named scenarios under lastseen', () => {
     expect(bad).toBeLessThan(33);
   });
 
+  it("after a reboot the parent's container starts again as a restart the kubelet calls Unknown, and the overlap stands: no OverlapUnavailable, no KnownBadSpec (seeds 1..20)", async () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      for (const name of ['master-reboot-overlap', 'agent-restart-mid-handover-overlap']) {
+        const r = await runScenario(namedScenario(name)!, { seed });
+        const text = formatTimeline(r);
+        expect(text, `${name} seed ${seed}`).not.toMatch(/OverlapUnavailable|KnownBadSpec|HandoverStarted/);
+        expect(text, `${name} seed ${seed}`).toMatch(/CheckpointRetired/);
+      }
+    }
+  });
+
   it('bad-rollout-overlap: the first exit of the bad spec is the verdict; its later restarts cannot bind beside the exclusive copy', async () => {
     const r = await runScenario(namedScenario('bad-rollout-overlap')!);
     const text = formatTimeline(r);
