@@ -6,7 +6,7 @@
 // actions in flight, but never retires a checkpoint (a running copy of the api-server must survive
 // the agent's restart).
 import { mkdir } from 'node:fs/promises';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { ManifestDir } from '../checkpoint/manifests.js';
@@ -21,6 +21,7 @@ import { checkBoot } from './boot.js';
 import { HandoverFile } from './handovers.js';
 import { serveHealth } from './health.js';
 import { AgentMetrics } from './metrics.js';
+import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { parentsOnNode } from './parents.js';
 import { type HeldLock, holdNodeLock } from './run-lock.js';
@@ -243,6 +244,12 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     });
     const a = agent;
 
+    // After a reboot the loop's first question is whether an api-server answers (the reboot rule,
+    // src/core/decide.ts initialState): ask it once now, beside the policy's first read, so the
+    // checkpoints restored below are judged on the answer at once instead of after the observers'
+    // first probe (about 0.5 s later on the real node). Never slower: that probe has the same timeout.
+    const firstLook = boot.rebooted ? firstReadyz(kc) : null;
+
     // 5. The policy (waits briefly for its first read; see run-policy.ts).
     const policy = await startPolicy({
       agent: a,
@@ -264,6 +271,11 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     stops.push(() => policy.stop());
 
     // 6. Recovery at start: stored and active checkpoints, hand-overs and verdicts on disk.
+    if (firstLook) {
+      const ok = await firstLook;
+      log.info({ reachable: ok }, 'first look at the api-server after the reboot');
+      a.api(ok);
+    }
     await recoverFromDisk({ agent: a, store, manifests, handovers, log });
 
     // 7. The observers (reachability, pods, Leases, the local folder) feed the loop.
@@ -345,5 +357,18 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     // Startup failed or was aborted (o.signal): undo what was started, then report it.
     await unwind();
     throw e;
+  }
+}
+
+/** One GET /readyz with the probe's timeout: true for a 200, false for anything else or no answer. */
+async function firstReadyz(kc: KubeConfig): Promise<boolean> {
+  const ac = new AbortController();
+  const t = setTimeout(() => ac.abort(), API_PROBE_TIMEOUT_MS);
+  try {
+    return await getReadyz(kc, ac.signal);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(t);
   }
 }
