@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { badRollout, deleteApiserverPod, type Disruption, log, type RebootResult, rebootOnce, Testbed, undoRollout } from './testbed.js';
+import { badRollout, type Disruption, deleteApiserverPod, log, type RebootResult, rebootOnce, Testbed, undoRollout } from './testbed.js';
 
 const program = new Command('e2e:reboot')
   .option('--reboots <n>', 'power cycles in a row', '3')

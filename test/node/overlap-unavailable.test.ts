@@ -8,57 +8,16 @@
 // shared": a Warning Event `OverlapUnavailable`, and a release hand-over, so the parent serves again
 // instead of crash-looping beside a checkpoint that keeps the node for good.
 import { existsSync, readdirSync } from 'node:fs';
-import { request } from 'node:http';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_NAME, DEMO_PORT, demoParent } from './manifests.js';
-import { log, sleep, Testbed } from './testbed.js';
+import { describe, expect, it } from 'vitest';
+import { demoAnswers, demoLeaseBeat, demoPods, withBootstrappedNode } from './demo.js';
+import { DEMO_NAME, demoParent } from './manifests.js';
+import { log, sleep, type Testbed } from './testbed.js';
 
 let tb: Testbed;
-beforeAll(async () => {
-  if (process.getuid?.() !== 0) throw new Error('the real-node tests need root (the kubelet mounts volumes and makes cgroups): run them as root, e.g. in CI');
-  tb = new Testbed();
-  for (const bin of ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'pause']) {
-    if (!existsSync(join(tb.env.binDir, bin))) throw new Error(`${bin} is missing from ${tb.env.binDir}: run scripts/node ensure (needs Go and root)`);
-  }
-  await tb.node('down');
-  await tb.node('up');
-  await tb.bootstrap(true);
+withBootstrappedNode((t) => {
+  tb = t;
 });
-afterAll(async () => {
-  await tb?.node('down');
-});
-
-function answers(): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port: DEMO_PORT, path: '/', timeout: 1000, agent: false }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(false));
-    req.end();
-  });
-}
-
-async function demoPods(): Promise<Array<{ name: string; uid: string; restarts: number }>> {
-  const pods = JSON.parse(await tb.kubectl(['get', 'pods', '-n', 'kube-system', '-l', `app.kubernetes.io/name=${DEMO_NAME}`, '-o', 'json'])).items as Array<{
-    metadata: { name: string; uid: string; annotations?: Record<string, string>; deletionTimestamp?: string };
-    status?: { containerStatuses?: Array<{ name: string; restartCount: number }> };
-  }>;
-  return pods
-    .filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp)
-    .map((p) => ({ name: p.metadata.name, uid: p.metadata.uid, restarts: p.status?.containerStatuses?.find((c) => c.name === 'app')?.restartCount ?? 0 }));
-}
-
-async function leaseBeat(): Promise<{ holder: string; phase: string } | null> {
-  try {
-    const l = JSON.parse(await tb.kubectl(['get', 'lease', '-n', 'kube-system', `${DEMO_NAME}.${tb.env.nodeName}`, '-o', 'json']));
-    return { holder: l.spec.holderIdentity, phase: l.metadata.annotations['lastseen.dev/phase'] };
-  } catch {
-    return null;
-  }
-}
 
 /** Events with `reason` about the demo parent, oldest first. */
 async function events(reason: string): Promise<Array<{ type: string; message: string }>> {
@@ -81,17 +40,17 @@ async function diagnose(): Promise<void> {
       for (const c of ['app', 'lastseen-heartbeat']) log(`${pod} ${c}:\n  ${tb.containerLog(namespace, pod, uid, c).slice(-15).join('\n  ')}`);
     }
   }
-  log(`pods: ${JSON.stringify(await demoPods())}; lease: ${JSON.stringify(await leaseBeat())}`);
+  log(`pods: ${JSON.stringify(await demoPods(tb))}; lease: ${JSON.stringify(await demoLeaseBeat(tb))}`);
 }
 
 describe('overlap for a parent whose ports are not shared (issue 10)', () => {
   it('its own spec failing to bind beside the checkpoint is announced (OverlapUnavailable) and the node is handed back by release', async () => {
     await tb.apply([demoParent(tb.env, 'exclusive')]);
-    await tb.waitFor('the demo parent to serve', 120, () => answers());
+    await tb.waitFor('the demo parent to serve', 120, () => demoAnswers());
     await tb.waitFor('the demo checkpoint to be stored', 120, () => tb.checkpointStored(DEMO_NAME));
-    const [old] = await demoPods();
+    const [old] = await demoPods(tb);
     await tb.waitFor('a Ready beat from the serving pod', 60, async () => {
-      const b = await leaseBeat();
+      const b = await demoLeaseBeat(tb);
       return b !== null && b.holder === old?.name && b.phase === 'Ready';
     });
     expect(await events('OverlapUnavailable')).toEqual([]);
@@ -112,7 +71,7 @@ describe('overlap for a parent whose ports are not shared (issue 10)', () => {
     log(`checkpoint active after ${activatedS.toFixed(1)}s; OverlapUnavailable after ${((Date.now() - t0) / 1000).toFixed(1)}s: ${announced?.message}`);
     expect(announced?.type).toBe('Warning');
     expect(announced?.message).toContain('its ports are not shared');
-    const crashed = (await demoPods()).find((p) => p.uid !== old?.uid);
+    const crashed = (await demoPods(tb)).find((p) => p.uid !== old?.uid);
     expect(crashed).toBeDefined();
     const appLog = tb.containerLog('kube-system', crashed!.name, crashed!.uid, 'app').join('\n');
     expect(appLog).toContain('EADDRINUSE');
@@ -121,13 +80,13 @@ describe('overlap for a parent whose ports are not shared (issue 10)', () => {
     // binds the freed port, and the parent itself serves, Ready.
     await tb.waitFor('the checkpoint to be retired and the parent to beat Ready', 240, async () => {
       if (tb.checkpointActive(DEMO_NAME)) return false;
-      const b = await leaseBeat();
+      const b = await demoLeaseBeat(tb);
       return b !== null && b.holder === crashed!.name && b.phase === 'Ready';
     });
     const recoveredS = (Date.now() - t0) / 1000;
     await sleep(2000);
     expect(tb.checkpointActive(DEMO_NAME)).toBe(false);
-    expect(await answers()).toBe(true);
+    expect(await demoAnswers()).toBe(true);
     expect((await events('HandoverStarted')).length).toBeGreaterThan(0);
     log(
       `the parent serves again ${recoveredS.toFixed(1)}s after its pod was deleted (the Event came ${announcedS.toFixed(1)}s after the activation); ` +

@@ -8,67 +8,15 @@
 // checkpoint at once, leaving the port dark while the parent crash-looped. Now the heartbeat sees
 // that no process of its own pod holds the port: Starting, and the checkpoint keeps serving. Rolled
 // back, the good spec binds beside the checkpoint, proves itself on shared sockets, and takes over.
-import { existsSync } from 'node:fs';
-import { request } from 'node:http';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { type DemoPod, demoAnswers, demoLeaseBeat, demoPods, withBootstrappedNode } from './demo.js';
 import { DEMO_NAME, DEMO_PORT, demoParent } from './manifests.js';
-import { log, sleep, Testbed } from './testbed.js';
+import { log, sleep, type Testbed } from './testbed.js';
 
 let tb: Testbed;
-beforeAll(async () => {
-  if (process.getuid?.() !== 0) throw new Error('the real-node tests need root (the kubelet mounts volumes and makes cgroups): run them as root, e.g. in CI');
-  tb = new Testbed();
-  for (const bin of ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'pause']) {
-    if (!existsSync(join(tb.env.binDir, bin))) throw new Error(`${bin} is missing from ${tb.env.binDir}: run scripts/node ensure (needs Go and root)`);
-  }
-  await tb.node('down');
-  await tb.node('up');
-  await tb.bootstrap(true);
+withBootstrappedNode((t) => {
+  tb = t;
 });
-afterAll(async () => {
-  await tb?.node('down');
-});
-
-/** The demo port answers 200 within 1 s (whoever serves it). */
-function answers(): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port: DEMO_PORT, path: '/', timeout: 1000, agent: false }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(false));
-    req.end();
-  });
-}
-
-interface DemoPod {
-  name: string;
-  uid: string;
-  restarts: number;
-}
-
-async function demoPods(): Promise<DemoPod[]> {
-  const pods = JSON.parse(await tb.kubectl(['get', 'pods', '-n', 'kube-system', '-l', `app.kubernetes.io/name=${DEMO_NAME}`, '-o', 'json'])).items as Array<{
-    metadata: { name: string; uid: string; annotations?: Record<string, string>; deletionTimestamp?: string };
-    status?: { containerStatuses?: Array<{ name: string; restartCount: number }> };
-  }>;
-  return pods
-    .filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp)
-    .map((p) => ({ name: p.metadata.name, uid: p.metadata.uid, restarts: p.status?.containerStatuses?.find((c) => c.name === 'app')?.restartCount ?? 0 }));
-}
-
-/** The parent's Lease (or its checkpoint's) as the agent reads it: who wrote the last beat and its phase. */
-async function leaseBeat(role: 'parent' | 'checkpoint' = 'parent'): Promise<{ holder: string; phase: string } | null> {
-  try {
-    const name = `${DEMO_NAME}.${tb.env.nodeName}${role === 'checkpoint' ? '.checkpoint' : ''}`;
-    const l = JSON.parse(await tb.kubectl(['get', 'lease', '-n', 'kube-system', name, '-o', 'json']));
-    return { holder: l.spec.holderIdentity, phase: l.metadata.annotations['lastseen.dev/phase'] };
-  } catch {
-    return null;
-  }
-}
 
 /** Polls the port every 100 ms until stopped; the seconds it did not answer. */
 function portWatch() {
@@ -77,7 +25,7 @@ function portWatch() {
   const done = (async () => {
     while (on) {
       const t = Date.now();
-      samples.push({ t, ok: await answers() });
+      samples.push({ t, ok: await demoAnswers() });
       const rest = 100 - (Date.now() - t);
       if (rest > 0) await sleep(rest);
     }
@@ -96,11 +44,11 @@ function portWatch() {
 describe('Ready means the parent pod own process, not its checkpoint (issue 17, item 2)', () => {
   it('a parent crashing on its checkpoint port is Starting while the checkpoint serves, and the checkpoint is not retired on it', async () => {
     await tb.apply([demoParent(tb.env, 'serve')]);
-    await tb.waitFor('the demo parent to serve', 120, () => answers());
+    await tb.waitFor('the demo parent to serve', 120, () => demoAnswers());
     await tb.waitFor('the demo checkpoint to be stored', 120, () => tb.checkpointStored(DEMO_NAME));
-    const [good] = await demoPods();
+    const [good] = await demoPods(tb);
     await tb.waitFor('a Ready beat from the serving pod', 60, async () => {
-      const b = await leaseBeat();
+      const b = await demoLeaseBeat(tb);
       return b !== null && b.holder === good?.name && b.phase === 'Ready';
     });
     log(`demo parent ${good?.name} serves, Ready, checkpoint stored`);
@@ -112,7 +60,7 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
     const activatedS = await tb.waitFor('the checkpoint to be activated', 90, () => tb.checkpointActive(DEMO_NAME), 50);
     let crashing: DemoPod | undefined;
     await tb.waitFor('the new pod to crash and be restarted', 120, async () => {
-      crashing = (await demoPods()).find((p) => p.uid !== good?.uid && p.restarts >= 1);
+      crashing = (await demoPods(tb)).find((p) => p.uid !== good?.uid && p.restarts >= 1);
       return crashing !== undefined;
     });
     const crashedS = (Date.now() - t0) / 1000;
@@ -120,7 +68,7 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
 
     // The checkpoint's own sidecar beats Starting until its probe finds the port held by its own
     // process; on a fast node the new pod crashes before that first proof, so wait for it here.
-    const copyReadyS = await tb.waitFor('the checkpoint to beat Ready', 60, async () => (await leaseBeat('checkpoint'))?.phase === 'Ready', 200);
+    const copyReadyS = await tb.waitFor('the checkpoint to beat Ready', 60, async () => (await demoLeaseBeat(tb, 'checkpoint'))?.phase === 'Ready', 200);
     log(`the checkpoint beat Ready ${copyReadyS.toFixed(1)}s later`);
 
     // 30 s (six beats, two or three more crashes): the checkpoint stays, the new pod beats Starting.
@@ -130,13 +78,13 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
     const until = Date.now() + 30_000;
     while (Date.now() < until) {
       if (!tb.checkpointActive(DEMO_NAME)) retired++;
-      const b = await leaseBeat();
+      const b = await demoLeaseBeat(tb);
       if (b && b.holder === crashing?.name) phases.push(b.phase);
-      const c = await leaseBeat('checkpoint');
+      const c = await demoLeaseBeat(tb, 'checkpoint');
       if (c) copyPhases.push(c.phase);
       await sleep(500);
     }
-    const after = (await demoPods()).find((p) => p.uid === crashing?.uid);
+    const after = (await demoPods(tb)).find((p) => p.uid === crashing?.uid);
     const appLog = tb.containerLog('kube-system', crashing!.name, crashing!.uid, 'app').join('\n');
     const reasons = tb
       .containerLog('kube-system', crashing!.name, crashing!.uid, 'lastseen-heartbeat')
@@ -165,8 +113,8 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
     // Rolled back: the good spec binds beside the checkpoint (SO_REUSEPORT), proves itself and takes over.
     await tb.apply([demoParent(tb.env, 'serve')]);
     const retiredS = await tb.waitFor('the checkpoint to be retired by the good spec', 120, () => !tb.checkpointActive(DEMO_NAME), 100);
-    const back = (await demoPods()).find((p) => p.uid !== good?.uid && p.uid !== crashing?.uid);
-    const beat = await leaseBeat();
+    const back = (await demoPods(tb)).find((p) => p.uid !== good?.uid && p.uid !== crashing?.uid);
+    const beat = await demoLeaseBeat(tb);
     await sleep(3000);
     const darkS = await watch.stop(t0);
     log(
@@ -174,7 +122,7 @@ describe('Ready means the parent pod own process, not its checkpoint (issue 17, 
     );
     expect(back).toBeDefined();
     expect(beat).toEqual({ holder: back?.name, phase: 'Ready' });
-    expect(await answers()).toBe(true);
+    expect(await demoAnswers()).toBe(true);
     // Only the hand-over from the old pod to the checkpoint leaves the port dark (the checkpoint's
     // start); the crash-looping pod and the overlap hand-back do not.
     expect(darkS).toBeLessThan(10);

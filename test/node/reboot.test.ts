@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONTROL_PLANE, deleteApiserverPod, type RebootResult, rebootOnce, Testbed } from './testbed.js';
+import { CONTROL_PLANE, deleteApiserverPod, type RebootResult, realNodeTestbed, rebootOnce, type Testbed } from './testbed.js';
 
 const REBOOTS = Number(process.env.LASTSEEN_NODE_REBOOTS ?? 3);
 const HEARTBEATS = '/run/lastseen/heartbeats';
@@ -23,11 +23,7 @@ async function retiredBeatFilesGone(): Promise<void> {
 
 let tb: Testbed;
 beforeAll(() => {
-  if (process.getuid?.() !== 0) throw new Error('the real-node tests need root (the kubelet mounts volumes and makes cgroups): run them as root, e.g. in CI');
-  tb = new Testbed();
-  for (const bin of ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'pause']) {
-    if (!existsSync(join(tb.env.binDir, bin))) throw new Error(`${bin} is missing from ${tb.env.binDir}: run scripts/node ensure (needs Go and root)`);
-  }
+  tb = realNodeTestbed();
 });
 afterAll(async () => {
   await tb?.node('down');

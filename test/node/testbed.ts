@@ -31,6 +31,16 @@ interface PodJson {
   status?: { containerStatuses?: ContainerStatus[] };
 }
 
+/** A Testbed for a test file, after checking what every real-node test needs (root, the node's binaries). */
+export function realNodeTestbed(): Testbed {
+  if (process.getuid?.() !== 0) throw new Error('the real-node tests need root (the kubelet mounts volumes and makes cgroups): run them as root, e.g. in CI');
+  const tb = new Testbed();
+  for (const bin of ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'pause']) {
+    if (!existsSync(join(tb.env.binDir, bin))) throw new Error(`${bin} is missing from ${tb.env.binDir}: run scripts/node ensure (needs Go and root)`);
+  }
+  return tb;
+}
+
 export class Testbed {
   readonly env: TestbedEnv = testbedEnv();
 
