@@ -120,6 +120,15 @@ function sortKeys(value: unknown): unknown {
   return out;
 }
 
+/**
+ * The specHash agents before 2026-12-04 wrote: over the whole manifest, the pod's identity included.
+ * A copy stored by one of them still verifies (the store accepts either), so an upgrade followed by
+ * an outage does not lose it; its next capture from a Ready parent writes the new hash.
+ */
+export function legacyManifestHash(manifest: V1Pod): string {
+  return createHash('sha256').update(canonicalJson(manifest)).digest('hex');
+}
+
 /** The specHash of a sanitized manifest: everything but the pod's identity (see the header). */
 export function hashManifest(manifest: V1Pod): string {
   const { name: _name, ownerReferences: _owner, annotations, ...meta } = manifest.metadata ?? {};

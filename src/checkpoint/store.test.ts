@@ -7,6 +7,7 @@ import { type Capture, capture } from './capture.js';
 import { StoreError } from './errors.js';
 import { FaultFs } from './fault-fs.test-helpers.js';
 import { memoryResolver, parentPod } from './fixtures.test-helpers.js';
+import { legacyManifestHash } from './sanitize.js';
 import { Store } from './store.js';
 import { tokenCopy } from './tokens.js';
 
@@ -280,6 +281,18 @@ describe('Store corruption', () => {
     // The next capture repairs it.
     expect(await store.save(ID, v1.capture, v1.data)).toBe('written');
     expect(await store.load(ID)).toEqual(v1.capture);
+  });
+
+  it("still loads a copy an older agent stored, whose specHash covered the pod's identity too", async () => {
+    const store = new Store({ stateDir });
+    const v1 = await version(stateDir, 1);
+    await store.save(ID, v1.capture, v1.data);
+    const metaPath = join(store.checkpointDir(ID), 'meta.json');
+    const legacy = legacyManifestHash(v1.capture.manifest);
+    expect(legacy).not.toBe(v1.capture.specHash);
+    await fsp.writeFile(metaPath, JSON.stringify({ ...JSON.parse((await fsp.readFile(metaPath)).toString()), specHash: legacy }));
+    expect((await store.list()).problems).toEqual([]);
+    expect((await store.load(ID))?.specHash).toBe(legacy);
   });
 
   it('treats a folder without meta.json as incomplete', async () => {

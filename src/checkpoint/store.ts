@@ -45,7 +45,7 @@ import type { Capture } from './capture.js';
 import { StoreError } from './errors.js';
 import { errnoCode, type FsPort, nodeFs, syncDir } from './fs.js';
 import { checkpointFolder, parseCheckpointFolder, parseId } from './ids.js';
-import { canonicalJson, hashManifest } from './sanitize.js';
+import { canonicalJson, hashManifest, legacyManifestHash } from './sanitize.js';
 import { type TokenCopy, tokensProblem } from './tokens.js';
 import { type Access, accessOf, accessProblem, DATA_FOLDERS, DIR_MODE, FILE_MODE, planTree, type Tree, treeHash, walkTree } from './tree.js';
 
@@ -469,7 +469,8 @@ export class Store {
     if ('reason' in pod) return { ok: false, reason: pod.reason };
     const badPod = manifestProblem(pod.value, namespace, key);
     if (badPod) return { ok: false, reason: `pod.json: ${badPod}` };
-    if (hashManifest(pod.value as V1Pod) !== m.specHash) return { ok: false, reason: 'pod.json does not match the specHash in meta.json' };
+    if (hashManifest(pod.value as V1Pod) !== m.specHash && legacyManifestHash(pod.value as V1Pod) !== m.specHash)
+      return { ok: false, reason: 'pod.json does not match the specHash in meta.json' };
     let tree: Tree;
     try {
       tree = await walkTree(this.fs, dir, m.access);
