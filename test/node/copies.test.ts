@@ -14,7 +14,7 @@ import { ManifestDir } from '../../src/checkpoint/manifests.js';
 import { Store } from '../../src/checkpoint/store.js';
 import { makeKubeClient } from '../../src/kube/client.js';
 import { LASTSEEN_IMAGE, staticManifests } from './manifests.js';
-import { CHECKPOINTS, log, MANIFESTS, Testbed } from './testbed.js';
+import { CHECKPOINTS, log, MANIFESTS, realNodeTestbed, type Testbed } from './testbed.js';
 
 const NS = 'copies';
 const PARENT = 'reader';
@@ -41,8 +41,7 @@ async function waitSeen(pod: string): Promise<Record<string, unknown>> {
   return seen(pod)!;
 }
 beforeAll(() => {
-  if (process.getuid?.() !== 0) throw new Error('the real-node tests need root (the kubelet mounts volumes and makes cgroups): run them as root');
-  tb = new Testbed();
+  tb = realNodeTestbed();
 });
 afterAll(async () => {
   await tb?.node('down');
