@@ -329,7 +329,18 @@ export function demoParent(env: TestbedEnv, mode: 'serve' | 'crash' | 'exclusive
           dnsPolicy: 'ClusterFirstWithHostNet',
           serviceAccountName: 'lastseen-heartbeat',
           shareProcessNamespace: true,
-          tolerations: [{ operator: 'Exists' }],
+          // Exclusive: every taint a control-plane node may carry, but not one a test sets
+          // (overlap-unavailable.test.ts holds the DaemonSet's next pod off the node with it).
+          tolerations:
+            mode === 'exclusive'
+              ? [
+                  { operator: 'Exists', effect: 'NoExecute' },
+                  ...['node-role.kubernetes.io/control-plane', 'node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable'].map((key) => ({
+                    key,
+                    operator: 'Exists',
+                  })),
+                ]
+              : [{ operator: 'Exists' }],
           terminationGracePeriodSeconds: 5,
           initContainers: [heartbeatSidecar(env, `http://127.0.0.1:${DEMO_PORT}/`)],
           containers: [
