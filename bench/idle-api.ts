@@ -25,6 +25,7 @@ async function main(): Promise<void> {
     const base = { seconds, perSecond: new Map([...d].map(([k, v]) => [k, v / seconds])) };
     const sides = { 'calm (default)': [] as number[], 'no calm (--api-probe-calm 0s)': [] as number[] };
     const readyz: Record<string, number[]> = { 'calm (default)': [], 'no calm (--api-probe-calm 0s)': [] };
+    const own: Record<string, number[]> = { 'calm (default)': [], 'no calm (--api-probe-calm 0s)': [] };
     const keys: Record<string, string> = {};
     for (let i = 0; i < rounds; i++) {
       const order = (i % 2 === 0 ? ['no calm (--api-probe-calm 0s)', 'calm (default)'] : ['calm (default)', 'no calm (--api-probe-calm 0s)']) as Array<
@@ -33,6 +34,7 @@ async function main(): Promise<void> {
       for (const side of order) {
         const f = await idleAgent(cp, base, measureMs, side.startsWith('no') ? ['--api-probe-calm', '0s'] : []);
         sides[side].push(f.perMinute);
+        own[side]!.push(f.ownKindsPerMinute);
         const rz = Object.entries(f.byKey)
           .filter(([k]) => k.includes('readyz'))
           .reduce((a, [, v]) => a + v, 0);
@@ -41,14 +43,21 @@ async function main(): Promise<void> {
           .sort((a, b) => b[1] - a[1])
           .map(([k, v]) => `${k}=${v}`)
           .join(' ');
-        progress(`${side}: ${fmt(f.perMinute, 1)} per minute`);
+        progress(`${side}: ${fmt(f.perMinute, 1)} per minute (${fmt(f.ownKindsPerMinute, 1)} of the kinds the agent makes)`);
       }
     }
     console.log(
       table(
         `Idle agent (bundle, no parents, --api-probe 5s): api-server requests per minute, ${rounds} alternating rounds of ${measureMs / 1000} s each; medians`,
-        ['agent', 'rounds', 'requests/min (net)', 'GET readyz/min', 'raw deltas of the last round (incl. background)'],
-        Object.entries(sides).map(([k, v]) => [k, v.length, fmt(summarize(v).p50, 1), fmt(summarize(readyz[k]!).p50, 1), keys[k] ?? '']),
+        ['agent', 'rounds', 'requests/min (net)', 'of the kinds the agent makes', 'GET readyz/min', 'raw deltas of the last round (incl. background)'],
+        Object.entries(sides).map(([k, v]) => [
+          k,
+          v.length,
+          fmt(summarize(v).p50, 1),
+          fmt(summarize(own[k]!).p50, 1),
+          fmt(summarize(readyz[k]!).p50, 1),
+          keys[k] ?? '',
+        ]),
         [`background ${fmt([...base.perSecond.values()].reduce((a, b) => a + b, 0) * 60, 1)} per minute over ${fmt(seconds, 0)} s (subtracted).`],
       ),
     );

@@ -116,8 +116,24 @@ export interface IdleAgentFigures {
   seconds: number;
   requests: number;
   perMinute: number;
+  /**
+   * The same, counting only the kinds of request the agent makes (its /readyz probe, its reads and
+   * watches of pods, Leases, Secrets and ConfigMaps, its NodeCheckpoint, Events, token requests,
+   * its Node): the api-server's own traffic (its identity Lease, endpoints, OpenAPI, its informers'
+   * watches) is bursty, and a background measured over 20 s subtracts it badly.
+   */
+  ownKindsPerMinute: number;
   byKey: Record<string, number>;
   backgroundPerMinute: number;
+}
+
+const AGENT_READS = new Set(['pods', 'leases', 'secrets', 'configmaps', 'nodes']);
+const AGENT_OBJECTS = new Set(['/readyz', 'nodecheckpoints', 'nodecheckpoints/status', 'events', 'serviceaccounts/token']);
+
+/** A request kind ("VERB resource", as ControlPlane.requests keys it) the agent makes. */
+export function agentMakes(key: string): boolean {
+  const [verb = '', resource = ''] = key.split(' ');
+  return AGENT_OBJECTS.has(resource) || (AGENT_READS.has(resource) && ['GET', 'LIST', 'WATCH'].includes(verb));
 }
 
 /** One `lastseen agent` (bundle, default probe and watch settings) on a node with no parents. */
@@ -140,7 +156,15 @@ export async function idleAgent(cp: ControlPlane, base: Baseline, measureMs: num
     const requests = net(d, base, seconds);
     let bg = 0;
     for (const r of base.perSecond.values()) bg += r;
-    return { seconds, requests, perMinute: (requests / seconds) * 60, byKey: Object.fromEntries(d), backgroundPerMinute: bg * 60 };
+    const own = net(d, base, seconds, agentMakes);
+    return {
+      seconds,
+      requests,
+      perMinute: (requests / seconds) * 60,
+      ownKindsPerMinute: (own / seconds) * 60,
+      byKey: Object.fromEntries(d),
+      backgroundPerMinute: bg * 60,
+    };
   } finally {
     await agent.stop();
   }
