@@ -140,23 +140,28 @@ export class Testbed {
    * for `parent` at or after `since` (ms since the epoch, the agent's own pino time), else null.
    */
   agentActivatedAt(parent: string, since: number): number | null {
+    const first = this.agentRecords(parent, since).find((e) => e.msg === 'activating checkpoint');
+    return first?.time ?? null;
+  }
+
+  /** What every agent pod on the node logged about `parent` since `since` (ms since the epoch), oldest first. */
+  agentRecords(parent: string, since: number): Array<{ time: number; msg: string; from?: string; to?: string; reason?: string; message?: string }> {
     const root = join(this.env.dir, 'pod-logs');
-    if (!existsSync(root)) return null;
-    let first: number | null = null;
+    if (!existsSync(root)) return [];
+    const out: Array<{ time: number; msg: string; from?: string; to?: string; reason?: string; message?: string }> = [];
     for (const d of readdirSync(root).filter((d) => d.startsWith('lastseen-system_lastseen-agent-'))) {
       const [namespace, pod, uid] = d.split('_') as [string, string, string];
       for (const line of this.containerLog(namespace, pod, uid, 'agent')) {
-        if (!line.includes('"activating checkpoint"')) continue;
+        if (!line.includes(parent)) continue;
         try {
-          const e = JSON.parse(line) as { time?: number; parent?: string; msg?: string };
-          if (e.msg === 'activating checkpoint' && e.parent === parent && typeof e.time === 'number' && e.time >= since && (first === null || e.time < first))
-            first = e.time;
+          const e = JSON.parse(line) as { time?: unknown; parent?: unknown; msg?: unknown };
+          if (e.parent === parent && typeof e.time === 'number' && typeof e.msg === 'string' && e.time >= since) out.push(e as (typeof out)[number]);
         } catch {
           // a line cut by a restart: not a record
         }
       }
     }
-    return first;
+    return out.sort((a, b) => a.time - b.time);
   }
 
   checkpointActive(name: string, namespace = 'kube-system'): boolean {
@@ -220,6 +225,8 @@ export interface RebootResult {
   agentBack: boolean;
   /** The agent decided to run the api-server's checkpoint (its `activating checkpoint` log line), from t0; null: it did not. */
   agentActivatedAfterS: number | null;
+  /** The agent's transitions and noted reasons for the api-server, "<s from t0> <from>-><to> <reason>" (empty without the agent). */
+  decisions: string[];
 }
 
 /** What a case does to the node; resolves to the moment measurement starts from (ms since the epoch). */
@@ -337,6 +344,11 @@ export async function rebootOnce(
   }
   const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack;
   const activatedAt = opts.withAgent ? tb.agentActivatedAt('kube-system/kube-apiserver', t0) : null;
+  // The agent's decisions about the api-server in this run, so an outlier explains itself.
+  const decisions = tb
+    .agentRecords('kube-system/kube-apiserver', t0)
+    .filter((e) => e.msg === 'transition' || e.msg === 'reason noted')
+    .map((e) => `${round(since(e.time))}s ${e.msg === 'transition' ? `${e.from}->${e.to}` : 'noted'} ${e.reason}`);
   return {
     agentActivatedAfterS: activatedAt === null ? null : round(since(activatedAt)),
     apiServedAfterS: apiServedAt === null ? null : round(since(apiServedAt)),
@@ -348,6 +360,7 @@ export async function rebootOnce(
     schedulerBack,
     controllerManagerBack,
     agentBack,
+    decisions,
   };
 }
 
