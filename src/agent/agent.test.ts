@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
-import { Agent, type Actuators, type HandoverRecord, type LiveRead, podLastExitUnknown } from './agent.js';
+import { Agent, type Actuators, type HandoverRecord, type LiveRead, podLastExit, podLastExitUnknown } from './agent.js';
 import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
 import { AgentMetrics } from './metrics.js';
 import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
@@ -298,5 +298,32 @@ describe('podLastExitUnknown', () => {
     );
     expect(podLastExitUnknown(status(null))).toBe(false);
     expect(podLastExitUnknown({})).toBe(false);
+  });
+});
+
+describe('podLastExit', () => {
+  it('gives how long the latest exited run lasted, from its start and finish', () => {
+    const pod = (...t: Array<{ reason: string; startedAt?: string; finishedAt?: string }>) => ({
+      status: { containerStatuses: t.map((x) => ({ restartCount: 1, lastState: { terminated: { exitCode: 255, ...x } } })) },
+    });
+    // The real node's case: a kube-apiserver beside its copy, exit 255 after 61 s.
+    expect(podLastExit(pod({ reason: 'Error', startedAt: '2026-12-04T17:46:14Z', finishedAt: '2026-12-04T17:47:15Z' }))).toEqual({
+      unknown: false,
+      ranMs: 61_000,
+    });
+    // The latest of two containers decides.
+    expect(
+      podLastExit(
+        pod(
+          { reason: 'Error', startedAt: '2026-12-04T17:00:00Z', finishedAt: '2026-12-04T17:00:02Z' },
+          { reason: 'Unknown', startedAt: '2026-12-04T17:10:00Z', finishedAt: '2026-12-04T17:20:00Z' },
+        ),
+      ),
+    ).toEqual({ unknown: true, ranMs: 600_000 });
+    // No start given, or a start after the finish (clock trouble): no duration.
+    expect(podLastExit(pod({ reason: 'Error', finishedAt: '2026-12-04T17:47:15Z' }))).toEqual({ unknown: false });
+    expect(podLastExit(pod({ reason: 'Error', startedAt: '2026-12-04T17:48:00Z', finishedAt: '2026-12-04T17:47:15Z' }))).toEqual({ unknown: false });
+    expect(podLastExit({ status: { containerStatuses: [{ restartCount: 0, lastState: {} }] } })).toBeNull();
+    expect(podLastExit({})).toBeNull();
   });
 });

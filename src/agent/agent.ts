@@ -87,6 +87,8 @@ export interface AgentOptions {
   podRestarts?(pod: unknown): number | undefined;
   /** Whether the latest exit of the pod's main containers is the kubelet's `Unknown` (lost with its node). Default: podLastExitUnknown below. */
   podLastExitUnknown?(pod: unknown): boolean;
+  /** How long the run that ended in that latest exit lasted, ms (undefined: not reported). Default: podLastExit below. */
+  podLastExitRanMs?(pod: unknown): number | undefined;
   hooks?: AgentHooks;
   policy?: Policy;
   /** Hand-overs in progress survive a restart through this record (none: they do not). */
@@ -113,14 +115,15 @@ export function podRestarts(pod: unknown): number | undefined {
 }
 
 /**
- * The kubelet's word on the latest exit among the main containers (by `finishedAt`): `Unknown` is
- * what it reports for a container it found exited after its node restarted (a reboot, a power
- * cycle), not an exit of the process itself.
+ * The latest exit among the main containers (by `finishedAt`), as the kubelet reports it: whether
+ * it calls it `Unknown` (what it reports for a container it found exited after its node restarted:
+ * a reboot, a power cycle; not an exit of the process itself), and how long that run lasted
+ * (`finishedAt - startedAt`, when both are given). Null: no exit reported.
  */
-export function podLastExitUnknown(pod: unknown): boolean {
-  type Terminated = { reason?: string; finishedAt?: string | Date };
+export function podLastExit(pod: unknown): { unknown: boolean; ranMs?: number } | null {
+  type Terminated = { reason?: string; startedAt?: string | Date; finishedAt?: string | Date };
   const statuses = (pod as { status?: { containerStatuses?: Array<{ lastState?: { terminated?: Terminated } }> } }).status?.containerStatuses;
-  if (!Array.isArray(statuses)) return false;
+  if (!Array.isArray(statuses)) return null;
   let latest: Terminated | null = null;
   let latestAt = Number.NEGATIVE_INFINITY;
   for (const c of statuses) {
@@ -132,7 +135,15 @@ export function podLastExitUnknown(pod: unknown): boolean {
       latestAt = at;
     }
   }
-  return latest?.reason === 'Unknown';
+  if (latest === null) return null;
+  const started = latest.startedAt === undefined ? Number.NaN : new Date(latest.startedAt).getTime();
+  const ranMs = latestAt - started;
+  return { unknown: latest.reason === 'Unknown', ...(Number.isFinite(ranMs) && ranMs >= 0 ? { ranMs } : {}) };
+}
+
+/** Whether the latest exit of the main containers is the kubelet's `Unknown` (podLastExit). */
+export function podLastExitUnknown(pod: unknown): boolean {
+  return podLastExit(pod)?.unknown === true;
 }
 
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
@@ -284,7 +295,17 @@ export class Agent {
     // without a status says nothing either way.
     const ready = p.status ? { ready: podReady(p) } : {};
     const unknown = (this.o.podLastExitUnknown ?? podLastExitUnknown)(pod) ? { lastExitUnknown: true } : {};
-    return { uid: m.uid ?? '', name: m.name ?? '', specHash: this.o.specHash(pod), ...(restarts !== undefined ? { restarts } : {}), ...unknown, ...ready };
+    const ranMs = (this.o.podLastExitRanMs ?? ((p: unknown) => podLastExit(p)?.ranMs))(pod);
+    const ran = ranMs !== undefined ? { lastExitRanMs: ranMs } : {};
+    return {
+      uid: m.uid ?? '',
+      name: m.name ?? '',
+      specHash: this.o.specHash(pod),
+      ...(restarts !== undefined ? { restarts } : {}),
+      ...unknown,
+      ...ran,
+      ...ready,
+    };
   }
 
   /** Keep the hand-over record (deadline, attempts, known-bad verdict) of `e` on disk; unchanged records cost nothing. */

@@ -1,7 +1,16 @@
 // Table tests for the core: every state (reached by driving decide() from a fresh start) against
 // every kind of input, then the time-driven rules one by one.
 import { describe, expect, it } from 'vitest';
-import { ACTION_TIMEOUT_MS, CONFIRM_TIMEOUT_MS, decide, handoverToPersist, handoverWindowMs, initialState, judgingWindowMs } from './decide.js';
+import {
+  ACTION_TIMEOUT_MS,
+  CONFIRM_TIMEOUT_MS,
+  decide,
+  handoverToPersist,
+  handoverWindowMs,
+  initialState,
+  judgingWindowMs,
+  OWN_SPEC_BIND_SLACK_MS,
+} from './decide.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import { type Action, type Input, type ParentState, reasonText } from './types.js';
 
@@ -593,7 +602,7 @@ describe('decide: rules over time', () => {
         // The rewritten (exclusive) manifest starts the watch again: the copy that ran before it does not count.
         expect(s.exitWatch.ready).toBe(true);
         const rewritten = decide(s, { type: 'activated', exclusive: true }, 7500).state;
-        expect(rewritten.exitWatch).toEqual({ notHolder: 'cp1', ready: false, base: null });
+        expect(rewritten.exitWatch).toEqual({ notHolder: 'cp1', ready: false, base: null, since: 7500, readyAfterMs: null });
         expect(decide(rewritten, copyReady(), 7600).state.exitWatch.ready).toBe(false); // the old copy's late beat
       });
 
@@ -629,6 +638,32 @@ describe('decide: rules over time', () => {
           const later = decide(d.state, { type: 'pod', pod: { ...spec, restarts: 4 } }, 7300).state;
           expect(later.knownBad !== null || later.overlapFallback !== null).toBe(true);
         }
+      });
+
+      it('an exit of its own spec after a long run is no sign of unshared ports: no fallback, the overlap stands (found on the real node: exit 255 after 61 s)', () => {
+        const own = { ...POD, uid: 'u1' };
+        let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
+        s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: own.uid }) }, 7000).state;
+        s = decide(s, { type: 'pod', pod: { ...own, restarts: 2 } }, 7100).state;
+        const d = decide(s, { type: 'pod', pod: { ...own, restarts: 3, lastExitRanMs: 61_000 } }, 7200);
+        expect(d.state.overlapFallback).toBeNull();
+        expect(d.state.knownBad).toBeNull();
+        expect(d.actions.filter((a) => a.type === 'event' || a.type === 'retire')).toEqual([]);
+        expect(d.state.state).toBe('Active');
+        // The copy took readyAfterMs to beat Ready: an exit within that (plus the slack), as a failed
+        // bind comes, still reads as unshared ports; one just longer does not.
+        const limit = d.state.exitWatch.readyAfterMs! + OWN_SPEC_BIND_SLACK_MS;
+        expect(limit).toBeLessThan(61_000);
+        const slow = decide(d.state, { type: 'pod', pod: { ...own, restarts: 4, lastExitRanMs: limit + 1000 } }, 7250);
+        expect(slow.state.overlapFallback).toBeNull();
+        const quick = decide(slow.state, { type: 'pod', pod: { ...own, restarts: 5, lastExitRanMs: limit } }, 7300);
+        expect(quick.state.overlapFallback).toMatchObject({ announced: true });
+        expect(quick.actions.filter((a) => a.type === 'event' && a.reason === 'OverlapUnavailable')).toHaveLength(1);
+        // A new spec's exit is a verdict however long it ran: a spec that fails is not handed over to.
+        let b = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
+        b = decide(b, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid }) }, 7000).state;
+        b = decide(b, { type: 'pod', pod: { ...BAD, restarts: 0 } }, 7100).state;
+        expect(decide(b, { type: 'pod', pod: { ...BAD, restarts: 1, lastExitRanMs: 61_000 } }, 7200).state.knownBad).toMatchObject({ specHash: 'h-bad' });
       });
 
       it('a new spec ends the verdict: the checkpoint shares its ports again for the overlap hand-over', () => {

@@ -143,7 +143,7 @@ export function initialState(a: InitialStateArgs): ParentState {
         }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
     knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
-    exitWatch: { notHolder: null, ready: false, base: null },
+    exitWatch: { notHolder: null, ready: false, base: null, since: null, readyAfterMs: null },
     overlapFallback: null,
     checkpointHolder: null,
     retry: {},
@@ -306,13 +306,13 @@ function observe(s: ParentState, input: Input, now: number): void {
       delete s.inflight.activate;
       delete s.retry.activate;
       s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
-      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: now, readyAfterMs: null };
       return;
     case 'retired':
       delete s.inflight.retire;
       delete s.retry.retire;
       s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
-      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null };
+      s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: null, readyAfterMs: null };
       return;
     case 'collected':
       delete s.inflight.collect;
@@ -332,6 +332,13 @@ function observe(s: ParentState, input: Input, now: number): void {
 }
 
 /**
+ * An exit of the checkpoint's own spec beside its port-sharing copy reads as "these ports are not
+ * shared" only if its run lasted at most the copy's own time to its first Ready beat plus this
+ * much: the kubelet reports a run in whole seconds, and starts vary.
+ */
+export const OWN_SPEC_BIND_SLACK_MS = 5_000;
+
+/**
  * An overlap parent's container exited while it started beside its active checkpoint: the pod here
  * is the one seen before, its restart count rose since a copy that shares the ports was seen
  * Ready (exitWatch) and it has not reported Ready. With port sharing the checkpoint cannot have
@@ -347,7 +354,15 @@ function exitedBesideSharingCheckpoint(s: ParentState): 'other spec' | 'own spec
   if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return null;
   // A container lost with its node (reboot) is restarted with the count raised: not an exit here.
   if (pod.restarts <= base.restarts || s.phase === 'Ready' || pod.lastExitUnknown === true) return null;
-  if (pod.specHash === s.checkpoint.specHash) return 'own spec';
+  // The checkpoint's own spec was Ready: its exit says "ports not shared" only if it came within
+  // the time that spec, as the copy, took to be Ready (a server binds before it is Ready), as a
+  // failed bind does. A longer run had its ports and failed for another reason (found on the real
+  // node: a self-hosted kube-apiserver beside its copy after a power cycle, exit 255 after 61 s,
+  // its copy Ready within seconds); the kubelet restarts it and the overlap stands.
+  if (pod.specHash === s.checkpoint.specHash) {
+    const limit = s.exitWatch.readyAfterMs === null ? null : s.exitWatch.readyAfterMs + OWN_SPEC_BIND_SLACK_MS;
+    return pod.lastExitRanMs === undefined || limit === null || pod.lastExitRanMs <= limit ? 'own spec' : null;
+  }
   return s.knownBad === null || s.knownBad.specHash !== pod.specHash ? 'other spec' : null;
 }
 
@@ -358,6 +373,7 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
     // A copy started from the manifest as last written, serving: from now on exits count.
     if (b.phase === 'Ready' && !s.exitWatch.ready && b.holderUid !== s.exitWatch.notHolder && s.checkpoint.active && s.checkpoint.exclusive !== true) {
       s.exitWatch.ready = true;
+      s.exitWatch.readyAfterMs = s.exitWatch.since === null ? null : now - s.exitWatch.since;
       // The pod as last listed is the base (not after an outage: its count may be older than the copy).
       if (s.apiReachable && s.pod?.restarts !== undefined) s.exitWatch.base = { uid: s.pod.uid, restarts: s.pod.restarts };
     }

@@ -58,6 +58,12 @@ export interface PodInfo {
    * every container's last state is `Unknown`, and the count rises by one as it starts again).
    */
   lastExitUnknown?: boolean;
+  /**
+   * How long the run that ended in that latest exit lasted (`finishedAt - startedAt`, ms; absent:
+   * not reported). A process that cannot bind a port held without sharing fails before it could be
+   * Ready; one that ran longer had its ports (see OWN_SPEC_BIND_SLACK_MS in decide.ts).
+   */
+  lastExitRanMs?: number;
   /** The pod's own Ready condition as the api-server reports it (absent: no status, as in the simulator). */
   ready?: boolean;
 }
@@ -183,8 +189,11 @@ export interface ParentState {
    * on every (re)write of the checkpoint manifest: `notHolder` is the copy that ran before it
    * (its late beats do not count), `ready` is set by a Ready beat of another copy, `base` is the
    * pod's restart count seen since then (null: none yet, or lost to an api-server outage).
+   * `since` is when the manifest was written (null: not by this agent's run), `readyAfterMs` how
+   * long the copy then took to beat Ready: the same spec, started beside it, binds its ports
+   * within about that long, so only an exit that quick reads as "not shared".
    */
-  exitWatch: { notHolder: string | null; ready: boolean; base: { uid: string; restarts: number } | null };
+  exitWatch: { notHolder: string | null; ready: boolean; base: { uid: string; restarts: number } | null; since: number | null; readyAfterMs: number | null };
   /**
    * Overlap that does not work: the parent's container exited while it started beside its
    * port-sharing checkpoint although it runs the checkpoint's own spec, the spec that was Ready. So

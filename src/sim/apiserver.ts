@@ -17,6 +17,8 @@ export interface ApiPod {
   restarts: number;
   /** Its last exit, as last reported, was the kubelet's `Unknown` (lost with its node). */
   lastExitUnknown: boolean;
+  /** How long the run that ended in its last exit lasted (ms; null: no exit, or one the kubelet calls Unknown). */
+  lastExitRanMs: number | null;
 }
 
 export interface StoredBeat {
@@ -135,7 +137,7 @@ export class ApiServer {
   /** Create the pod directly (cluster bootstrap, before any api-server runs). */
   createPod(node: string, spec: PodSpec): ApiPod {
     const uid = `uid-${++this.nextUid}`;
-    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0, lastExitUnknown: false };
+    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0, lastExitUnknown: false, lastExitRanMs: null };
     this.pods.set(uid, pod);
     let on = this.podsByNode.get(node);
     if (!on) {
@@ -148,11 +150,12 @@ export class ApiServer {
   }
 
   /** A kubelet pushed a pod's status: its agent's pod watch sees a changed restart count. */
-  reportRestarts(uid: string, restarts: number, lastExitUnknown: boolean): void {
+  reportRestarts(uid: string, restarts: number, lastExitUnknown: boolean, lastExitRanMs: number | null): void {
     const p = this.pods.get(uid);
-    if (!p || (p.restarts === restarts && p.lastExitUnknown === lastExitUnknown)) return;
+    if (!p || (p.restarts === restarts && p.lastExitUnknown === lastExitUnknown && p.lastExitRanMs === lastExitRanMs)) return;
     p.restarts = restarts;
     p.lastExitUnknown = lastExitUnknown;
+    p.lastExitRanMs = lastExitRanMs;
     this.world.onApiPodStatus(p.node);
   }
 

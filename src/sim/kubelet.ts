@@ -53,6 +53,8 @@ export interface KPod {
   restarts: number;
   /** Its last exit was the kubelet's `Unknown`: a container left from the previous boot (see add()). */
   lastExitUnknown: boolean;
+  /** How long its last run lasted, whole seconds as a kubelet reports them (null: no exit yet, or Unknown). */
+  lastExitRanMs: number | null;
   backoffMs: number;
   startedAt: number;
   /** Increments on every container start; stale timers compare it. */
@@ -238,6 +240,7 @@ export class Kubelet {
       // A container left from the last boot: the kubelet starts it again as a restart, its last exit Unknown.
       restarts: left !== undefined ? left + 1 : 0,
       lastExitUnknown: left !== undefined,
+      lastExitRanMs: null,
       backoffMs: T.backoffInitialMs,
       startedAt: 0,
       runId: 0,
@@ -336,6 +339,8 @@ export class Kubelet {
     }
     p.restarts++;
     p.lastExitUnknown = false;
+    // startedAt and finishedAt are reported in whole seconds.
+    p.lastExitRanMs = (Math.floor(exitedAt / 1000) - Math.floor(p.startedAt / 1000)) * 1000;
     this.node.disk.containers.set(p.identity, p.restarts);
     this.report(p);
     const first = this.model.firstRestartMs !== null && p.exits === 0;
@@ -412,7 +417,7 @@ export class Kubelet {
   private report(p: KPod): void {
     if (!this.connected) return;
     // The pod's status in the api-server: its restart count (containerStatuses[].restartCount).
-    if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts, p.lastExitUnknown);
+    if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts, p.lastExitUnknown, p.lastExitRanMs);
     if (this.staleStatus) {
       // The pod phase: Pending until a container starts, then Running, crash loops included.
       p.reported = p.removed ? 'terminated' : p.everStarted ? 'running' : 'pending';

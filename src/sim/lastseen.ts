@@ -106,6 +106,7 @@ export class SimLastseen implements AgentProcess {
       specHash: (pod) => (pod as PodObject).sim.spec.hash,
       podRestarts: (pod) => (pod as PodObject).sim.restarts,
       podLastExitUnknown: (pod) => (pod as PodObject).sim.lastExitUnknown,
+      podLastExitRanMs: (pod) => (pod as PodObject).sim.lastExitRanMs ?? undefined,
       policy: scenarioPolicy(w.parentsOn(node.name)),
       rebooted,
       handovers: {

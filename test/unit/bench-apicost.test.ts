@@ -4,7 +4,16 @@ import { agentMakes } from '../../bench/sections/apicost.js';
 
 describe('agentMakes', () => {
   it("counts the agent's probe, reads, watches and writes of its own objects", () => {
-    for (const k of ['GET /readyz', 'WATCH pods', 'LIST leases', 'GET secrets', 'PUT nodecheckpoints/status', 'POST events', 'POST serviceaccounts/token', 'GET nodes'])
+    for (const k of [
+      'GET /readyz',
+      'WATCH pods',
+      'LIST leases',
+      'GET secrets',
+      'PUT nodecheckpoints/status',
+      'POST events',
+      'POST serviceaccounts/token',
+      'GET nodes',
+    ])
       expect(agentMakes(k), k).toBe(true);
   });
   it("leaves out the api-server's own traffic and writes the agent is not allowed", () => {
