@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
-import { Agent, type Actuators, type HandoverRecord, type LiveRead, podLastExit, podLastExitUnknown } from './agent.js';
+import { Agent, type Actuators, type HandoverRecord, type LiveRead, podLastExit } from './agent.js';
 import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
 import { AgentMetrics } from './metrics.js';
 import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
@@ -279,7 +279,8 @@ describe('Agent loop', () => {
   });
 });
 
-describe('podLastExitUnknown', () => {
+describe('podLastExit: Unknown', () => {
+  const podLastExitUnknown = (pod: unknown) => podLastExit(pod)?.unknown === true;
   const status = (...last: Array<{ reason: string; finishedAt: string } | null>) => ({
     status: {
       containerStatuses: last.map((t) => ({ restartCount: 1, lastState: t ? { terminated: { exitCode: t.reason === 'Unknown' ? 255 : 1, ...t } } : {} })),

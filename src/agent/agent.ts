@@ -85,10 +85,8 @@ export interface AgentOptions {
   specHash(pod: unknown): string;
   /** Restarts of the pod's main containers as its kubelet reports them (undefined: unknown). Default: podRestarts below. */
   podRestarts?(pod: unknown): number | undefined;
-  /** Whether the latest exit of the pod's main containers is the kubelet's `Unknown` (lost with its node). Default: podLastExitUnknown below. */
-  podLastExitUnknown?(pod: unknown): boolean;
-  /** How long the run that ended in that latest exit lasted, ms (undefined: not reported). Default: podLastExit below. */
-  podLastExitRanMs?(pod: unknown): number | undefined;
+  /** The latest exit of the pod's main containers: the kubelet's `Unknown` or not, and how long that run lasted. Default: podLastExit below. */
+  podLastExit?(pod: unknown): LastExit | null;
   hooks?: AgentHooks;
   policy?: Policy;
   /** Hand-overs in progress survive a restart through this record (none: they do not). */
@@ -114,13 +112,19 @@ export function podRestarts(pod: unknown): number | undefined {
   return statuses.reduce((n, c) => n + (typeof c.restartCount === 'number' ? c.restartCount : 0), 0);
 }
 
+/** A pod's latest exit as PodInfo carries it (lastExitUnknown, lastExitRanMs). */
+export interface LastExit {
+  unknown: boolean;
+  ranMs?: number;
+}
+
 /**
  * The latest exit among the main containers (by `finishedAt`), as the kubelet reports it: whether
  * it calls it `Unknown` (what it reports for a container it found exited after its node restarted:
  * a reboot, a power cycle; not an exit of the process itself), and how long that run lasted
  * (`finishedAt - startedAt`, when both are given). Null: no exit reported.
  */
-export function podLastExit(pod: unknown): { unknown: boolean; ranMs?: number } | null {
+export function podLastExit(pod: unknown): LastExit | null {
   type Terminated = { reason?: string; startedAt?: string | Date; finishedAt?: string | Date };
   const statuses = (pod as { status?: { containerStatuses?: Array<{ lastState?: { terminated?: Terminated } }> } }).status?.containerStatuses;
   if (!Array.isArray(statuses)) return null;
@@ -139,11 +143,6 @@ export function podLastExit(pod: unknown): { unknown: boolean; ranMs?: number } 
   const started = latest.startedAt === undefined ? Number.NaN : new Date(latest.startedAt).getTime();
   const ranMs = latestAt - started;
   return { unknown: latest.reason === 'Unknown', ...(Number.isFinite(ranMs) && ranMs >= 0 ? { ranMs } : {}) };
-}
-
-/** Whether the latest exit of the main containers is the kubelet's `Unknown` (podLastExit). */
-export function podLastExitUnknown(pod: unknown): boolean {
-  return podLastExit(pod)?.unknown === true;
 }
 
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
@@ -294,16 +293,14 @@ export class Agent {
     // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
     // without a status says nothing either way.
     const ready = p.status ? { ready: podReady(p) } : {};
-    const unknown = (this.o.podLastExitUnknown ?? podLastExitUnknown)(pod) ? { lastExitUnknown: true } : {};
-    const ranMs = (this.o.podLastExitRanMs ?? ((p: unknown) => podLastExit(p)?.ranMs))(pod);
-    const ran = ranMs !== undefined ? { lastExitRanMs: ranMs } : {};
+    const exit = (this.o.podLastExit ?? podLastExit)(pod);
     return {
       uid: m.uid ?? '',
       name: m.name ?? '',
       specHash: this.o.specHash(pod),
       ...(restarts !== undefined ? { restarts } : {}),
-      ...unknown,
-      ...ran,
+      ...(exit?.unknown ? { lastExitUnknown: true } : {}),
+      ...(exit?.ranMs !== undefined ? { lastExitRanMs: exit.ranMs } : {}),
       ...ready,
     };
   }

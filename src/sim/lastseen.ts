@@ -105,8 +105,10 @@ export class SimLastseen implements AgentProcess {
       actuators: this.actuators(),
       specHash: (pod) => (pod as PodObject).sim.spec.hash,
       podRestarts: (pod) => (pod as PodObject).sim.restarts,
-      podLastExitUnknown: (pod) => (pod as PodObject).sim.lastExitUnknown,
-      podLastExitRanMs: (pod) => (pod as PodObject).sim.lastExitRanMs ?? undefined,
+      podLastExit: (pod) => {
+        const { lastExitUnknown, lastExitRanMs } = (pod as PodObject).sim;
+        return { unknown: lastExitUnknown, ...(lastExitRanMs !== null ? { ranMs: lastExitRanMs } : {}) };
+      },
       policy: scenarioPolicy(w.parentsOn(node.name)),
       rebooted,
       handovers: {
