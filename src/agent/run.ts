@@ -361,14 +361,6 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
 }
 
 /** One GET /readyz with the probe's timeout: true for a 200, false for anything else or no answer. */
-async function firstReadyz(kc: KubeConfig): Promise<boolean> {
-  const ac = new AbortController();
-  const t = setTimeout(() => ac.abort(), API_PROBE_TIMEOUT_MS);
-  try {
-    return await getReadyz(kc, ac.signal);
-  } catch {
-    return false;
-  } finally {
-    clearTimeout(t);
-  }
+function firstReadyz(kc: KubeConfig): Promise<boolean> {
+  return getReadyz(kc, AbortSignal.timeout(API_PROBE_TIMEOUT_MS)).catch(() => false);
 }
