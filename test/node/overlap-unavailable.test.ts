@@ -23,6 +23,8 @@ import { log, sleep, type Testbed } from './testbed.js';
 /** A taint only this test sets: the demo parent's tolerations (manifests.ts, mode exclusive) leave it out. */
 const HOLD = 'lastseen.dev/test-hold';
 
+const PARENT = `kube-system/${DEMO_NAME}`;
+
 let tb: Testbed;
 withBootstrappedNode((t) => {
   tb = t;
@@ -34,27 +36,13 @@ async function events(reason: string): Promise<Array<{ type: string; message: st
     type: string;
     message: string;
   }>;
-  return all.filter((e) => e.message.includes(`kube-system/${DEMO_NAME}`));
-}
-
-/** What the agents on the node logged about the demo parent, per agent pod. */
-function agentLines(): Map<string, string[]> {
-  const root = join(tb.env.dir, 'pod-logs');
-  const out = new Map<string, string[]>();
-  for (const d of existsSync(root) ? readdirSync(root) : []) {
-    const [namespace, pod, uid] = d.split('_') as [string, string, string];
-    if (d.startsWith('lastseen-system_lastseen-agent'))
-      out.set(
-        pod,
-        tb.containerLog(namespace, pod, uid, 'agent').filter((l) => l.includes(DEMO_NAME)),
-      );
-  }
-  return out;
+  return all.filter((e) => e.message.includes(PARENT));
 }
 
 /** On a failure: what the agent said about the demo parent, and what its pods said. */
 async function diagnose(): Promise<void> {
-  for (const [pod, lines] of agentLines()) log(`agent ${pod}, about ${DEMO_NAME}:\n  ${lines.slice(-60).join('\n  ')}`);
+  const said = tb.agentRecords(PARENT, 0).slice(-60);
+  log(`the agents, about ${PARENT}:\n  ${said.map((e) => JSON.stringify(e)).join('\n  ')}`);
   const root = join(tb.env.dir, 'pod-logs');
   for (const d of existsSync(root) ? readdirSync(root) : []) {
     const [namespace, pod, uid] = d.split('_') as [string, string, string];
@@ -121,7 +109,7 @@ describe('overlap for a parent whose ports are not shared (issue 10)', () => {
     expect((await events('HandoverStarted')).length).toBeGreaterThan(0);
     // The retire removed the copy's own beat file, or found it gone: the agent may write in the
     // heartbeat folder for that (it was mounted read-only, and every retire logged EROFS).
-    const unremoved = [...agentLines().values()].flat().filter((l) => l.includes("could not remove the retired checkpoint's heartbeat file"));
+    const unremoved = tb.agentRecords(PARENT, 0).filter((e) => e.msg === "could not remove the retired checkpoint's heartbeat file");
     expect(unremoved).toEqual([]);
     log(
       `the parent serves again ${recoveredS.toFixed(1)}s after its pod was deleted (the copy served alone until the DaemonSet's pod was let in; the Event came ${announcedS.toFixed(1)}s after that); ` +

@@ -135,15 +135,6 @@ export class Testbed {
       .map((l) => l.replace(/^\S+ (stdout|stderr) [FP] /, ''));
   }
 
-  /**
-   * When an agent on this node (any of its pods, every restart) first logged `activating checkpoint`
-   * for `parent` at or after `since` (ms since the epoch, the agent's own pino time), else null.
-   */
-  agentActivatedAt(parent: string, since: number): number | null {
-    const first = this.agentRecords(parent, since).find((e) => e.msg === 'activating checkpoint');
-    return first?.time ?? null;
-  }
-
   /** What every agent pod on the node logged about `parent` since `since` (ms since the epoch), oldest first. */
   agentRecords(parent: string, since: number): Array<{ time: number; msg: string; from?: string; to?: string; reason?: string; message?: string }> {
     const root = join(this.env.dir, 'pod-logs');
@@ -343,10 +334,11 @@ export async function rebootOnce(
     else darkAfterServed.push([round(since(a.t)), round(since(b.t))]);
   }
   const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack;
-  const activatedAt = opts.withAgent ? tb.agentActivatedAt('kube-system/kube-apiserver', t0) : null;
-  // The agent's decisions about the api-server in this run, so an outlier explains itself.
-  const decisions = tb
-    .agentRecords('kube-system/kube-apiserver', t0)
+  // The agent's log about the api-server in this run (read once): when it decided to run the
+  // checkpoint (its `activating checkpoint` line), and its decisions, so an outlier explains itself.
+  const records = opts.withAgent ? tb.agentRecords('kube-system/kube-apiserver', t0) : [];
+  const activatedAt = records.find((e) => e.msg === 'activating checkpoint')?.time ?? null;
+  const decisions = records
     .filter((e) => e.msg === 'transition' || e.msg === 'reason noted')
     .map((e) => `${round(since(e.time))}s ${e.msg === 'transition' ? `${e.from}->${e.to}` : 'noted'} ${e.reason}`);
   return {
