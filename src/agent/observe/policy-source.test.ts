@@ -142,6 +142,36 @@ describe('file policy source', () => {
     expect(texts).toEqual([GOOD_2S, GOOD_10S]);
   });
 
+  // Restoring the very policy that was kept must clear "missing": the agent clears its metric and
+  // condition only on a policy read from a document, which used to be swallowed as "no change".
+  it('the identical file put back after a removal is emitted with its text and clears missing', async () => {
+    const { src, path, events, texts } = await fileSource();
+    await writeFile(path, GOOD_2S);
+    await src.checkNow();
+    await rm(path);
+    await src.checkNow();
+    expect(src.isMissing()).toBe(true);
+    await writeFile(path, GOOD_2S);
+    await src.checkNow();
+    expect(src.isMissing()).toBe(false);
+    expect(events.map((e) => e.type)).toEqual(['policy', 'missing', 'policy']);
+    expect(texts).toEqual([GOOD_2S, GOOD_2S]);
+    // Re-reading it once more is no change.
+    await src.checkNow();
+    expect(events).toHaveLength(3);
+  });
+
+  it('a restart with the file missing (persisted last good policy), then the identical file back: emitted with its text', async () => {
+    const { src, path, events, texts } = await fileSource({ policy: policyOf(GOOD_10S), origin: 'persisted' });
+    await src.checkNow();
+    expect(src.isMissing()).toBe(true);
+    await writeFile(path, GOOD_10S);
+    await src.checkNow();
+    expect(src.isMissing()).toBe(false);
+    expect(events.map((e) => e.type)).toEqual(['policy', 'missing', 'policy']);
+    expect(texts).toEqual([GOOD_10S]);
+  });
+
   it('a last good policy given at start (persisted by the agent) is in force before the first read and kept when the file is missing', async () => {
     const { src, events } = await fileSource({ policy: policyOf(GOOD_10S), origin: 'persisted /var/lib/lastseen/last-good-policy.yaml' });
     expect(src.current().defaults.intervalMs).toBe(10_000);
@@ -267,6 +297,24 @@ describe('ConfigMap policy source', () => {
     expect(src.current().defaults.intervalMs).toBe(2_000);
     expect(src.isValid()).toBe(true);
     expect(src.isMissing()).toBe(true);
+    await src.stop();
+  });
+
+  it('the identical ConfigMap re-created after a deletion is emitted with its text and clears missing', async () => {
+    const api = new ConfigMapApi();
+    api.set({ 'policy.yaml': GOOD_10S });
+    const time = new FakeTime();
+    const { log } = await memoryLogger();
+    const r = recorder();
+    const src = configMapPolicySource({ kubeConfig: new KubeConfig(), namespace: 'lastseen', log, clock: time, timers: time, transport: api, ...r });
+    src.start();
+    await time.advance(0);
+    api.remove();
+    expect(src.isMissing()).toBe(true);
+    api.set({ 'policy.yaml': GOOD_10S });
+    expect(src.isMissing()).toBe(false);
+    expect(r.events.map((e) => e.type)).toEqual(['policy', 'missing', 'policy']);
+    expect(r.texts).toEqual([GOOD_10S, GOOD_10S]);
     await src.stop();
   });
 

@@ -14,6 +14,9 @@
 //   is true until a policy text is seen again. Only with no last good policy at all (none read
 //   since start and none given as `lastGood`, e.g. persisted by the agent) the built-in
 //   defaultPolicy() applies. A missing policy is not a refused one: `isValid()` stays true.
+//   The first policy text read after a disappearance always emits `onPolicy` with its text, even
+//   when it is the very policy kept meanwhile: restoring the same file or ConfigMap is how an
+//   operator clears "missing", and the agent clears it only on a policy read from a document.
 //   A ConfigMap without the key, or a file that cannot be read, is refused, not defaulted: it is
 //   most likely a mistake, and the last good policy is safer than the defaults.
 // - Until the first observation, `current()` is the `lastGood` policy given, else defaultPolicy(),
@@ -149,6 +152,7 @@ export class PolicyTracker {
     if (key === this.lastKey) return;
     this.lastKey = key;
     let errors: PolicyError[];
+    const returned = this.missing && 'text' in o;
     this.missing = 'missing' in o;
     if ('refused' in o) {
       errors = o.refused;
@@ -167,7 +171,7 @@ export class PolicyTracker {
       const r = parsePolicyText(o.text);
       if (r.ok) {
         this.lastGood = { policy: r.policy, origin };
-        this.accept(r.policy, origin, o.text);
+        this.accept(r.policy, origin, o.text, returned);
         return;
       }
       errors = r.errors;
@@ -177,14 +181,15 @@ export class PolicyTracker {
     this.call('onInvalid', () => this.cb.onInvalid(errors, origin));
   }
 
-  private accept(p: Policy, origin: string, text?: string): void {
+  /** `returned`: a policy text is read again after the source was missing (emitted even if unchanged). */
+  private accept(p: Policy, origin: string, text?: string, returned = false): void {
     const json = JSON.stringify(p);
     const regained = !this.valid;
     this.valid = true;
     this.policy = p;
-    if (json === this.lastEmitted && !regained) return;
+    if (json === this.lastEmitted && !regained && !returned) return;
     this.lastEmitted = json;
-    this.log.info({ origin, overrides: p.overrides.map((o) => o.name), regained }, 'policy applied');
+    this.log.info({ origin, overrides: p.overrides.map((o) => o.name), regained, returned }, 'policy applied');
     this.call('onPolicy', () => (text === undefined ? this.cb.onPolicy(p, origin) : this.cb.onPolicy(p, origin, text)));
   }
 
