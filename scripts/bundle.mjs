@@ -9,6 +9,10 @@
 //   node scripts/bundle.mjs --minify   identifiers minified too
 //   --outfile PATH                     the CLI bundle's path; the sidecar's goes beside it
 //
+// `lastseen --version` names the commit the bundle was built from (src/version.ts): git's HEAD,
+// with "-dirty" when tracked files differ from it, or LASTSEEN_COMMIT when set (a build without
+// .git, such as the Dockerfile's, passes it in).
+//
 // Memory, not disk, is why the default output is compacted and ASCII: Node keeps the whole
 // source of the bundle in memory for the process's life, and V8 stores a source with a single
 // non-ASCII character as UTF-16, two bytes per character. Measured (issue 14, Node 24, an idle
@@ -18,6 +22,7 @@
 //
 // ESM for Node.js 22 and later (the oldest supported line). Some dependencies are CommonJS and call `require`, `__filename` or
 // `__dirname`, none of which exist in an ES module; the banner defines them from import.meta.
+import { execFileSync } from 'node:child_process';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +33,18 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const at = process.argv.indexOf('--outfile');
 const outfile = at > 0 && process.argv[at + 1] ? process.argv[at + 1] : join(root, 'dist', 'lastseen.mjs');
 const minify = process.argv.includes('--minify');
+
+function gitCommit() {
+  if (process.env.LASTSEEN_COMMIT !== undefined) return process.env.LASTSEEN_COMMIT;
+  const git = (...args) => execFileSync('git', ['-C', root, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    const sha = git('rev-parse', 'HEAD');
+    return git('status', '--porcelain', '--untracked-files=no') === '' ? sha : `${sha}-dirty`;
+  } catch {
+    return ''; // no git here: --version prints the bare version
+  }
+}
+const commit = gitCommit();
 
 const banner = [
   "import { createRequire as __lastseenCreateRequire } from 'node:module';",
@@ -48,6 +65,7 @@ const result = await build({
   platform: 'node',
   target: 'node22',
   banner: { js: banner },
+  define: { LASTSEEN_BUILD_COMMIT: JSON.stringify(commit) },
   // Optional native or dev-only modules that some dependencies probe for at run time.
   external: ['bufferutil', 'utf-8-validate', 'pino-pretty'],
   sourcemap: false,

@@ -2,9 +2,15 @@
 // The `lastseen` command. Tiny on purpose: each subcommand lives in its own file and registers
 // itself; one top-level catch turns known errors into a message and an exit code.
 import { Command } from 'commander';
+import { versionLine } from '../version.js';
 import { runProgram } from './errors.js';
 
 const program = new Command('lastseen').description('Heartbeat-lease checkpoints for self-hosted Kubernetes control planes').showHelpAfterError();
+// The version string is built only when asked for: from a checkout it costs a run of git.
+program.option('-V, --version', 'print the version and the commit it was built from, then exit').on('option:version', () => {
+  process.stdout.write(`${versionLine()}\n`);
+  process.exit(0);
+});
 
 // Subcommands (one line each; keep alphabetical). Only the one named on the command line is
 // loaded: the agent starts first on a rebooted node and should not pay for the simulator's or
