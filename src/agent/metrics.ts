@@ -1,6 +1,6 @@
 // Prometheus metrics of one agent. A registry per agent (not the global one) so tests and the
 // simulator can run several agents in one process.
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ParentStateName } from '../core/types.js';
 import type { ParentView } from './agent.js';
 import { VERSION } from '../version.js';
@@ -9,6 +9,8 @@ const STATES: ParentStateName[] = ['Pending', 'Healthy', 'Starting', 'Silent', '
 /** Label values of the counters that alerts take `increase()` of (deploy/monitoring/rules.yaml). */
 export const HANDOVER_RESULTS = ['started', 'succeeded', 'failed'] as const;
 export const BAD_INPUT_SOURCES = ['lease', 'annotation', 'local'] as const;
+/** The core's activation reasons (Reason.code of a transition to Active), exported at 0 from the start. */
+export const ACTIVATION_REASONS = ['SilenceConfirmed', 'Silent', 'ApiUnreachable', 'ParentStopping', 'StartTimeout', 'HandoverFailed'] as const;
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -29,8 +31,30 @@ export class AgentMetrics {
   readonly collections = new Counter({ name: 'lastseen_collections_total', help: 'Checkpoints garbage-collected', registers: [this.registry] });
   readonly actionFailures = new Counter({
     name: 'lastseen_action_failures_total',
-    help: 'Actuator failures, by action',
-    labelNames: ['action'],
+    help: 'Failed actions (capture, activate, retire, collect, confirm: the live read, event), by action and reason (errno or the api-server answer)',
+    labelNames: ['action', 'reason'],
+    registers: [this.registry],
+  });
+  /** 1 while the parent could be run from its copy now (src/agent/coverage.ts says when); a reboot may wait for all 1s. */
+  readonly parentCovered = new Gauge({
+    name: 'lastseen_parent_covered',
+    help: 'This agent holds the node lock and a checkpoint of the parent, from a Ready pod and with valid (or mintable) tokens, is stored',
+    labelNames: ['namespace', 'parent'],
+    registers: [this.registry],
+  });
+  /** Buckets from the live read (~1 s) to an api-server outage's grace (tens of seconds). */
+  readonly activationDelay = new Histogram({
+    name: 'lastseen_activation_delay_seconds',
+    help: "Seconds from the end of a parent's window (its last beat plus the window) to the activation of its checkpoint",
+    buckets: [0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120],
+    registers: [this.registry],
+  });
+  /** Buckets around a start (seconds) up to the longest hand-over window (handoverBackoff.max). */
+  readonly handoverDuration = new Histogram({
+    name: 'lastseen_handover_duration_seconds',
+    help: 'Seconds from retiring a checkpoint for a hand-over to its end, by result (succeeded: the parent Ready; failed: re-activated)',
+    labelNames: ['result'],
+    buckets: [1, 2, 5, 10, 20, 30, 60, 120, 300, 600],
     registers: [this.registry],
   });
   readonly beatAge = new Gauge({
@@ -101,6 +125,8 @@ export class AgentMetrics {
     // first failed hand-over (or bad input) after a start would never count towards an alert.
     for (const result of HANDOVER_RESULTS) this.handovers.inc({ result }, 0);
     for (const source of BAD_INPUT_SOURCES) this.badInputs.inc({ source }, 0);
+    for (const reason of ACTIVATION_REASONS) this.activations.inc({ reason }, 0);
+    for (const result of ['succeeded', 'failed']) this.handoverDuration.zero({ result });
   }
 
   /** Recompute the per-state gauges and per-parent series from the agent's views. */

@@ -20,6 +20,7 @@ import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './ag
 import { checkBoot } from './boot.js';
 import { HandoverFile } from './handovers.js';
 import { serveHealth } from './health.js';
+import { CoverageWatch } from './coverage.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import type { PolicySource } from './observe/policy-source.js';
@@ -29,7 +30,7 @@ import { type Observers, startObservers } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
 import { recoverFromDisk } from './run-recover.js';
 import { SelfCheckpoint } from './self.js';
-import { StatusWriter } from './status.js';
+import { STATUS_REFRESH_MS, StatusWriter } from './status.js';
 import { startTokenRefresh, TokenRefresher } from './token-refresh.js';
 
 export const DEFAULT_STATE_DIR = '/var/lib/lastseen';
@@ -183,7 +184,19 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     };
     // Tokens of running checkpoints, renewed in place whatever their parents' state (see token-refresh.ts).
     const tokens = new TokenRefresher({ store, manifests, resolver: () => kubeResolver(kube, o.node), wallNow: Date.now, logger: log });
+    // Coverage per parent and failing actions, for the metrics, the status and `status --covered`.
+    const coverage = new CoverageWatch({
+      metrics,
+      log,
+      onChange: () => status.poke(),
+      lockHeld: () => lock?.isHeld() ?? false,
+      loadTokenExpiry: async (id) => {
+        const tokens = (await store.load(id))?.tokens ?? [];
+        return tokens.length === 0 ? null : Math.min(...tokens.map((t) => Date.parse(t.expiresAt)));
+      },
+    });
     const status = new StatusWriter({
+      coverage,
       node: o.node,
       kubeConfig: kc,
       views,
@@ -195,7 +208,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     });
     stops.push(() => status.stop());
     const handovers = new HandoverFile(stateDir);
-    const actuators = makeActuators({
+    const unwatched = makeActuators({
       node: o.node,
       instance: o.podName,
       store,
@@ -206,6 +219,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       logger: log,
       heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
     });
+    const actuators = coverage.wrap(unwatched);
     const boot = await checkBoot(stateDir, log, o.bootIdFile);
     if (boot.rebooted) log.info({ bootId: boot.bootId, previous: boot.previous }, 'the node rebooted since the agent last ran');
     agent = new Agent({
@@ -232,12 +246,14 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           if (a.from === 'HandingOver' && a.to === 'Active') metrics.handovers.inc({ result: 'failed' });
           if (a.from === 'Active' && a.to === 'Healthy') metrics.retirements.inc();
           if (a.to === 'Orphaned') metrics.collections.inc();
+          coverage.onTransition(_p, a, clock.now());
           status.poke();
         },
         onNote: () => status.poke(),
         onDecision: () => metrics.observe(views(), clock.now()),
         onForget: (id) => {
           metrics.forget(id);
+          coverage.forget(id, ...(id.split('/') as [string, string]));
           status.poke();
         },
       },
@@ -307,8 +323,14 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     // 8. Periodic work: gauges between decisions; copies of a Healthy parent's secrets and tokens
     // (they go stale: tokens expire, secrets rotate; the store writes only what changed; a running
     // checkpoint is never re-captured this way, its tokens are renewed in place by `tokens`).
-    const gauges = every(timers, METRICS_REFRESH_MS, () => metrics.observe(views(), clock.now()));
+    const gauges = every(timers, METRICS_REFRESH_MS, () => {
+      metrics.observe(views(), clock.now());
+      coverage.observe(views());
+    });
     stops.push(() => gauges.stop());
+    // LAST SEEN in the status stays current, and a reader can tell a live report from a stale one.
+    const reports = every(timers, STATUS_REFRESH_MS, () => status.poke());
+    stops.push(() => reports.stop());
     const copies = every(timers, COPY_REFRESH_MS, () => {
       for (const v of a.views()) {
         const info = v.state.pod;

@@ -17,11 +17,19 @@ import {
   summarize,
 } from '../kube/nodecheckpoint-types.js';
 import type { Clock, ParentView, Timers } from './agent.js';
+import type { CoverageWatch } from './coverage.js';
 
 /** Transitions within this long are written together. */
 export const STATUS_COALESCE_MS = 500;
 /** A NodeCheckpoint without an owner: read the Node again at most this often (on status writes). */
 export const OWNER_RETRY_MS = 5 * 60_000;
+/**
+ * A status is also written this often without a transition, so LAST SEEN (the last beat the agent
+ * saw, on any channel) stays current and a reader can tell a live report from a stale one: one
+ * small write a minute per node. `lastseen status` marks a report older than STALE_AFTER_PERIODS.
+ */
+export const STATUS_REFRESH_MS = 60_000;
+export const STALE_AFTER_PERIODS = 3;
 /** After a failed write, try again after this long (the api-server may be away). */
 export const STATUS_RETRY_MS = 5_000;
 
@@ -32,24 +40,49 @@ export function buildStatus(
   wallNow: number,
   conditions: Condition[],
   tokensExpireAt: (id: string) => string | undefined = () => undefined,
+  coverage?: CoverageWatch,
 ): NodeCheckpointStatus {
   const wall = (mono: number) => new Date(wallNow - (monoNow - mono)).toISOString();
   const parents: ParentStatus[] = views.map((v) => ({
-    namespace: v.namespace,
-    key: v.key,
-    state: v.state.state,
-    phase: v.state.phase ?? '',
-    lastSeen: v.state.lastChangeAt === null ? null : wall(v.state.lastChangeAt),
-    checkpointStored: v.state.checkpoint.stored,
-    checkpointActive: v.state.checkpoint.active,
-    reason: v.state.reason.code,
-    message: v.state.reason.message,
-    lastTransitionTime: wall(v.state.since),
-    handoverAttempts: v.state.handover.attempts,
-    policyOverrides: v.overrides,
-    ...(v.state.checkpoint.active && tokensExpireAt(v.id) ? { tokensExpireAt: tokensExpireAt(v.id) } : {}),
+    ...base(v),
+    ...coverageFields(v, coverage),
   }));
+  function base(v: ParentView): ParentStatus {
+    return {
+      namespace: v.namespace,
+      key: v.key,
+      state: v.state.state,
+      phase: v.state.phase ?? '',
+      lastSeen: v.state.lastChangeAt === null ? null : wall(v.state.lastChangeAt),
+      checkpointStored: v.state.checkpoint.stored,
+      checkpointActive: v.state.checkpoint.active,
+      reason: v.state.reason.code,
+      message: v.state.reason.message,
+      lastTransitionTime: wall(v.state.since),
+      handoverAttempts: v.state.handover.attempts,
+      policyOverrides: v.overrides,
+      ...(v.state.checkpoint.active && tokensExpireAt(v.id) ? { tokensExpireAt: tokensExpireAt(v.id) } : {}),
+    };
+  }
   return summarize(node, parents, conditions, new Date(wallNow).toISOString());
+}
+
+/** States whose own reason says less than a failing capture does (the parent is fine; its copy is not). */
+const CAPTURE_REASON_STATES = new Set(['Pending', 'Healthy', 'Starting']);
+
+/** Coverage of one parent, and a failing capture as its reason (`CaptureFailing: ENOSPC …`) while nothing more urgent holds. */
+function coverageFields(v: ParentView, coverage: CoverageWatch | undefined): Partial<ParentStatus> {
+  if (!coverage) return {};
+  const c = coverage.coverage(v);
+  const failing = coverage.captureFailing(v.id);
+  return {
+    covered: c.covered,
+    coverageReason: c.reason,
+    coverageMessage: c.message.slice(0, 1024),
+    ...(failing && CAPTURE_REASON_STATES.has(v.state.state)
+      ? { reason: 'CaptureFailing', message: `${failing.reason}: ${failing.failures} captures failed in a row; the latest: ${failing.message}`.slice(0, 1024) }
+      : {}),
+  };
 }
 
 /**
@@ -75,6 +108,8 @@ export interface StatusWriterOptions {
   wallNow?: () => number;
   /** Earliest expiry of an active checkpoint's copied tokens (TokenRefresher.expiries). */
   tokensExpireAt?: (id: string) => string | undefined;
+  /** Each parent's coverage and failing captures. */
+  coverage?: CoverageWatch;
 }
 
 export class StatusWriter {
@@ -165,7 +200,15 @@ export class StatusWriter {
         })) as NodeCheckpoint;
     }
     const conditions = keepTransitionTimes(obj.status?.conditions, this.o.conditions());
-    const status = buildStatus(this.o.node, this.o.views(), this.o.clock.now(), (this.o.wallNow ?? Date.now)(), conditions, this.o.tokensExpireAt);
+    const status = buildStatus(
+      this.o.node,
+      this.o.views(),
+      this.o.clock.now(),
+      (this.o.wallNow ?? Date.now)(),
+      conditions,
+      this.o.tokensExpireAt,
+      this.o.coverage,
+    );
     await this.api.replaceClusterCustomObjectStatus({ ...base, body: { ...obj, status } });
     this.writes += 1;
   }

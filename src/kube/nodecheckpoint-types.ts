@@ -47,6 +47,10 @@ export const parentStatusSchema = z.object({
   handoverAttempts: z.optional(count()),
   /** While the checkpoint runs: when the first of its copied service-account tokens expires. */
   tokensExpireAt: z.optional(dateTime),
+  /** Whether the node could run the parent's copy now (src/agent/coverage.ts), and why not. */
+  covered: z.optional(z.boolean()),
+  coverageReason: z.optional(z.string().check(z.maxLength(128))),
+  coverageMessage: z.optional(z.string().check(z.maxLength(1024))),
   /** Names of the policy overrides applied to this parent, in order. */
   policyOverrides: z.optional(z.array(z.string())),
   policyOverridesSkipped: z.optional(z.array(z.string())),
