@@ -1,0 +1,363 @@
+// What the three-master cases do to the test bed and what they measure (docs/real-cluster.md).
+// Every time is in seconds from the case's moment zero: the kubelets' start after a power cycle
+// (the earliest of the nodes started together), else the moment the disruption was made.
+import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
+import type { Cluster } from './cluster.js';
+import { NODES } from './manifests.js';
+
+export const CASES = ['power-loss', 'hang', 'rolling-reboot', 'partition', 'bad-rollout', 'master-lost'] as const;
+export type CaseName = (typeof CASES)[number];
+const APISERVER = 'kube-system/kube-apiserver';
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+/** /readyz polled at a fixed pace, every answer kept (time, ok). */
+export class Poller {
+  readonly samples: Array<{ t: number; ok: boolean }> = [];
+  private on = true;
+  private readonly done: Promise<void>;
+  constructor(check: () => Promise<boolean>, everyMs: number) {
+    this.done = (async () => {
+      while (this.on) {
+        const t = Date.now();
+        this.samples.push({ t, ok: await check() });
+        const rest = everyMs - (Date.now() - t);
+        if (rest > 0) await sleep(rest);
+      }
+    })();
+  }
+  async stop(): Promise<void> {
+    this.on = false;
+    await this.done;
+  }
+  firstOk(from: number): number | null {
+    return this.samples.find((s) => s.t >= from && s.ok)?.t ?? null;
+  }
+  /** Polls in [from, to): how many, how many failed, and the failed time (each failed poll until the next one). */
+  between(from: number, to = Number.POSITIVE_INFINITY): { polls: number; failed: number; failedS: number } {
+    let polls = 0;
+    let failed = 0;
+    let failedMs = 0;
+    for (let i = 0; i < this.samples.length; i++) {
+      const s = this.samples[i];
+      if (!s || s.t < from || s.t >= to) continue;
+      polls++;
+      if (!s.ok) {
+        failed++;
+        failedMs += (this.samples[i + 1]?.t ?? Date.now()) - s.t;
+      }
+    }
+    return { polls, failed, failedS: round2(failedMs / 1000) };
+  }
+}
+
+export interface NodeResult {
+  node: string;
+  /** The node's own api-server port answers /readyz (whoever serves it: the checkpoint, first). */
+  apiServedAfterS: number | null;
+  /** The node's api-server DaemonSet pod serves (new containers, Ready, /readyz) with its checkpoint retired. */
+  parentServedAfterS: number | null;
+  /** The agent's `activating checkpoint` records for the api-server on this node. */
+  activations: number;
+  /** The agent's records about fencing a hung parent (any record whose message names fencing). */
+  fenced: number;
+  partitioned: boolean;
+  schedulerBack: boolean;
+  controllerManagerBack: boolean;
+  agentBack: boolean;
+  /** The agent's transitions for the api-server on this node, "<s> <from>-><to> <reason>". */
+  decisions: string[];
+}
+
+export interface CaseResult {
+  case: CaseName;
+  round: number;
+  recovered: boolean;
+  /** The load balancer answers /readyz (the first poll that succeeded from moment zero on). */
+  lbServedAfterS: number | null;
+  /** The time the load balancer's /readyz polls (every 100 ms, 1 s timeout) failed, from moment zero to the end. */
+  unavailableS: number;
+  lbPolls: number;
+  lbFailedPolls: number;
+  /** Successful polls / all polls, in percent, over the case's window. */
+  lbAvailabilityPct: number;
+  durationS: number;
+  nodes: NodeResult[];
+  notes: string[];
+}
+
+interface WatchOpts {
+  /** Nodes whose recovery is awaited. */
+  nodes: readonly string[];
+  t0: number;
+  limitS: number;
+  settleS: number;
+  /** The scheduler, controller-manager and agent pods must have started after this moment (0: running is enough). */
+  othersSince: number;
+  /** The api-server pod must have started after this moment (0: running is enough). */
+  parentSince: number;
+}
+
+interface Watched {
+  apiServedAt: Map<string, number>;
+  parentServedAt: Map<string, number>;
+  schedulerBack: Set<string>;
+  controllerManagerBack: Set<string>;
+  agentBack: Set<string>;
+}
+
+/** Watch the nodes until each one's parent serves and the rest of its control plane runs (then `settleS` more), or the limit. */
+async function watchRecovery(c: Cluster, direct: Map<string, Poller>, o: WatchOpts): Promise<Watched> {
+  const w: Watched = { apiServedAt: new Map(), parentServedAt: new Map(), schedulerBack: new Set(), controllerManagerBack: new Set(), agentBack: new Set() };
+  const deadline = o.t0 + o.limitS * 1000;
+  let allAt: number | null = null;
+  while (Date.now() < deadline) {
+    for (const n of o.nodes) {
+      const first = direct.get(n)?.firstOk(o.t0);
+      if (first && !w.apiServedAt.has(n)) w.apiServedAt.set(n, first);
+    }
+    try {
+      const serving = await c.daemonPodsServing('kube-apiserver', o.parentSince);
+      for (const n of o.nodes) {
+        if (w.parentServedAt.has(n) || !w.apiServedAt.has(n)) continue;
+        if (!c.checkpointActive(n, 'kube-apiserver') && serving.has(n) && (await c.readyz(n))) w.parentServedAt.set(n, Date.now());
+      }
+      for (const n of await c.daemonPodsServing('kube-scheduler', o.othersSince)) w.schedulerBack.add(n);
+      for (const n of await c.daemonPodsServing('kube-controller-manager', o.othersSince)) w.controllerManagerBack.add(n);
+      for (const n of await c.agentPodsRunning(o.othersSince)) w.agentBack.add(n);
+    } catch {
+      // no api-server answered this time
+    }
+    const all = o.nodes.every((n) => w.parentServedAt.has(n) && w.schedulerBack.has(n) && w.controllerManagerBack.has(n) && w.agentBack.has(n));
+    if (all && allAt === null) allAt = Date.now();
+    if (allAt !== null && Date.now() - allAt >= o.settleS * 1000) break;
+    await sleep(500);
+  }
+  return w;
+}
+
+function nodeResult(c: Cluster, n: string, t0: number, w: Watched | null, partitioned = false): NodeResult {
+  const since = (t: number | undefined) => (t === undefined ? null : round2((t - t0) / 1000));
+  const records = c.agentRecords(n, t0);
+  const mine = records.filter((r) => r.parent === APISERVER);
+  return {
+    node: n,
+    apiServedAfterS: since(w?.apiServedAt.get(n)),
+    parentServedAfterS: since(w?.parentServedAt.get(n)),
+    activations: mine.filter((r) => r.msg === 'activating checkpoint').length,
+    fenced: records.filter((r) => /fenc/i.test(r.msg)).length,
+    partitioned,
+    schedulerBack: w?.schedulerBack.has(n) ?? false,
+    controllerManagerBack: w?.controllerManagerBack.has(n) ?? false,
+    agentBack: w?.agentBack.has(n) ?? false,
+    decisions: mine
+      .filter((r) => r.msg === 'transition' || r.msg === 'reason noted' || r.msg === 'activating checkpoint')
+      .map((r) => `${round2((r.time - t0) / 1000)}s ${r.msg === 'transition' ? `${r.from}->${r.to}` : r.msg} ${r.reason ?? ''}`.trim()),
+  };
+}
+
+function pollers(c: Cluster): { lb: Poller; direct: Map<string, Poller> } {
+  return { lb: new Poller(() => c.readyz(), 100), direct: new Map(NODES.map((n) => [n, new Poller(() => c.readyz(n), 250)])) };
+}
+
+async function stopAll(p: { lb: Poller; direct: Map<string, Poller> }): Promise<void> {
+  await Promise.all([p.lb.stop(), ...[...p.direct.values()].map((d) => d.stop())]);
+}
+
+function lbFigures(lb: Poller, t0: number, from = t0): Pick<CaseResult, 'lbServedAfterS' | 'unavailableS' | 'lbPolls' | 'lbFailedPolls' | 'lbAvailabilityPct'> {
+  const first = lb.firstOk(t0);
+  const b = lb.between(from);
+  return {
+    lbServedAfterS: first === null ? null : round2((first - t0) / 1000),
+    unavailableS: b.failedS,
+    lbPolls: b.polls,
+    lbFailedPolls: b.failed,
+    lbAvailabilityPct: b.polls ? round2((100 * (b.polls - b.failed)) / b.polls) : 0,
+  };
+}
+
+/** Power off the given nodes at once, `offS` later power them on at once; moment zero is the earliest kubelet start. */
+async function powerCycle(c: Cluster, nodes: readonly string[], offS: number): Promise<number> {
+  await c.script('kill', ...nodes);
+  await sleep(offS * 1000);
+  await c.script('start', ...nodes);
+  return Math.min(...nodes.map((n) => c.kubeletStartedAt(n)));
+}
+
+/** The static-pod control plane power-cycled: when the load balancer and each node's api-server answer again. */
+export async function staticPowerLoss(c: Cluster, offS = 2): Promise<{ lbServedAfterS: number | null; nodes: Record<string, number | null> }> {
+  const p = pollers(c);
+  const t0 = await powerCycle(c, NODES, offS);
+  await c.waitFor('the static api-servers after the power cycle', 600, async () => {
+    for (const n of NODES) if (!(await c.readyz(n))) return false;
+    return true;
+  });
+  await sleep(1000);
+  await stopAll(p);
+  const nodes: Record<string, number | null> = {};
+  for (const n of NODES) {
+    const f = p.direct.get(n)?.firstOk(t0) ?? null;
+    nodes[n] = f === null ? null : round2((f - t0) / 1000);
+  }
+  return { lbServedAfterS: lbFigures(p.lb, t0).lbServedAfterS, nodes };
+}
+
+function finish(name: CaseName, round: number, t0: number, lb: Poller, nodes: NodeResult[], recovered: boolean, notes: string[], from = t0): CaseResult {
+  return { case: name, round, recovered, ...lbFigures(lb, t0, from), durationS: round2((Date.now() - t0) / 1000), nodes, notes };
+}
+
+const recoveredAll = (nodes: NodeResult[]) => nodes.every((n) => n.parentServedAfterS !== null && n.schedulerBack && n.controllerManagerBack && n.agentBack);
+
+/** Nothing of lastseen's left running on any node (no checkpoint manifest in a kubelet's folder). */
+function activeCheckpoints(c: Cluster): string[] {
+  return NODES.flatMap((n) => CONTROL_PLANE.filter((k) => c.checkpointActive(n, k)).map((k) => `${n}/${k}`));
+}
+
+export interface CaseOpts {
+  offS: number;
+  limitS: number;
+  settleS: number;
+  /** How long a partition, a hang or a bad rollout lasts. */
+  holdS: number;
+}
+
+export async function runCase(c: Cluster, name: CaseName, round: number, o: CaseOpts): Promise<CaseResult> {
+  const p = pollers(c);
+  try {
+    switch (name) {
+      case 'power-loss': {
+        const t0 = await powerCycle(c, NODES, o.offS);
+        const w = await watchRecovery(c, p.direct, { nodes: NODES, t0, limitS: o.limitS, settleS: o.settleS, othersSince: t0, parentSince: t0 });
+        await stopAll(p);
+        const nodes = NODES.map((n) => nodeResult(c, n, t0, w));
+        return finish(name, round, t0, p.lb, nodes, recoveredAll(nodes), []);
+      }
+      case 'rolling-reboot': {
+        const t0 = Date.now();
+        const nodes: NodeResult[] = [];
+        const notes: string[] = [];
+        for (const n of NODES) {
+          const tn = await powerCycle(c, [n], o.offS);
+          const w = await watchRecovery(c, p.direct, { nodes: [n], t0: tn, limitS: o.limitS, settleS: 0, othersSince: tn, parentSince: tn });
+          const r = nodeResult(c, n, tn, w);
+          nodes.push(r);
+          notes.push(`${n} rebooted at ${round2((tn - t0) / 1000)}s; its parent served ${r.parentServedAfterS ?? 'never'} s after its kubelet started`);
+          if (r.parentServedAfterS === null) break;
+        }
+        await sleep(o.settleS * 1000);
+        await stopAll(p);
+        return finish(name, round, t0, p.lb, nodes, nodes.length === NODES.length && recoveredAll(nodes), notes);
+      }
+      case 'partition': {
+        const victim = 'm2';
+        const t0 = Date.now();
+        await c.script('partition', victim);
+        await sleep(o.holdS * 1000);
+        const during = NODES.map((n) => nodeResult(c, n, t0, null, n === victim));
+        const tHeal = Date.now();
+        await c.script('heal', victim);
+        const w = await watchRecovery(c, p.direct, { nodes: NODES, t0: tHeal, limitS: o.limitS, settleS: o.settleS, othersSince: 0, parentSince: 0 });
+        await c.waitFor('no checkpoint active after the heal', o.limitS, () => activeCheckpoints(c).length === 0).catch(() => 0);
+        await stopAll(p);
+        const left = activeCheckpoints(c);
+        const nodes = NODES.map((n) => ({ ...nodeResult(c, n, t0, w, n === victim), parentServedAfterS: nodeResult(c, n, tHeal, w).parentServedAfterS }));
+        const cut = p.lb.between(t0, tHeal);
+        return finish(name, round, t0, p.lb, nodes, recoveredAll(nodes) && left.length === 0, [
+          `${victim} cut off for ${o.holdS}s; load balancer during the cut: ${cut.polls - cut.failed}/${cut.polls} polls served (${round2((100 * (cut.polls - cut.failed)) / Math.max(1, cut.polls))}%)`,
+          `activations during the cut: ${during.map((d) => `${d.node} ${d.activations}`).join(', ')}`,
+          `parentServedAfterS counted from the heal; checkpoints still active at the end: ${left.join(', ') || 'none'}`,
+        ]);
+      }
+      case 'hang': {
+        const victim = 'm2';
+        const t0 = Date.now();
+        const frozen = (await c.script('freeze', victim)).trim();
+        await sleep(o.holdS * 1000);
+        const tThaw = Date.now();
+        await c.script('thaw', victim);
+        const own = p.direct.get(victim) as Poller;
+        const ownDuring = own.between(t0, tThaw);
+        const ownBackAt = own.samples.find((s) => s.t >= t0 + 1000 && s.t < tThaw && s.ok)?.t ?? null;
+        const w = await watchRecovery(c, p.direct, { nodes: NODES, t0: tThaw, limitS: o.limitS, settleS: o.settleS, othersSince: 0, parentSince: 0 });
+        await c.waitFor('no checkpoint active after the thaw', o.limitS, () => activeCheckpoints(c).length === 0).catch(() => 0);
+        await stopAll(p);
+        const cut = p.lb.between(t0, tThaw);
+        const nodes = NODES.map((n) => nodeResult(c, n, t0, w));
+        return finish(name, round, t0, p.lb, nodes, recoveredAll(nodes) && activeCheckpoints(c).length === 0, [
+          `${victim}'s kube-apiserver processes (${frozen}) stopped with SIGSTOP for ${o.holdS}s`,
+          `load balancer during the hang: ${cut.polls - cut.failed}/${cut.polls} polls served (${round2((100 * (cut.polls - cut.failed)) / Math.max(1, cut.polls))}%)`,
+          `${victim}'s own port during the hang: ${ownDuring.polls - ownDuring.failed}/${ownDuring.polls} polls served; first served ${ownBackAt === null ? 'never' : `${round2((ownBackAt - t0) / 1000)}s`} after the stop`,
+          `parentServedAfterS counted from the thaw; checkpoints still active at the end: ${activeCheckpoints(c).join(', ') || 'none'}`,
+        ]);
+      }
+      case 'bad-rollout': {
+        const t0 = await badRollout(c);
+        await sleep(o.holdS * 1000);
+        const pods = await c.apiPods('app.kubernetes.io/name=kube-apiserver');
+        const ds = JSON.parse(await c.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json'])).status;
+        const during = p.lb.between(t0);
+        const tUndo = Date.now();
+        await c.kubectl(['-n', 'kube-system', 'rollout', 'undo', 'daemonset/kube-apiserver']);
+        const w = await watchRecovery(c, p.direct, { nodes: NODES, t0: tUndo, limitS: o.limitS, settleS: o.settleS, othersSince: 0, parentSince: 0 });
+        await c
+          .waitFor('the rollback rolled out', o.limitS, async () => {
+            const s = JSON.parse(await c.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json'])).status;
+            return s.updatedNumberScheduled === NODES.length && s.numberReady === NODES.length;
+          })
+          .catch(() => 0);
+        await stopAll(p);
+        const nodes = NODES.map((n) => ({ ...nodeResult(c, n, t0, w), parentServedAfterS: nodeResult(c, n, tUndo, w).parentServedAfterS }));
+        return finish(name, round, t0, p.lb, nodes, recoveredAll(nodes) && activeCheckpoints(c).length === 0, [
+          `after ${o.holdS}s of the bad spec: DaemonSet updatedNumberScheduled ${ds.updatedNumberScheduled}, numberReady ${ds.numberReady}, numberUnavailable ${ds.numberUnavailable ?? 0}; pods ${pods.map((x) => `${x.spec?.nodeName}:${x.metadata.name}`).join(' ')}`,
+          `load balancer during the bad spec: ${during.polls - during.failed}/${during.polls} polls served (${round2((100 * (during.polls - during.failed)) / Math.max(1, during.polls))}%)`,
+          `parentServedAfterS counted from the rollback; checkpoints still active at the end: ${activeCheckpoints(c).join(', ') || 'none'}`,
+        ]);
+      }
+      case 'master-lost': {
+        const victim = 'm3';
+        const others = NODES.filter((n) => n !== victim);
+        const t0 = Date.now();
+        await c.script('kill', victim);
+        await c.kubectl(['delete', 'node', victim, '--wait=false']);
+        const tDeleted = Date.now();
+        const gone = await c
+          .waitFor(`NodeCheckpoint ${victim} collected`, o.limitS, async () => {
+            const out = await c.kubectl(['get', 'nodecheckpoints.lastseen.dev', '-o', 'name']);
+            return !out.split('\n').some((l) => l.trim() === `nodecheckpoint.lastseen.dev/${victim}`);
+          })
+          .then((s) => s)
+          .catch(() => null);
+        await sleep(o.settleS * 1000);
+        await stopAll(p);
+        const nodes = NODES.map((n) => nodeResult(c, n, t0, null));
+        return finish(name, round, t0, p.lb, nodes, gone !== null && others.every((n) => p.direct.get(n)?.between(t0).failed === 0), [
+          `${victim} powered off for good and its Node deleted ${round2((tDeleted - t0) / 1000)}s in`,
+          `NodeCheckpoint ${victim} removed by the garbage collector: ${gone === null ? `not within ${o.limitS}s` : `${round2(gone)}s after the delete`}`,
+          `the others' own api-servers: ${others.map((n) => `${n} ${JSON.stringify(p.direct.get(n)?.between(t0))}`).join(', ')}`,
+        ]);
+      }
+    }
+  } finally {
+    await stopAll(p);
+  }
+}
+
+/** A rollout of an api-server spec that never becomes Ready (its only etcd is one nobody serves); moment zero is the patch. */
+async function badRollout(c: Cluster): Promise<number> {
+  const ds = JSON.parse(await c.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json']));
+  const command: string[] = ds.spec.template.spec.containers[0].command;
+  const at = command.findIndex((a) => a.startsWith('--etcd-servers='));
+  if (at < 0) throw new Error('the kube-apiserver DaemonSet has no --etcd-servers flag to break');
+  const t0 = Date.now();
+  await c.kubectl([
+    '-n',
+    'kube-system',
+    'patch',
+    'daemonset',
+    'kube-apiserver',
+    '--type=json',
+    '-p',
+    JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value: '--etcd-servers=http://127.0.0.1:9' }]),
+  ]);
+  log('bad api-server spec rolled out');
+  return t0;
+}

@@ -1,0 +1,271 @@
+// The three-node test bed (scripts/cluster) as the tests and `npm run e2e:cluster` drive it: three
+// kubelets v1.36.3 in namespaces of their own behind haproxy, a static or self-hosted control
+// plane on them, lastseen from deploy/overlays/cluster. Needs root and `scripts/cluster ensure`.
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { parseAllDocuments, stringify } from 'yaml';
+import { manifestFile } from '../../src/core/names.js';
+import { REPO, type TestbedEnv } from '../node/env.js';
+import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
+import { clusterSelfHostedObjects, clusterStaticManifests, NODES, type NodeName } from './manifests.js';
+
+const run = promisify(execFile);
+export const CLUSTER_SCRIPT = join(REPO, 'scripts', 'cluster');
+
+export interface ClusterEnv {
+  dir: string;
+  lbSock: string;
+  kubeconfig: string;
+  kubectl: string;
+  binDir: string;
+  apiserverPort: number;
+}
+
+export function clusterEnv(): ClusterEnv {
+  const vars: Record<string, string> = {};
+  for (const line of execFileSync(CLUSTER_SCRIPT, ['env'], { encoding: 'utf8' }).split('\n')) {
+    const m = line.match(/^export (\w+)=(.*)$/);
+    if (m?.[1] && m[2] !== undefined) vars[m[1]] = m[2].replace(/^"|"$/g, '');
+  }
+  const need = (k: string): string => {
+    const v = vars[k];
+    if (!v) throw new Error(`scripts/cluster env did not print ${k}`);
+    return v;
+  };
+  const cpBin = execFileSync(join(REPO, 'scripts', 'control-plane'), ['bin-dir'], { encoding: 'utf8' }).trim();
+  return {
+    dir: need('LASTSEEN_CLUSTER_DIR'),
+    lbSock: need('LASTSEEN_CLUSTER_LB_SOCK'),
+    kubeconfig: need('LASTSEEN_CLUSTER_KUBECONFIG'),
+    kubectl: join(cpBin, 'kubectl'),
+    binDir: need('LASTSEEN_NODE_BIN_DIR'),
+    apiserverPort: Number(need('LASTSEEN_CLUSTER_APISERVER_PORT')),
+  };
+}
+
+type ContainerStatus = { name: string; ready: boolean; state?: { running?: { startedAt?: string } } };
+interface PodJson {
+  metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
+  spec?: { nodeName?: string };
+  status?: { containerStatuses?: ContainerStatus[] };
+}
+
+/** A container running since `since` (ms; container start times have whole seconds). */
+function startedSince(c: ContainerStatus | undefined, since: number): boolean {
+  return Date.parse(c?.state?.running?.startedAt ?? '') >= Math.floor(since / 1000) * 1000;
+}
+
+export interface AgentRecord {
+  time: number;
+  msg: string;
+  parent?: string;
+  from?: string;
+  to?: string;
+  reason?: string;
+}
+
+/** A Cluster for a test file, after checking what it needs (root, the node binaries, haproxy). */
+export function realCluster(): Cluster {
+  if (process.getuid?.() !== 0) throw new Error('the cluster tests need root (namespaces, mounts, cgroups): run them as root, e.g. in CI');
+  const c = new Cluster();
+  for (const bin of ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'pause']) {
+    if (!existsSync(join(c.env.binDir, bin))) throw new Error(`${bin} is missing from ${c.env.binDir}: run scripts/cluster ensure (needs Go and root)`);
+  }
+  return c;
+}
+
+export class Cluster {
+  readonly env: ClusterEnv = clusterEnv();
+  /** The path every control-plane pod names for the node's folder (scripts/cluster mounts each node's there). */
+  readonly podEnv: TestbedEnv;
+
+  constructor() {
+    this.podEnv = {
+      dir: join(this.env.dir, 'node'),
+      nodeName: 'm1',
+      binDir: this.env.binDir,
+      apiserverPort: this.env.apiserverPort,
+      kubeconfig: this.env.kubeconfig,
+      kubectl: this.env.kubectl,
+    };
+  }
+
+  async script(...args: string[]): Promise<string> {
+    const r = await run(CLUSTER_SCRIPT, args, { maxBuffer: 64 << 20 });
+    return r.stdout;
+  }
+
+  nodeDir(n: string): string {
+    return join(this.env.dir, n);
+  }
+
+  /** kubectl from the load balancer's namespace, through the load balancer. */
+  async kubectl(args: string[], input?: string): Promise<string> {
+    const p = run(
+      'nsenter',
+      [`--net=${join(this.env.dir, 'ns', 'lb.net')}`, '--', this.env.kubectl, '--kubeconfig', this.env.kubeconfig, '--request-timeout=10s', ...args],
+      {
+        maxBuffer: 64 << 20,
+      },
+    );
+    if (input !== undefined) p.child.stdin?.end(input);
+    return (await p).stdout;
+  }
+
+  /** `/readyz` answers 200 within 1 s: through the load balancer, or one node's api-server alone. */
+  readyz(target: 'lb' | string = 'lb'): Promise<boolean> {
+    const socketPath = target === 'lb' ? this.env.lbSock : join(this.env.dir, `direct-${target}.sock`);
+    return new Promise((resolve) => {
+      const req = request({ socketPath, path: '/readyz', rejectUnauthorized: false, timeout: 1000, agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      });
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(false));
+      req.end();
+    });
+  }
+
+  kubeletStartedAt(n: string): number {
+    return Number(readFileSync(join(this.nodeDir(n), 'kubelet.started'), 'utf8').trim()) * 1000;
+  }
+
+  writeStatic(n: string, name: string, obj: object): void {
+    const dir = join(this.nodeDir(n), 'manifests');
+    const tmp = join(dir, `.${name}.tmp`); // the kubelet ignores dot-files
+    writeFileSync(tmp, stringify(obj));
+    renameSync(tmp, join(dir, name));
+  }
+
+  removeStatic(n: string, name: string): void {
+    rmSync(join(this.nodeDir(n), 'manifests', name), { force: true });
+  }
+
+  checkpointActive(n: string, name: string, namespace = 'kube-system'): boolean {
+    return existsSync(join(this.nodeDir(n), 'manifests', manifestFile(namespace, name)));
+  }
+
+  checkpointStored(n: string, name: string): boolean {
+    const dir = join(this.nodeDir(n), 'var-lib-lastseen', 'checkpoints');
+    if (!existsSync(dir)) return false;
+    return readdirSync(dir).some((d) => !d.startsWith('.') && d.includes(name) && existsSync(join(dir, d, 'meta.json')));
+  }
+
+  async waitFor(what: string, timeoutS: number, check: () => Promise<boolean> | boolean, everyMs = 500): Promise<number> {
+    const t0 = Date.now();
+    while (Date.now() - t0 < timeoutS * 1000) {
+      try {
+        if (await check()) return (Date.now() - t0) / 1000;
+      } catch {
+        // not yet
+      }
+      await sleep(everyMs);
+    }
+    throw new Error(`timed out after ${timeoutS}s waiting for ${what}`);
+  }
+
+  /** Pods created through the API (not mirrors of static pods, not being deleted), with their node. */
+  async apiPods(selector: string, namespace = 'kube-system'): Promise<PodJson[]> {
+    const pods: PodJson[] = JSON.parse(await this.kubectl(['get', 'pods', '-n', namespace, '-l', selector, '-o', 'json'])).items;
+    return pods.filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp);
+  }
+
+  /** On each node: the DaemonSet pod of a component is ready, its main container started after `since`. */
+  async daemonPodsServing(name: string, since = 0): Promise<Set<string>> {
+    const pods = await this.apiPods(`app.kubernetes.io/name=${name}`);
+    const out = new Set<string>();
+    for (const p of pods) {
+      const main = p.status?.containerStatuses?.find((c) => c.name === name);
+      if (p.spec?.nodeName && main?.ready && startedSince(main, since)) out.add(p.spec.nodeName);
+    }
+    return out;
+  }
+
+  /** On each node: the agent's DaemonSet pod runs, its container started after `since`. */
+  async agentPodsRunning(since = 0, ready = false): Promise<Set<string>> {
+    const pods = await this.apiPods('app.kubernetes.io/component=agent', 'lastseen-system');
+    const out = new Set<string>();
+    for (const p of pods) {
+      const c = p.status?.containerStatuses?.[0];
+      if (p.spec?.nodeName && startedSince(c, since) && (!ready || c?.ready)) out.add(p.spec.nodeName);
+    }
+    return out;
+  }
+
+  async apply(objects: object[]): Promise<void> {
+    await this.kubectl(['apply', '--server-side', '--force-conflicts', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
+  }
+
+  /** A container's log lines, every restart's, from the node's pod-logs folder (CRI format stripped). */
+  containerLog(n: string, dirName: string, container: string): string[] {
+    const dir = join(this.nodeDir(n), 'pod-logs', dirName, container);
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir)
+      .filter((f) => /^\d+\.log$/.test(f))
+      .sort((a, b) => Number.parseInt(a, 10) - Number.parseInt(b, 10))
+      .flatMap((f) => readFileSync(join(dir, f), 'utf8').split('\n'))
+      .filter((l) => l !== '')
+      .map((l) => l.replace(/^\S+ (stdout|stderr) [FP] /, ''));
+  }
+
+  /** What every agent pod on a node (its DaemonSet pod and its copy) logged since `since`, oldest first. */
+  agentRecords(n: string, since: number): AgentRecord[] {
+    const root = join(this.nodeDir(n), 'pod-logs');
+    if (!existsSync(root)) return [];
+    const out: AgentRecord[] = [];
+    for (const d of readdirSync(root).filter((d) => d.startsWith('lastseen-system_lastseen-agent-'))) {
+      for (const line of this.containerLog(n, d, 'agent')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const e = JSON.parse(line) as AgentRecord;
+          if (typeof e.time === 'number' && typeof e.msg === 'string' && e.time >= since) out.push(e);
+        } catch {
+          // a line cut by a restart: not a record
+        }
+      }
+    }
+    return out.sort((a, b) => a.time - b.time);
+  }
+
+  /** The static-pod control plane on all three nodes: etcd members and the `bootstrap-*` api-server, scheduler, controller-manager. */
+  async bootstrapStatic(): Promise<void> {
+    const t0 = Date.now();
+    for (const n of NODES) for (const [name, obj] of Object.entries(clusterStaticManifests(this.podEnv, n))) this.writeStatic(n, name, obj);
+    await this.waitFor('the load balancer to answer /readyz', 600, () => this.readyz());
+    for (const n of NODES) await this.waitFor(`${n}'s static api-server`, 300, () => this.readyz(n));
+    log(`static control plane on three nodes after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    await this.waitFor('the default ServiceAccount', 120, async () =>
+      (await this.kubectl(['get', 'sa', 'default', '-n', 'kube-system', '-o', 'name'])).includes('default'),
+    );
+  }
+
+  async installLastseen(): Promise<void> {
+    const rendered = await this.kubectl(['kustomize', join(REPO, 'deploy', 'overlays', 'cluster')]);
+    await this.apply(parseAllDocuments(rendered).map((d) => d.toJSON()));
+  }
+
+  /** From the static control plane to the self-hosted one, watched by lastseen; then the static api-servers go. */
+  async selfHost(): Promise<void> {
+    const t0 = Date.now();
+    const since = () => ((Date.now() - t0) / 1000).toFixed(1);
+    await this.installLastseen();
+    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
+    await this.apply(clusterSelfHostedObjects(this.podEnv, policy));
+    for (const c of CONTROL_PLANE)
+      await this.waitFor(`the ${c} DaemonSet pods on m1, m2, m3`, 600, async () => (await this.daemonPodsServing(c)).size === NODES.length);
+    log(`self-hosted DaemonSets serve on three nodes after ${since()}s`);
+    await this.waitFor('the lastseen agents on three nodes', 300, async () => (await this.agentPodsRunning(0, true)).size === NODES.length);
+    for (const n of NODES) for (const c of CONTROL_PLANE) await this.waitFor(`${n}'s checkpoint of ${c}`, 300, () => this.checkpointStored(n, c));
+    log(`lastseen ready, checkpoints stored on three nodes, after ${since()}s`);
+    for (const n of NODES)
+      for (const f of Object.keys(clusterStaticManifests(this.podEnv, n)).filter((f) => f.startsWith('bootstrap-'))) this.removeStatic(n, f);
+    await this.waitFor('the self-hosted api-servers alone', 300, async () => {
+      for (const n of NODES) if (!(await this.readyz(n))) return false;
+      return (await this.readyz()) && (await this.daemonPodsServing('kube-apiserver')).size === NODES.length;
+    });
+    log(`bootstrap removed; self-hosted on three nodes after ${since()}s`);
+  }
+}

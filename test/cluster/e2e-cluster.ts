@@ -1,0 +1,119 @@
+// npm run e2e:cluster -- --case CASE[,CASE...] [--rounds N] [--json] [--static-rounds N] [--out FILE]
+//
+// Three real nodes (scripts/cluster: kubelets v1.36.3, containerd, haproxy in front of the three
+// api-servers): a static-pod control plane first, power-cycled --static-rounds times to measure the
+// limit (staticLimitS: twice the median time the load balancer needs to answer /readyz again);
+// then the self-hosted control plane with lastseen, and each case --rounds times in this order:
+// power-loss, hang, rolling-reboot, partition, bad-rollout, master-lost (master-lost leaves two
+// nodes, so it comes last). Prints one JSON document with --json. Needs root; see docs/real-cluster.md.
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { Command } from 'commander';
+import { log } from '../node/testbed.js';
+import { CASES, type CaseName, type CaseResult, runCase, staticPowerLoss } from './cases.js';
+import { realCluster } from './cluster.js';
+import { ResourceSampler } from './resources.js';
+
+const program = new Command('e2e:cluster')
+  .option('--case <names>', `one or more of ${CASES.join(', ')}, comma-separated`, 'power-loss')
+  .option('--rounds <n>', 'rounds of each case', '1')
+  .option('--static-rounds <n>', 'power cycles of the static-pod control plane (the limit)', '1')
+  .option('--json', 'print one JSON document on stdout')
+  .option('--off <seconds>', 'how long a powered-off node stays off', '2')
+  .option('--limit <seconds>', 'how long to wait for a recovery', '420')
+  .option('--settle <seconds>', 'keep measuring this long after every parent serves again', '10')
+  .option('--hold <seconds>', 'how long a partition, a hang or a bad rollout lasts', '120')
+  .option('--out <file>', 'also write the document, with the date and commit, to this file')
+  .option('--keep', 'leave the test bed up at the end');
+program.parse();
+const o = program.opts<{
+  case: string;
+  rounds: string;
+  staticRounds: string;
+  json?: boolean;
+  off: string;
+  limit: string;
+  settle: string;
+  hold: string;
+  out?: string;
+  keep?: boolean;
+}>();
+
+const wanted = o.case.split(',').map((s) => s.trim());
+for (const w of wanted) {
+  if (!(CASES as readonly string[]).includes(w)) {
+    console.error(`--case ${w}: expected one of ${CASES.join(', ')}`);
+    process.exit(2);
+  }
+}
+const cases = CASES.filter((c) => wanted.includes(c)) as CaseName[];
+const rounds = Number(o.rounds);
+const staticRounds = Number(o.staticRounds);
+if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(staticRounds) || staticRounds < 1) {
+  console.error('--rounds and --static-rounds must be whole numbers ≥ 1');
+  process.exit(2);
+}
+
+const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+const c = realCluster();
+const sampler = new ResourceSampler(c.env.dir);
+const t0 = Date.now();
+const results: CaseResult[] = [];
+const staticRuns: Array<{ lbServedAfterS: number | null; nodes: Record<string, number | null> }> = [];
+let failed: Error | null = null;
+const median = (xs: number[]) => {
+  const s = xs.slice().sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+try {
+  await c.script('down');
+  await c.script('up', '--bare');
+  sampler.start();
+  log(`three nodes up after ${((Date.now() - t0) / 1000).toFixed(0)}s`);
+  await c.bootstrapStatic();
+  for (let i = 1; i <= staticRounds; i++) {
+    const r = await staticPowerLoss(c, Number(o.off));
+    log(`static power loss ${i}: ${JSON.stringify(r)}`);
+    staticRuns.push(r);
+  }
+  await c.selfHost();
+  for (const name of cases) {
+    for (let i = 1; i <= rounds && !(name === 'master-lost' && i > 1); i++) {
+      const r = await runCase(c, name, i, { offS: Number(o.off), limitS: Number(o.limit), settleS: Number(o.settle), holdS: Number(o.hold) });
+      results.push(r);
+      log(`${name} ${i}: ${JSON.stringify(r)}`);
+    }
+  }
+} catch (e) {
+  failed = e as Error;
+  log(`failed: ${failed.message}`);
+} finally {
+  const down = o.keep ? Promise.resolve('') : c.script('down').catch((e) => log(`down failed: ${(e as Error).message}`));
+  await down;
+}
+const resources = sampler.stop();
+const staticTimes = staticRuns.map((r) => r.lbServedAfterS).filter((x): x is number => x !== null);
+const doc = {
+  cases: results,
+  staticS: staticRuns.map((r) => r.lbServedAfterS),
+  staticNodesS: staticRuns.map((r) => r.nodes),
+  staticLimitS: staticTimes.length ? Math.round(2 * median(staticTimes) * 100) / 100 : null,
+  resources,
+  totalS: Math.round((Date.now() - t0) / 1000),
+  measuredAt: new Date().toISOString(),
+  commit,
+  ...(failed ? { error: failed.message } : {}),
+};
+if (o.out) writeFileSync(o.out, `${JSON.stringify(doc, null, 2)}\n`);
+if (o.json) process.stdout.write(`${JSON.stringify(doc)}\n`);
+else {
+  for (const r of results)
+    console.log(
+      `${r.case} ${r.round}: recovered ${r.recovered}, lb served ${r.lbServedAfterS ?? 'never'} s, unavailable ${r.unavailableS} s (${r.lbAvailabilityPct}% of ${r.lbPolls} polls); ${r.nodes.map((n) => `${n.node} api ${n.apiServedAfterS} parent ${n.parentServedAfterS} act ${n.activations}`).join('; ')}`,
+    );
+  console.log(
+    `static limit ${doc.staticLimitS} s (static: ${doc.staticS.join(', ')} s); peak ${resources.peakRssMiB} MiB, ${resources.peakCpuCores} cores; total ${doc.totalS} s`,
+  );
+}
+if (failed) process.exit(2);

@@ -1,0 +1,91 @@
+// The three-node test bed's control plane, as objects: the single node's (test/node/manifests.ts),
+// changed only where three masters behind a load balancer need it.
+//
+// - etcd: one member per node (a static pod each), peers on the nodes' bridge addresses; each
+//   api-server talks to its own node's member, as kubeadm's stacked etcd does.
+// - kube-apiserver: binds every address of its node (the load balancer reaches it on the bridge,
+//   the heartbeat probes it on loopback) and advertises the load balancer's address. One DaemonSet
+//   template serves the three nodes, so a per-node address would come from the downward API; the
+//   api-server's copy must start before any api-server answers, so its flags name no field the
+//   kubelet learns from one.
+// - every client (the heartbeat sidecars here; kubelets, scheduler, controller-manager and the
+//   agent through their kubeconfigs and deploy/overlays/cluster) talks to the load balancer.
+import type { TestbedEnv } from '../node/env.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, selfHostedObjects, staticManifests } from '../node/manifests.js';
+
+export const NODES = ['m1', 'm2', 'm3'] as const;
+export type NodeName = (typeof NODES)[number];
+export const LB_IP = '10.213.0.10';
+export const LB_PORT = 6443;
+export const nodeIp = (n: string) => `10.213.0.1${n.slice(1)}`;
+
+type Container = { name: string; command?: string[]; env?: Array<{ name: string; value?: string }> };
+type PodSpec = { containers: Container[]; initContainers?: Container[] };
+
+function podSpec(obj: { kind?: string; spec?: unknown }): PodSpec | null {
+  if (obj.kind === 'Pod') return obj.spec as PodSpec;
+  if (obj.kind === 'DaemonSet') return (obj.spec as { template: { spec: PodSpec } }).template.spec;
+  return null;
+}
+
+function clusterApiserverCommand(command: string[]): string[] {
+  return command.map((a) => {
+    if (a.startsWith('--advertise-address=')) return `--advertise-address=${LB_IP}`;
+    if (a.startsWith('--bind-address=')) return '--bind-address=0.0.0.0';
+    return a;
+  });
+}
+
+/** Every container of the object: api-server flags for three masters, in-cluster clients to the load balancer. */
+function forCluster<T extends { kind?: string; spec?: unknown }>(obj: T): T {
+  const spec = podSpec(obj);
+  if (!spec) return obj;
+  for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) {
+    if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.command = clusterApiserverCommand(c.command);
+    for (const e of c.env ?? []) {
+      if (e.name === 'KUBERNETES_SERVICE_HOST') e.value = LB_IP;
+      if (e.name === 'KUBERNETES_SERVICE_PORT') e.value = String(LB_PORT);
+    }
+  }
+  return obj;
+}
+
+/** etcd's flags for one member of the three. Timeouts for a loaded 2-core machine (the defaults are 100 ms / 1 s). */
+export function etcdCommand(env: TestbedEnv, node: string): string[] {
+  const ip = nodeIp(node);
+  return [
+    '/usr/local/bin/etcd',
+    `--name=${node}`,
+    `--data-dir=${env.dir}/etcd-data`,
+    `--listen-client-urls=http://127.0.0.1:${ETCD_CLIENT_PORT},http://${ip}:${ETCD_CLIENT_PORT}`,
+    `--advertise-client-urls=http://${ip}:${ETCD_CLIENT_PORT}`,
+    `--listen-peer-urls=http://${ip}:${ETCD_PEER_PORT}`,
+    `--initial-advertise-peer-urls=http://${ip}:${ETCD_PEER_PORT}`,
+    `--initial-cluster=${NODES.map((n) => `${n}=http://${nodeIp(n)}:${ETCD_PEER_PORT}`).join(',')}`,
+    '--initial-cluster-state=new',
+    '--initial-cluster-token=lastseen-cluster',
+    '--heartbeat-interval=250',
+    '--election-timeout=2500',
+    '--log-level=warn',
+  ];
+}
+
+/** One node's static pods: its etcd member and a temporary api-server, scheduler and controller-manager (`bootstrap-*`). */
+export function clusterStaticManifests(env: TestbedEnv, node: string): Record<string, object> {
+  const out: Record<string, object> = {};
+  for (const [file, obj] of Object.entries(staticManifests(env))) {
+    const o = forCluster(obj as { kind?: string; spec?: unknown });
+    if (file === 'etcd.yaml') {
+      const etcd = (o.spec as PodSpec).containers[0];
+      if (!etcd) throw new Error('the etcd static pod has no container');
+      etcd.command = etcdCommand(env, node);
+    }
+    out[file] = o;
+  }
+  return out;
+}
+
+/** The self-hosted control plane's DaemonSets and what their heartbeats need, for the three masters. */
+export function clusterSelfHostedObjects(env: TestbedEnv, policyYaml: string): object[] {
+  return selfHostedObjects(env, policyYaml).map((o) => forCluster(o as { kind?: string; spec?: unknown }));
+}
