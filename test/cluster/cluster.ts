@@ -10,7 +10,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { manifestFile } from '../../src/core/names.js';
 import { REPO, type TestbedEnv } from '../node/env.js';
 import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
-import { clusterSelfHostedObjects, clusterStaticManifests, NODES, type NodeName } from './manifests.js';
+import { clusterSelfHostedObjects, clusterStaticManifests, NODES } from './manifests.js';
 
 const run = promisify(execFile);
 export const CLUSTER_SCRIPT = join(REPO, 'scripts', 'cluster');
