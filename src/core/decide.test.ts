@@ -454,7 +454,7 @@ describe('decide: rules over time', () => {
       const events: string[] = [];
       let last = { state: s, actions: [] as Action[] };
       for (let t = t0 - 200; t < until; t += 200) {
-        const input: Input = t < t0 ? { type: 'pod', pod } : { type: 'beat', beat: beat('Starting', { holderUid: pod.uid }) };
+        const input: Input = t < t0 ? { type: 'pod', pod } : { type: 'beat', beat: beat('Starting', { holderUid: pod.uid, holder: pod.name }) };
         let d = decide(s, input, t);
         for (const a of d.actions) {
           if (a.type === 'retire') d = decide(d.state, { type: 'retired' }, t);
@@ -494,7 +494,7 @@ describe('decide: rules over time', () => {
 
     it('the bad spec reporting Ready on its own retires the checkpoint and forgets the verdict', () => {
       const bad = run(BAD, 100_000);
-      const d = decide(bad.state, { type: 'beat', beat: beat('Ready', { holderUid: BAD.uid }) }, 100_100);
+      const d = decide(bad.state, { type: 'beat', beat: beat('Ready', { holderUid: BAD.uid, holder: BAD.name }) }, 100_100);
       expect(d.state.state).toBe('Healthy');
       expect(kinds(d.actions)).toContain('retire');
       expect(d.state.knownBad).toBeNull();
@@ -559,7 +559,7 @@ describe('decide: rules over time', () => {
         let t = 7000;
         for (const r of restarts) {
           t += 1000;
-          let d = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid }) }, t);
+          let d = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid, holder: spec.name }) }, t);
           d = decide(d.state, { type: 'pod', pod: { ...spec, restarts: r } }, t + 1);
           for (const a of d.actions) {
             actions.push(a);
@@ -591,7 +591,7 @@ describe('decide: rules over time', () => {
         expect(overlapRun([0, 1, 2], BAD, false).state.knownBad).toBeNull();
         // An outage between two listings: the rise may predate the shared copy; the next one counts.
         let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
-        s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid }) }, 6950).state;
+        s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid, holder: BAD.name }) }, 6950).state;
         s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 0 } }, 7000).state;
         s = decide(s, { type: 'api', reachable: false }, 7100).state;
         s = decide(s, { type: 'api', reachable: true }, 7200).state;
@@ -627,7 +627,7 @@ describe('decide: rules over time', () => {
       it('a restart the kubelet calls Unknown (a container lost with its node) is no exit: no verdict, no fallback (found on the real node after a power cycle)', () => {
         for (const spec of [BAD, { ...POD, uid: 'u1' }]) {
           let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
-          s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid }) }, 7000).state;
+          s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid, holder: spec.name }) }, 7000).state;
           // The status the api-server kept from before the reboot, then the kubelet's first report of this boot.
           s = decide(s, { type: 'pod', pod: { ...spec, restarts: 2 } }, 7100).state;
           const d = decide(s, { type: 'pod', pod: { ...spec, restarts: 3, lastExitUnknown: true } }, 7200);
@@ -661,7 +661,7 @@ describe('decide: rules over time', () => {
         expect(quick.actions.filter((a) => a.type === 'event' && a.reason === 'OverlapUnavailable')).toHaveLength(1);
         // A new spec's exit is a verdict however long it ran: a spec that fails is not handed over to.
         let b = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
-        b = decide(b, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid }) }, 7000).state;
+        b = decide(b, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid, holder: BAD.name }) }, 7000).state;
         b = decide(b, { type: 'pod', pod: { ...BAD, restarts: 0 } }, 7100).state;
         expect(decide(b, { type: 'pod', pod: { ...BAD, restarts: 1, lastExitRanMs: 61_000 } }, 7200).state.knownBad).toMatchObject({ specHash: 'h-bad' });
       });
@@ -703,8 +703,12 @@ describe('decide: rules over time', () => {
     });
     const again = decide(s.state, { type: 'beat', beat: beat('Ready') }, 2200);
     expect(kinds(again.actions)).not.toContain('capture');
-    // A Ready beat from another pod (a different uid) does not capture this pod.
-    const other = decide(f.Healthy!.state, { type: 'beat', beat: beat('Ready', { holderUid: 'someone-else' }) }, 2100);
+    // A Ready beat from another pod (a different uid) does not capture this pod: it is refused, and
+    // the parent's phase stays what its own pod last said (Starting here).
+    const starting = decide(f.Healthy!.state, { type: 'beat', beat: beat('Starting') }, 2050).state;
+    const once = decide(starting, { type: 'beat', beat: beat('Ready', { holderUid: 'someone-else' }) }, 2100);
+    const other = decide(once.state, { type: 'beat', beat: beat('Ready', { holderUid: 'someone-else' }) }, 2150);
+    expect(other.actions.map((a) => a.type)).toContain('beatRefused');
     expect(kinds(decide(other.state, { type: 'pod', pod: { ...POD, specHash: 'h3' } }, 2200).actions)).not.toContain('capture');
   });
 

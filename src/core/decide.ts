@@ -22,6 +22,7 @@
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
 import { backoffMs } from './backoff.js';
+import { copyTrust, emptyTrust, judgeBeat, leadingBeat, takePending } from './beats.js';
 import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
@@ -147,6 +148,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     overlapFallback: null,
     checkpointHolder: null,
     retry: {},
+    beatTrust: emptyTrust(),
   };
 }
 
@@ -164,6 +166,7 @@ function copy(s: ParentState): ParentState {
     rounds: [...s.rounds],
     exitWatch: { ...s.exitWatch, base: s.exitWatch.base ? { ...s.exitWatch.base } : null },
     overlapFallback: s.overlapFallback ? { ...s.overlapFallback } : null,
+    beatTrust: copyTrust(s.beatTrust),
   };
 }
 
@@ -187,6 +190,8 @@ export function decide(prev: ParentState, input: Input, now: number): Decision {
   const s = copy(prev);
   const actions: Action[] = [];
   observe(s, input, now);
+  if (s.beatRefused) actions.push(s.beatRefused);
+  delete s.beatRefused;
   noteWindow(s, actions);
   for (let i = 0; i < MAX_STEPS; i++) if (!step(s, now, actions)) break;
   windowReason(s, actions);
@@ -280,6 +285,10 @@ function observe(s: ParentState, input: Input, now: number): void {
     case 'pod': {
       if (!s.apiReachable) return;
       s.pod = input.pod ? { ...input.pod } : null;
+      const held = takePending(s.beatTrust, s.pod ? [{ uid: s.pod.uid, name: s.pod.name }, ...(s.pod.alsoListed ?? [])] : null);
+      // A new pod's beat that came before the list naming it counts now (its channel has seen it).
+      if (held && s.seen[held.channel] === beatFingerprint(held)) s.seen[held.channel] = 'held';
+      if (held) observeBeat(s, held, now);
       const exited = exitedBesideSharingCheckpoint(s);
       if (exited === 'other spec') s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
       if (exited === 'own spec' && s.overlapFallback === null) s.overlapFallback = { announced: false };
@@ -383,6 +392,17 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   const before = s.seen[b.channel];
   if (before === fp) return;
   s.seen[b.channel] = fp;
+  // Only the parent's own beats, newer than any round already counted (src/core/beats.ts).
+  const listed = s.pod ? [{ uid: s.pod.uid, name: s.pod.name }, ...(s.pod.alsoListed ?? [])] : null;
+  const judged = judgeBeat(s.beatTrust, b, listed, now);
+  s.beatTrust = judged.trust;
+  const v = judged.verdict;
+  if (v.kind === 'refused') {
+    s.beatRefused = { type: 'beatRefused', channel: b.channel, holder: b.holder, holderUid: b.holderUid, why: v.why, message: v.message, report: v.report };
+    return;
+  }
+  // 'unlisted': judged again when the next pod list arrives (takePending).
+  if (v.kind === 'old' || v.kind === 'unlisted') return;
   // Even a baseline declares how the parent beats: the first judgement already needs it.
   const judgingBefore = judgingWindowMs(s);
   s.declaredIntervalMs = b.intervalMs ?? null;
@@ -400,7 +420,7 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   // does: else a slow-beating parent first seen late in the grace is judged silent before its
   // second beat can arrive (found by `simulate random --net`, seed 859: a 19 s beat, a 38 s
   // window). A first sighting at the agent's start changes nothing: startupGrace >= window.
-  if (before === undefined) {
+  if (before === undefined || v.kind === 'baseline' || v.kind === 'restart') {
     if (s.graceUntil > now) s.graceUntil = Math.max(s.graceUntil, now + judging);
     return;
   }
@@ -409,6 +429,9 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);
   s.lastChangeAt = now;
   if (b.channel === 'local') s.lastLocalChangeAt = now;
+  // Two live pods of the key: the parent's phase is the best of their fresh beats (beats.ts).
+  const lead = leadingBeat(s.beatTrust, now, judging);
+  if (lead) b = { ...b, phase: lead.phase, holderUid: lead.holderUid, ...(lead.unprobed ? { unprobed: true } : { unprobed: false }) };
   if (b.phase === 'Starting') {
     if (s.phase !== 'Starting' || s.holderUid !== b.holderUid) s.startingSince = now;
   } else {

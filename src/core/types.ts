@@ -7,6 +7,7 @@
 // strings to the core: compared for equality only, never for age.
 import type { ParentPolicy } from '../policy/policy.js';
 import type { Channel } from '../policy/schema.js';
+import type { BeatTrust } from './beats.js';
 
 export type { Channel, ParentPolicy };
 
@@ -66,6 +67,11 @@ export interface PodInfo {
   lastExitRanMs?: number;
   /** The pod's own Ready condition as the api-server reports it (absent: no status, as in the simulator). */
   ready?: boolean;
+  /**
+   * Other live pods the api-server lists for this key on this node (a surge rollout's old or new
+   * pod; absent: none). Their beats are the parent's too (src/core/beats.ts).
+   */
+  alsoListed?: Array<{ uid: string; name: string }>;
 }
 
 export type ParentStateName = 'Pending' | 'Healthy' | 'Starting' | 'Silent' | 'Active' | 'HandingOver' | 'Orphaned';
@@ -212,6 +218,10 @@ export interface ParentState {
    * Cleared when the action succeeds.
    */
   retry: Partial<Record<ActionKind, { at: number; failures: number }>>;
+  /** Whose beats count and how far each holder's sequence got (src/core/beats.ts). */
+  beatTrust: BeatTrust;
+  /** A beat the input just observed refused (reported as a `beatRefused` action by decide, then cleared). */
+  beatRefused?: Extract<Action, { type: 'beatRefused' }>;
 }
 
 /** Inputs: everything the core can be told. */
@@ -261,7 +271,9 @@ export type Action =
   /** The state changed; status objects should be rewritten. */
   | { type: 'transition'; from: ParentStateName; to: ParentStateName; reason: Reason }
   /** The reason changed while the state did not (status REASON, the log). */
-  | { type: 'note'; state: ParentStateName; reason: Reason };
+  | { type: 'note'; state: ParentStateName; reason: Reason }
+  /** A beat that is not the parent's own was refused (src/core/beats.ts); `report`: first of its kind for that holder. */
+  | { type: 'beatRefused'; channel: Channel; holder: string; holderUid: string; why: 'foreign' | 'frozen'; message: string; report: boolean };
 
 export interface Decision {
   state: ParentState;
