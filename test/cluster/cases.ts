@@ -116,21 +116,22 @@ async function watchRecovery(c: Cluster, direct: Map<string, Poller>, o: WatchOp
       if (first && !w.apiServedAt.has(n)) w.apiServedAt.set(n, first);
     }
     try {
-      const serving = await c.daemonPodsServing('kube-apiserver', o.parentSince);
+      const s = await c.snapshot();
+      const serving = s.serving('kube-apiserver', o.parentSince);
       for (const n of o.nodes) {
         if (w.parentServedAt.has(n) || !w.apiServedAt.has(n)) continue;
         if (!c.checkpointActive(n, 'kube-apiserver') && serving.has(n) && (await c.readyz(n))) w.parentServedAt.set(n, Date.now());
       }
-      for (const n of await c.daemonPodsServing('kube-scheduler', o.othersSince)) w.schedulerBack.add(n);
-      for (const n of await c.daemonPodsServing('kube-controller-manager', o.othersSince)) w.controllerManagerBack.add(n);
-      for (const n of await c.agentPodsRunning(o.othersSince)) w.agentBack.add(n);
+      for (const n of s.serving('kube-scheduler', o.othersSince)) w.schedulerBack.add(n);
+      for (const n of s.serving('kube-controller-manager', o.othersSince)) w.controllerManagerBack.add(n);
+      for (const n of s.agents(o.othersSince)) w.agentBack.add(n);
     } catch {
       // no api-server answered this time
     }
     const all = o.nodes.every((n) => w.parentServedAt.has(n) && w.schedulerBack.has(n) && w.controllerManagerBack.has(n) && w.agentBack.has(n));
     if (all && allAt === null) allAt = Date.now();
     if (allAt !== null && Date.now() - allAt >= o.settleS * 1000) break;
-    await sleep(500);
+    await sleep(1000);
   }
   return w;
 }

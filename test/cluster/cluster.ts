@@ -58,6 +58,22 @@ function startedSince(c: ContainerStatus | undefined, since: number): boolean {
   return Date.parse(c?.state?.running?.startedAt ?? '') >= Math.floor(since / 1000) * 1000;
 }
 
+export interface PodSnapshot {
+  /** Nodes where the component's DaemonSet pod is ready, its main container started after `since`. */
+  serving(name: string, since?: number): Set<string>;
+  /** Nodes where the agent's DaemonSet pod runs, its container started after `since`. */
+  agents(since?: number): Set<string>;
+}
+
+function servingNodes(pods: PodJson[], name: string, since: number): Set<string> {
+  const out = new Set<string>();
+  for (const p of pods) {
+    const main = p.status?.containerStatuses?.find((c) => c.name === name);
+    if (p.spec?.nodeName && main?.ready && startedSince(main, since)) out.add(p.spec.nodeName);
+  }
+  return out;
+}
+
 export interface AgentRecord {
   time: number;
   msg: string;
@@ -173,15 +189,41 @@ export class Cluster {
     return pods.filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp);
   }
 
+  /** Every pod of the control plane and of lastseen, in one read (each kubectl costs a process on a busy machine). */
+  async snapshot(): Promise<PodSnapshot> {
+    const pods: Array<PodJson & { metadata: { namespace?: string; labels?: Record<string, string> } }> = JSON.parse(
+      await this.kubectl(['get', 'pods', '-A', '-o', 'json']),
+    ).items;
+    const live = pods.filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror'] && !p.metadata.deletionTimestamp);
+    return {
+      serving: (name, since = 0) =>
+        servingNodes(
+          live.filter((p) => p.metadata.labels?.['app.kubernetes.io/name'] === name),
+          name,
+          since,
+        ),
+      agents: (since = 0) => {
+        const out = new Set<string>();
+        for (const p of live.filter((p) => p.metadata.namespace === 'lastseen-system' && p.metadata.labels?.['app.kubernetes.io/component'] === 'agent')) {
+          if (p.spec?.nodeName && startedSince(p.status?.containerStatuses?.[0], since)) out.add(p.spec.nodeName);
+        }
+        return out;
+      },
+    };
+  }
+
   /** On each node: the DaemonSet pod of a component is ready, its main container started after `since`. */
   async daemonPodsServing(name: string, since = 0): Promise<Set<string>> {
-    const pods = await this.apiPods(`app.kubernetes.io/name=${name}`);
-    const out = new Set<string>();
-    for (const p of pods) {
-      const main = p.status?.containerStatuses?.find((c) => c.name === name);
-      if (p.spec?.nodeName && main?.ready && startedSince(main, since)) out.add(p.spec.nodeName);
+    return servingNodes(await this.apiPods(`app.kubernetes.io/name=${name}`), name, since);
+  }
+
+  /** The last lines of a node's log (kubelet, containerd) or the load balancer's, for a failure message. */
+  tail(file: string, lines = 20): string {
+    try {
+      return readFileSync(join(this.env.dir, file), 'utf8').split('\n').slice(-lines).join('\n');
+    } catch {
+      return '';
     }
-    return out;
   }
 
   /** On each node: the agent's DaemonSet pod runs, its container started after `since`. */
