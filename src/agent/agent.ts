@@ -270,6 +270,8 @@ export class Agent {
       rebooted: this.rebooted,
       ...(checkpoint ? { checkpoint } : {}),
       ...(handover ? { handover } : {}),
+      // A boot voids deadlines: a record read after a reboot was written under the last boot.
+      ...(handover && this.o.rebooted === true ? { recordFromEarlierBoot: true } : {}),
     });
     e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, wakeAt: null };
     this.entries.set(id, e);

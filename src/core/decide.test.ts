@@ -468,14 +468,29 @@ describe('decide: rules over time', () => {
       return { state: s, handovers, events, last };
     }
 
-    it('a new spec that fails its hand-over is not handed over to again; the good copy keeps the node', () => {
+    it('a new spec that fails its hand-over is on probation: tried again after 1m, then 2m, each failure a strike; the good copy keeps the node', () => {
       const r = run(BAD, 400_000);
-      expect(r.handovers).toEqual([7000]); // one attempt, its window, then never again
-      expect(r.events.filter((e) => e === 'KnownBadSpec')).toHaveLength(1);
+      // Verdict at 17 s (the 10 s window); probation 60 s -> 77 s; fails at 87 s, 120 s -> 207 s;
+      // the third window is 20 s (handoverWindowMs grows): fails at 227 s, 240 s -> 467 s, after the run.
+      expect(r.handovers).toEqual([7000, 77_000, 207_000]);
+      expect(r.events.filter((e) => e === 'KnownBadSpec')).toHaveLength(3);
+      expect(r.events.filter((e) => e === 'ProbationEnded')).toHaveLength(2);
       expect(r.state.state).toBe('Active');
       expect(r.state.checkpoint.active).toBe(true);
-      expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 7000 + POLICY.handoverTimeoutMs });
-      expect(reasonText(r.state.reason)).toMatch(/^KnownBadSpec/);
+      expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 227_000, strikes: 3, until: 227_000 + 4 * 60_000 });
+      expect(reasonText(r.state.reason)).toMatch(/^KnownBadSpec: rollout held/);
+    });
+
+    it('the held spec wakes the core when its probation ends, and the Event names the spec and the next try', () => {
+      const r = run(BAD, 20_000);
+      expect(r.state.knownBad).toMatchObject({ strikes: 1, until: 77_000 });
+      const d = decide(r.state, { type: 'tick' }, 20_000);
+      expect(d.wakeAt).not.toBeNull();
+      expect(d.wakeAt!).toBeLessThanOrEqual(77_000);
+      const bad = run(BAD, 18_000);
+      expect(bad.last.actions).toEqual([]);
+      const all = run(BAD, 17_400);
+      expect(all.events).toContain('KnownBadSpec');
     });
 
     it("the checkpoint's own spec failing a hand-over is a race, not a verdict: it is retried on the backoff", () => {
@@ -515,10 +530,12 @@ describe('decide: rules over time', () => {
       });
       expect(restarted.state).toBe('Active');
       expect(restarted.knownBad).toMatchObject({ specHash: 'h-bad', podUid: 'u2' });
-      const after = run(BAD, 500_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
-      expect(after.handovers).toEqual([]);
+      // Strike 2 at 87 s holds the spec until 207 s; the record kept 107 s of it at 100 s, so the
+      // restarted agent (same boot) tries it again 107 s after its start, not before.
+      const after = run(BAD, 400_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
+      expect(after.handovers).toEqual([307_000]);
       expect(after.state.checkpoint.active).toBe(true);
-      expect(reasonText(after.state.reason)).toMatch(/^KnownBadSpec/);
+      expect(after.state.knownBad).toMatchObject({ strikes: 3 });
       // Without the record (the earlier behaviour) the restarted agent hands over to it again.
       const forgetful = initialState({
         namespace: 'kube-system',
@@ -527,7 +544,7 @@ describe('decide: rules over time', () => {
         now: 200_000,
         checkpoint: { stored: true, active: true, specHash: 'h1' },
       });
-      expect(run(BAD, 500_000, drive(forgetful, [[200_000, { type: 'api', reachable: true }]]).state, 200_200).handovers.length).toBeGreaterThan(0);
+      expect(run(BAD, 500_000, drive(forgetful, [[200_000, { type: 'api', reachable: true }]]).state, 200_200).handovers[0]).toBeLessThan(210_000);
     });
 
     it('a record that only keeps a verdict resumes no hand-over', () => {

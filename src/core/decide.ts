@@ -22,6 +22,7 @@
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
 import { backoffMs } from './backoff.js';
+import { holds, holdsPod, nextTry, recovered as recoveredVerdict, strike } from './probation.js';
 import { copyTrust, emptyTrust, judgeBeat, leadingBeat, takePending } from './beats.js';
 import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
@@ -60,6 +61,13 @@ export interface InitialStateArgs {
    * this boot with an api-server's word, and their beats must get their window (random seed 3779).
    */
   rebooted?: boolean;
+  /**
+   * The hand-over record was written under an earlier boot id: a boot voids deadlines. The hand-over
+   * it describes was with processes that no longer exist, so its deadline, attempts and back-off do
+   * not carry over (a hand-over in progress is not resumed: the parent is judged afresh, and the
+   * reboot rule covers it); a known-bad verdict keeps its strikes but starts a full probation.
+   */
+  recordFromEarlierBoot?: boolean;
 }
 
 /**
@@ -73,8 +81,11 @@ export interface RecoveredHandover {
   nextBackoffMs: number;
   /** false: no hand-over is in progress, the record only keeps `knownBad` (absent: true). */
   inProgress?: boolean;
-  /** The known-bad verdict (ParentState.knownBad) in force when the record was written. */
-  knownBad?: { specHash: string; podUid: string };
+  /**
+   * The known-bad verdict (ParentState.knownBad) when the record was written: its strikes, and the
+   * time its probation still had to run (absent: an older record; a full probation then).
+   */
+  knownBad?: { specHash: string; podUid: string; strikes?: number; remainingMs?: number };
 }
 
 /**
@@ -87,7 +98,8 @@ function clampRemaining(remainingMs: number, p: ParentPolicy): number {
 
 /** The persistable part of a hand-over in progress (null when not handing over). */
 export function handoverToPersist(s: ParentState, now: number): RecoveredHandover | null {
-  const knownBad = s.knownBad ? { knownBad: { specHash: s.knownBad.specHash, podUid: s.knownBad.podUid } } : {};
+  const kb = s.knownBad;
+  const knownBad = kb ? { knownBad: { specHash: kb.specHash, podUid: kb.podUid, strikes: kb.strikes, remainingMs: Math.max(0, kb.until - now) } } : {};
   if (s.state === 'HandingOver' && s.handover.deadline !== null) {
     return { remainingMs: s.handover.deadline - now, attempts: s.handover.attempts, nextBackoffMs: s.handover.nextBackoffMs, ...knownBad };
   }
@@ -99,7 +111,7 @@ export function handoverToPersist(s: ParentState, now: number): RecoveredHandove
 export function initialState(a: InitialStateArgs): ParentState {
   const checkpoint = a.checkpoint ?? { stored: false, active: false, specHash: null };
   const recovered = checkpoint.active;
-  const resumed = !recovered && checkpoint.stored && a.handover !== undefined && a.handover.inProgress !== false;
+  const resumed = !recovered && checkpoint.stored && a.handover !== undefined && a.handover.inProgress !== false && a.recordFromEarlierBoot !== true;
   const rebootRule = a.rebooted === true && a.policy.whenApiUnreachable === 'activate' && a.apiReachable !== true;
   const noGrace = rebootRule && a.apiReachable === false;
   return {
@@ -143,7 +155,7 @@ export function initialState(a: InitialStateArgs): ParentState {
           nextBackoffMs: a.handover!.nextBackoffMs,
         }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
-    knownBad: a.handover?.knownBad ? { ...a.handover.knownBad, since: a.now } : null,
+    knownBad: a.handover?.knownBad ? recoveredVerdict(a.handover.knownBad, a.now, a.recordFromEarlierBoot === true) : null,
     exitWatch: { notHolder: null, ready: false, base: null, since: null, readyAfterMs: null },
     overlapFallback: null,
     checkpointHolder: null,
@@ -289,8 +301,8 @@ function observe(s: ParentState, input: Input, now: number): void {
       // A new pod's beat that came before the list naming it counts now (its channel has seen it).
       if (held && s.seen[held.channel] === beatFingerprint(held)) s.seen[held.channel] = 'held';
       if (held) observeBeat(s, held, now);
-      const exited = exitedBesideSharingCheckpoint(s);
-      if (exited === 'other spec') s.knownBad = { specHash: s.pod!.specHash, podUid: s.pod!.uid, since: now };
+      const exited = exitedBesideSharingCheckpoint(s, now);
+      if (exited === 'other spec') s.knownBad = strike(s.knownBad, s.pod!, now);
       if (exited === 'own spec' && s.overlapFallback === null) s.overlapFallback = { announced: false };
       s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
       // A new spec is a new candidate: the verdict on the old one does not carry over.
@@ -372,7 +384,8 @@ function exitedBesideSharingCheckpoint(s: ParentState): 'other spec' | 'own spec
     const limit = s.exitWatch.readyAfterMs === null ? null : s.exitWatch.readyAfterMs + OWN_SPEC_BIND_SLACK_MS;
     return pod.lastExitRanMs === undefined || limit === null || pod.lastExitRanMs <= limit ? 'own spec' : null;
   }
-  return s.knownBad === null || s.knownBad.specHash !== pod.specHash ? 'other spec' : null;
+  // A spec tried again after its probation is judged again: one more strike.
+  return holdsPod(s.knownBad, pod, now) ? null : 'other spec';
 }
 
 function observeBeat(s: ParentState, b: Beat, now: number): void {
@@ -606,7 +619,8 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       // it proves itself Ready (above). A parent that never gets there leaves the checkpoint serving;
       // one whose spec is known-bad finds it holding the ports without sharing (reconcile).
       if (p.handover === 'overlap' && s.overlapFallback === null) {
-        if (knownBad(s)) announceKnownBad(s, now, actions);
+        if (knownBad(s, now)) announceKnownBad(s, now, actions);
+        else probationEnded(s, now, actions);
         return false;
       }
       if (s.overlapFallback && !s.overlapFallback.announced) {
@@ -623,10 +637,11 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
           actions,
         );
       }
-      if (s.phase === 'Starting' && knownBad(s)) {
+      if (s.phase === 'Starting' && knownBad(s, now)) {
         announceKnownBad(s, now, actions);
         return false;
       }
+      probationEnded(s, now, actions);
       if (s.phase === 'Starting' && now >= s.handover.notBefore) {
         s.handover.attempts += 1;
         const windowMs = handoverWindowMs(p, s.handover.attempts);
@@ -652,12 +667,12 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         // Only a spec other than the checkpoint's is judged: the copy's own spec has been Ready.
         const bad = s.pod !== null && s.pod.specHash !== s.checkpoint.specHash ? s.pod : null;
         if (bad) {
-          s.knownBad = { specHash: bad.specHash, podUid: bad.uid, since: now };
+          s.knownBad = strike(s.knownBad, bad, now);
           event(
             actions,
             'Warning',
             'KnownBadSpec',
-            `${s.id}: pod ${bad.name} (spec ${bad.specHash}) failed its hand-over; no further hand-over to this spec until it changes or reports Ready`,
+            `${s.id}: pod ${bad.name} (spec ${bad.specHash}) failed its hand-over (strike ${s.knownBad.strikes}); rollout held: next try ${nextTry(s.knownBad, now)}, unless the spec changes or reports Ready`,
           );
         }
         s.handover.deadline = null;
@@ -745,7 +760,7 @@ function announceKnownBad(s: ParentState, now: number, actions: Action[]): void 
   const kb = s.knownBad!;
   const reason = R(
     'KnownBadSpec',
-    `the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'}; the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until the spec changes or the parent reports Ready`,
+    `rollout held: the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'} (strike ${kb.strikes}); the checkpoint keeps the node${s.policy.handover === 'overlap' ? ', its ports no longer shared,' : ''} until it is tried again ${nextTry(kb, kb.since)} after the verdict, or the spec changes, or the parent reports Ready`,
   );
   if (sameReason(s.reason, reason)) return;
   if (s.policy.handover === 'overlap' && kb.since === now) {
@@ -753,15 +768,31 @@ function announceKnownBad(s: ParentState, now: number, actions: Action[]): void 
       actions,
       'Warning',
       'KnownBadSpec',
-      `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports; the checkpoint now holds them without sharing until the spec changes or reports Ready`,
+      `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting beside the checkpoint, which shares its ports (strike ${kb.strikes}); rollout held: the checkpoint holds them without sharing, next try ${nextTry(kb, now)}, unless the spec changes or reports Ready`,
     );
   }
   holdNote(s, reason, actions);
 }
 
-/** The parent here still runs the spec that failed a hand-over (see ParentState.knownBad). */
-function knownBad(s: ParentState): boolean {
-  return s.knownBad !== null && s.pod !== null && s.pod.specHash === s.knownBad.specHash;
+/** The parent here still runs the spec that failed, and its probation has not ended (see ParentState.knownBad). */
+function knownBad(s: ParentState, now: number): boolean {
+  return holdsPod(s.knownBad, s.pod, now);
+}
+
+/**
+ * A probation that ended is said once (Event and reason): the held spec is tried again. Returns
+ * whether it was said now.
+ */
+function probationEnded(s: ParentState, now: number, actions: Action[]): void {
+  const kb = s.knownBad;
+  if (kb === null || holds(kb, now) || s.reason.code !== 'KnownBadSpec') return;
+  event(
+    actions,
+    'Normal',
+    'ProbationEnded',
+    `${s.id}: the probation of spec ${kb.specHash} ended after strike ${kb.strikes}; trying it again (a new failure holds it ${Math.round((2 * (kb.until - kb.since)) / 60_000)}m at most)`,
+  );
+  holdNote(s, R('ProbationEnded', `spec ${kb.specHash} is tried again after strike ${kb.strikes}`), actions);
 }
 
 // ---- reconciling: bring the node's files in line with the state (desired vs. reported) ----
@@ -788,7 +819,8 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   // rewritten without port sharing (and back with it once the spec changes or the verdict ends).
   // Also while the pod is unknown (an agent restarted with a persisted verdict, before its first
   // pod list): sharing again would let the bad spec bind, and undoing it costs a copy's restart.
-  const exclusive = wantActive && s.policy.handover === 'overlap' && s.knownBad !== null && (s.pod === null || s.pod.specHash === s.knownBad.specHash);
+  const kb = s.knownBad;
+  const exclusive = wantActive && s.policy.handover === 'overlap' && kb !== null && holds(kb, now) && (s.pod === null || s.pod.specHash === kb.specHash);
   const activate = (reason: Reason) => {
     if (!due(s, 'activate', now)) return;
     s.inflight.activate = now;
@@ -837,6 +869,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   if (s.unscheduledSince !== null) add(s.unscheduledSince + p.gcGraceMs);
   if (s.confirm && s.state === 'Silent') add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
   if (s.state === 'Active') add(s.handover.notBefore);
+  if (s.knownBad !== null) add(s.knownBad.until);
   add(s.handover.deadline);
   for (const r of Object.values(s.retry)) add(r.at);
   for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);

@@ -7,6 +7,7 @@
 // strings to the core: compared for equality only, never for age.
 import type { ParentPolicy } from '../policy/policy.js';
 import type { Channel } from '../policy/schema.js';
+import type { Verdict } from './probation.js';
 import type { BeatTrust } from './beats.js';
 
 export type { Channel, ParentPolicy };
@@ -184,12 +185,15 @@ export interface ParentState {
    * No hand-over to a known-bad spec: the parent spec (and pod) that failed a hand-over while it
    * differed from the checkpoint's, last known good, spec, or (handover: overlap) whose container
    * exited while it started beside the port-sharing checkpoint, which cannot have kept it from its
-   * ports. The checkpoint keeps the node until the api-server's pod here changes spec or the parent
-   * reports Ready on its own; an overlap parent's checkpoint then holds its ports without sharing.
-   * A failure of the checkpoint's own spec is a race with the kubelet's back-off, not a verdict: it
-   * is not recorded. Persisted with the hand-over record, so an agent restart keeps it.
+   * ports. The verdict is a probation (src/core/probation.ts): until it ends, the checkpoint keeps
+   * the node (an overlap parent's checkpoint holds its ports without sharing); then the spec is
+   * tried again, and each new failure doubles the next probation. It ends at once when the
+   * api-server's pod here changes spec or the parent reports Ready on its own. A failure of the
+   * checkpoint's own spec is a race with the kubelet's back-off, not a verdict: it is not recorded.
+   * Persisted with the hand-over record, so an agent restart keeps it (kept after an expiry too:
+   * its strikes count towards the next probation of the same spec).
    */
-  knownBad: { specHash: string; podUid: string; since: number } | null;
+  knownBad: Verdict | null;
   /**
    * Overlap: exits of the parent are counted only beside a copy known to share its ports. Reset
    * on every (re)write of the checkpoint manifest: `notHolder` is the copy that ran before it
