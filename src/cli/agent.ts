@@ -6,7 +6,7 @@ import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { parseDuration } from '../policy/duration.js';
 import { API_FAILURE_THRESHOLD, API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS } from '../agent/observe/api-probe.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MANIFEST_DIR, DEFAULT_STATE_DIR, runAgent } from '../agent/run.js';
-import { CliError } from './errors.js';
+import { CliError, describeCause, EXIT, exitCodesHelp, usageError } from './errors.js';
 
 interface Flags {
   node?: string;
@@ -27,10 +27,15 @@ interface Flags {
   logLevel: string;
 }
 
-function ms(text: string | undefined, flag: string): number | undefined {
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function ms(text: string | undefined, flag: string, problems: string[]): number | undefined {
   if (text === undefined) return undefined;
   const r = parseDuration(text);
-  if (!r.ok) throw new CliError(`${flag}: ${r.error}`, 'EUSAGE', 2);
+  if (!r.ok) {
+    problems.push(`${flag}: ${r.error}`);
+    return undefined;
+  }
   return r.ms;
 }
 
@@ -62,20 +67,28 @@ export function register(program: Command): void {
       '--api-probe-calm <duration>',
       `probe this often instead while the pod and Lease watches are open and the api-server answers; a broken watch probes at once (default ${API_PROBE_CALM_FACTOR} x --api-probe; 0s: always --api-probe)`,
     )
-    .option('--log-level <level>', 'pino level', 'info')
+    .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
+    .addHelpText(
+      'after',
+      exitCodesHelp({ 0: 'stopped by SIGTERM or SIGINT', 1: 'the node lock was lost to another agent, or the agent could not start (logged)' }),
+    )
     .action(async (flags: Flags) => {
       const env = process.env;
+      // Every problem with the flags at once, before anything starts.
+      const problems: string[] = [];
       const node = flags.node ?? env.NODE_NAME;
-      if (!node) throw new CliError('--node (or env NODE_NAME) is required', 'EUSAGE', 2);
+      if (!node) problems.push('--node (or env NODE_NAME) is required');
       const port = Number(flags.healthPort);
-      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--health-port: ${flags.healthPort} is not a port`, 'EUSAGE', 2);
-      const logger = pino({ level: flags.logLevel, base: { component: 'lastseen-agent', node } });
-      const watchdogMs = ms(flags.watchdog, '--watchdog');
-      const localPollMs = ms(flags.localPoll, '--local-poll');
-      const apiProbeMs = ms(flags.apiProbe, '--api-probe');
-      const apiProbeCalmMs = ms(flags.apiProbeCalm, '--api-probe-calm');
+      if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push(`--health-port: ${flags.healthPort} is not a port`);
+      if (!LOG_LEVELS.includes(flags.logLevel)) problems.push(`--log-level: "${flags.logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
+      const watchdogMs = ms(flags.watchdog, '--watchdog', problems);
+      const localPollMs = ms(flags.localPoll, '--local-poll', problems);
+      const apiProbeMs = ms(flags.apiProbe, '--api-probe', problems);
+      const apiProbeCalmMs = ms(flags.apiProbeCalm, '--api-probe-calm', problems);
       if (apiProbeCalmMs && apiProbeCalmMs < (apiProbeMs || API_PROBE_INTERVAL_MS))
-        throw new CliError('--api-probe-calm: shorter than --api-probe; use 0s to turn calm periods off', 'EUSAGE', 2);
+        problems.push('--api-probe-calm: shorter than --api-probe; use 0s to turn calm periods off');
+      if (problems.length > 0 || !node) throw usageError(problems);
+      const logger = pino({ level: flags.logLevel, base: { component: 'lastseen-agent', node } });
       // SIGTERM/SIGINT at any time, also while standing by for the lock or waiting for the first
       // policy: the agent undoes what it started and the process exits 0.
       const ac = new AbortController();
@@ -107,7 +120,10 @@ export function register(program: Command): void {
           signal: ac.signal,
         });
       } catch (e) {
-        if (!ac.signal.aborted) throw e;
+        if (!ac.signal.aborted) {
+          logger.error({ err: describeCause(e) }, 'the agent could not start');
+          throw new CliError(`the agent could not start: ${describeCause(e)}`, 'ESTART', EXIT.failed);
+        }
         logger.info('stopped while starting');
         return;
       }

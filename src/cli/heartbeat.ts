@@ -13,8 +13,9 @@ import { classifyKubeError } from '../kube/errors.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { makeLightClient } from '../kube/light-client.js';
 import { loadEndpoint } from '../kube/light-config.js';
+import { parseProbe } from '../heartbeat/probe.js';
 import { parseDuration } from '../policy/duration.js';
-import { CliError } from './errors.js';
+import { CliError, exitCodesHelp, usageError } from './errors.js';
 
 /** Reading our own pod (parent key, labels) at start: tries, and the timeout of each. */
 const POD_LOOKUP_ATTEMPTS = 3;
@@ -82,30 +83,46 @@ export function register(program: Command): void {
     .option('--labels-file <file>', "this pod's labels as the downward API writes them (env LASTSEEN_LABELS_FILE)")
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
     .addHelpText('after', PROBE_MODES)
+    .addHelpText('after', exitCodesHelp({ 0: 'stopped by SIGTERM or SIGINT' }))
     .action(async (flags: Flags) => {
       const logger = pino(pino.destination({ dest: 1, sync: true }));
       await run(flags, logger);
     });
 }
 
-function need(value: string | undefined, flag: string, env: string): string {
-  if (!value) throw new CliError(`${flag} (or env ${env}) is required`, 'EUSAGE', 2);
-  return value;
+const CHANNEL_NAMES: readonly string[] = ['lease', 'annotation', 'local'];
+
+/** Every problem with the flags (and their environment fallbacks), before any request is made. */
+function flagProblems(flags: Flags, env: NodeJS.ProcessEnv): string[] {
+  const out: string[] = [];
+  for (const [value, flag, name] of [
+    [flags.node ?? env.NODE_NAME, '--node', 'NODE_NAME'],
+    [flags.podName ?? env.POD_NAME, '--pod-name', 'POD_NAME'],
+    [flags.namespace ?? env.POD_NAMESPACE, '--namespace', 'POD_NAMESPACE'],
+  ] as const)
+    if (!value) out.push(`${flag} (or env ${name}) is required`);
+  const role = flags.role ?? env.LASTSEEN_ROLE ?? 'parent';
+  if (role !== 'parent' && role !== 'checkpoint') out.push(`--role must be parent or checkpoint, not "${role}"`);
+  if (flags.interval) {
+    const d = parseDuration(flags.interval);
+    if (!d.ok) out.push(`--interval: ${d.error}`);
+  }
+  for (const c of flags.channels?.split(',').map((x) => x.trim()) ?? [])
+    if (!CHANNEL_NAMES.includes(c)) out.push(`--channels: "${c}" is not a channel (use lease, annotation, local)`);
+  const probe = parseProbe(flags.probe);
+  if (!probe.ok) out.push(`--probe: ${probe.error}`);
+  return out;
 }
 
 async function run(flags: Flags, logger: Logger): Promise<void> {
   const env = process.env;
-  const node = need(flags.node ?? env.NODE_NAME, '--node', 'NODE_NAME');
-  const podName = need(flags.podName ?? env.POD_NAME, '--pod-name', 'POD_NAME');
-  const namespace = need(flags.namespace ?? env.POD_NAMESPACE, '--namespace', 'POD_NAMESPACE');
+  const problems = flagProblems(flags, env);
+  if (problems.length > 0) throw usageError(problems);
+  const node = (flags.node ?? env.NODE_NAME)!;
+  const podName = (flags.podName ?? env.POD_NAME)!;
+  const namespace = (flags.namespace ?? env.POD_NAMESPACE)!;
   const role = (flags.role ?? env.LASTSEEN_ROLE ?? 'parent') as Role;
-  if (role !== 'parent' && role !== 'checkpoint') throw new CliError(`--role must be parent or checkpoint, not "${role}"`, 'EUSAGE', 2);
-  let intervalMs: number | undefined;
-  if (flags.interval) {
-    const d = parseDuration(flags.interval);
-    if (!d.ok) throw new CliError(`--interval: ${d.error}`, 'EUSAGE', 2);
-    intervalMs = d.ms;
-  }
+  const intervalMs = flags.interval ? (parseDuration(flags.interval) as { ms: number }).ms : undefined;
   const channels = flags.channels
     ?.split(',')
     .map((c) => c.trim())

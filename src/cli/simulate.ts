@@ -2,7 +2,8 @@
 // `lastseen simulate random --seeds A..B`: run the deterministic simulator, print the timeline and
 // a verdict (or one JSON object), optionally draw the run. `lastseen simulate SCENARIO|--file FILE
 // --seeds A..B [--json]` runs one scenario once per seed and prints the spread of its figures.
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import {
   formatSeedsSummary,
@@ -26,7 +27,7 @@ import {
   seedsExitCode,
   withKubeletModel,
 } from '../sim/index.js';
-import { CliError } from './errors.js';
+import { CliError, usageError } from './errors.js';
 
 /** Exit status: 0 the run passed (or was only recorded), 1 a failed verdict, 2 invalid input. */
 const EXIT_FAILED = 1;
@@ -95,6 +96,42 @@ async function load(name: string | undefined, file: string | undefined): Promise
   const s = namedScenario(name);
   if (!s) throw new CliError(`no scenario named "${name}": known are ${SCENARIO_NAMES.join(', ')}, random`, 'ENOSCENARIO', EXIT_INVALID);
   return s;
+}
+
+/** Every problem with the command line (each check also stands alone where the value is used). */
+async function flagProblems(name: string | undefined, opts: Opts): Promise<string[]> {
+  const out: string[] = [];
+  const check = (f: () => unknown) => {
+    try {
+      f();
+    } catch (e) {
+      if (e instanceof CliError) out.push(e.message);
+      else throw e;
+    }
+  };
+  check(() => strategyOf(opts.strategy));
+  check(() => kubeletOf(opts.kubelet));
+  check(() => seedOf(opts.seed));
+  if (opts.seeds !== undefined && !parseSeedRange(opts.seeds)) out.push(`--seeds must look like 1..200, got "${opts.seeds}"`);
+  if (opts.events && !opts.json) out.push('--events adds the timeline to the JSON output: use it with --json (the text output is the timeline)');
+  if (opts.events && (name === 'random' || opts.seeds !== undefined)) out.push('--events belongs to one run; it cannot be used with --seeds');
+  if (opts.net && name !== 'random' && name !== 'random-one') out.push('--net draws random network schedules: use it with random or random-one');
+  if (opts.seeds !== undefined && name === 'random-one') out.push('random-one draws its scenario from --seed; use `random --seeds A..B` for a range');
+  if (opts.seeds !== undefined && opts.seed !== undefined) out.push('pass either --seed N (one run) or --seeds A..B (a run per seed), not both');
+  if (opts.svg && (opts.seeds !== undefined || name === 'random')) out.push('--svg draws one run; it cannot be used with --seeds');
+  if (opts.file === undefined && name !== undefined && name !== 'random' && name !== 'random-one' && !namedScenario(name))
+    out.push(`no scenario named "${name}": known are ${SCENARIO_NAMES.join(', ')}, random, random-one`);
+  if (name === undefined && opts.file === undefined) out.push(`name a scenario (${SCENARIO_NAMES.join(', ')}, random) or pass --file FILE`);
+  // The chart's folder must exist before a run of minutes ends in ENOENT.
+  if (opts.svg) {
+    const dir = dirname(resolve(opts.svg));
+    const ok = await stat(dir).then(
+      (st) => st.isDirectory(),
+      () => false,
+    );
+    if (!ok) out.push(`--svg ${opts.svg}: the folder ${dir} does not exist`);
+  }
+  return out;
 }
 
 function jsonOf(r: RunResult, events: boolean): Record<string, unknown> {
@@ -170,23 +207,14 @@ export function register(program: Command): void {
     .option('--svg <file>', 'draw the run as an SVG chart')
     .option('--net', 'with random / random-one: draw network schedules (links, latency per direction, slow beats, reboots, partitions, hangs, kills)')
     .addHelpText('after', EXIT_HELP)
-    // Commander's own usage errors (an unknown option, a missing value) are invalid input too.
-    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT_INVALID))
     .action(async (name: string | undefined, opts: Opts) => {
+      // Every problem with the flags at once, before anything runs.
+      const problems = await flagProblems(name, opts);
+      if (problems.length > 0) throw usageError(problems);
       const strategy = strategyOf(opts.strategy);
       const kubelet = kubeletOf(opts.kubelet);
-      if (opts.events && !opts.json)
-        throw new CliError('--events adds the timeline to the JSON output: use it with --json (the text output is the timeline)', 'EEVENTS', EXIT_INVALID);
-      if (opts.events && (name === 'random' || opts.seeds !== undefined))
-        throw new CliError('--events belongs to one run; it cannot be used with --seeds', 'EEVENTS', EXIT_INVALID);
-      if (opts.net && name !== 'random' && name !== 'random-one')
-        throw new CliError('--net draws random network schedules: use it with random or random-one', 'ENET', EXIT_INVALID);
       if (name === 'random') return runRandom(opts.seeds ?? '1..100', strategy, !!opts.json, kubelet, !!opts.net);
       if (opts.seeds !== undefined) {
-        if (name === 'random-one')
-          throw new CliError('random-one draws its scenario from --seed; use `random --seeds A..B` for a range', 'ESEEDS', EXIT_INVALID);
-        if (opts.seed !== undefined) throw new CliError('pass either --seed N (one run) or --seeds A..B (a run per seed), not both', 'ESEEDS', EXIT_INVALID);
-        if (opts.svg) throw new CliError('--svg draws one run; it cannot be used with --seeds', 'ESEEDS', EXIT_INVALID);
         return runScenarioSeeds(onKubelet(await load(name, opts.file), kubelet), opts.seeds, strategy, !!opts.json);
       }
       const seed = seedOf(opts.seed);
@@ -195,7 +223,9 @@ export function register(program: Command): void {
       if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r, !!opts.events), null, 2)}\n`);
       else process.stdout.write(`${formatTimeline(r)}\n`);
       if (opts.svg) {
-        await writeFile(opts.svg, renderSvg(r));
+        await writeFile(opts.svg, renderSvg(r)).catch((e: Error) => {
+          throw new CliError(`cannot write the chart to ${opts.svg}: ${e.message}`, 'ESVG', EXIT_INVALID);
+        });
         if (!opts.json) process.stdout.write(`chart written to ${opts.svg}\n`);
       }
       if (r.verdict === 'fail') process.exitCode = EXIT_FAILED;

@@ -4,14 +4,27 @@
 // With --watch: list once, then follow both with watches and re-print whenever a row changes
 // in a way a person would notice (state, phase, checkpoint, reason, holder; a routine Lease
 // renewal alone does not re-print). A watch that ends is re-listed and re-opened after a pause.
+//
+// With --covered: a check for reboot tools (kured's pre-reboot check, a maintenance script): exit
+// 0 only when every parent (on --node) is covered by a current report of its agent; otherwise
+// say which parent is not and why on stderr, and exit 1.
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, Watch } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
 import { podReady } from '../agent/parents.js';
-import { LABEL_MANAGED_BY, LABEL_NODE, MANAGED_BY } from '../core/names.js';
+import { ANNOTATION_ROLE, LABEL_MANAGED_BY, LABEL_NODE, LABEL_PARENT, MANAGED_BY } from '../core/names.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { NODECHECKPOINT_GROUP, NODECHECKPOINT_PLURAL, NODECHECKPOINT_VERSION } from '../kube/nodecheckpoint-types.js';
-import { buildRows, type LeaseObject, type NodeCheckpointObject, type NodeHealth, type OutputFormat, render, significant } from '../kube/status-table.js';
-import { CliError } from './errors.js';
+import {
+  buildRows,
+  coverageProblems,
+  type LeaseObject,
+  type NodeCheckpointObject,
+  type NodeHealth,
+  type OutputFormat,
+  render,
+  significant,
+} from '../kube/status-table.js';
+import { CliError, describeCause, EXIT, exitCodesHelp, usageError } from './errors.js';
 
 /** A list that takes longer than this is reported instead of hanging the terminal. */
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -38,7 +51,20 @@ interface Options {
   output: OutputFormat;
   node?: string;
   watch?: boolean;
+  covered?: boolean;
   kubeconfig?: string;
+}
+
+/** A Node name: a DNS subdomain (RFC 1123), as the api-server requires. */
+const NODE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Every problem with the flags, before any request is made. */
+function checkFlags(opts: Options): string[] {
+  const errors: string[] = [];
+  if (opts.node !== undefined && (opts.node.length > 253 || !NODE_NAME.test(opts.node)))
+    errors.push(`--node ${JSON.stringify(opts.node)}: not a node name (lowercase letters, digits, '-' and '.', at most 253 characters)`);
+  if (opts.covered && opts.watch) errors.push('--covered is a one-time check: it cannot be combined with --watch');
+  return errors;
 }
 
 export function register(program: Command): void {
@@ -48,8 +74,19 @@ export function register(program: Command): void {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'wide', 'json', 'yaml']).default('table'))
     .option('--node <name>', 'only this node')
     .option('-w, --watch', 'keep running; print again when a row changes')
+    .option('--covered', 'check that every parent (on --node) is covered now: exit 0 if so, else name each one that is not and why, and exit 1')
     .option('--kubeconfig <file>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .addHelpText(
+      'after',
+      exitCodesHelp({
+        1: '--covered: a parent is not covered (each one named on stderr, with the reason)',
+        3: 'refused: the NodeCheckpoint CRD is not installed, or the credentials or RBAC refuse the lists',
+        4: 'the api-server did not answer (named, with the cause)',
+      }),
+    )
     .action(async (opts: Options) => {
+      const problems = checkFlags(opts);
+      if (problems.length > 0) throw usageError(problems);
       const kc = loadConfig(opts.kubeconfig);
       const source = new StatusSource(kc, opts.node);
       const world = await withTimeout(source.list(), kc);
@@ -60,6 +97,18 @@ export function register(program: Command): void {
         return significant(rows);
       };
       let last = print();
+      if (opts.covered) {
+        const { rows } = buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health);
+        const uncovered = coverageProblems(rows, Date.now());
+        if (opts.node && !world.checkpoints.has(opts.node))
+          uncovered.push({ row: { node: opts.node } as never, why: 'no NodeCheckpoint: no agent has reported on this node' });
+        if (uncovered.length === 0) {
+          process.stderr.write(`lastseen: every parent${opts.node ? ` on ${opts.node}` : ''} is covered (${rows.length})\n`);
+          return;
+        }
+        const lines = uncovered.map((p) => (p.row.parent ? `${p.row.node} ${p.row.namespace}/${p.row.parent}: ${p.why}` : `${p.row.node}: ${p.why}`));
+        throw new CliError(`${uncovered.length} not covered:\n  ${lines.join('\n  ')}`, 'ENOTCOVERED', EXIT.failed);
+      }
       if (!opts.watch) return;
       let pending = false;
       await source.follow(world, () => {
@@ -80,7 +129,7 @@ function loadConfig(file: string | undefined): KubeConfig {
   try {
     return loadKubeConfig(file);
   } catch (e) {
-    throw new CliError((e as Error).message, 'EKUBECONFIG', 2);
+    throw new CliError((e as Error).message, 'EKUBECONFIG', EXIT.usage);
   }
 }
 
@@ -129,7 +178,7 @@ export function explain(err: unknown, verb: string, resource: string, kc: KubeCo
   }
   if (status === 401) return new CliError(`${server} did not accept the kubeconfig's credentials (HTTP 401)`, 'EUNAUTHORIZED', 3);
   if (status !== null) return new CliError(`${verb} ${resource}: HTTP ${status}${detail ? `: ${detail}` : ''}`, 'EAPI', 4);
-  return new CliError(`cannot reach the api-server at ${server}: ${e.message ?? String(err)}`, 'EUNREACHABLE', 4);
+  return new CliError(`cannot reach the api-server at ${server}: ${describeCause(err)}`, 'EUNREACHABLE', 4);
 }
 
 function serverMessage(body: unknown): string {
@@ -179,8 +228,36 @@ class StatusSource {
     const world: World = { health: { nodes: null, readyAgents: null }, checkpoints: new Map(), leases: new Map(), checkpointsVersion: '', leasesVersion: '' };
     await this.listCheckpoints(world);
     await this.listLeases(world);
-    world.health = await this.health();
+    world.health = { ...(await this.health()), missingPods: await this.missingHolders(world) };
     return world;
+  }
+
+  /**
+   * Holders of Leases no agent reports on whose pod does not exist (a Lease left behind by a
+   * deleted pod). One read per such Lease, which is rare; best effort (null when not allowed).
+   */
+  async missingHolders(world: World): Promise<Set<string> | null> {
+    const reported = new Set<string>();
+    for (const [node, nc] of world.checkpoints) {
+      const parents = (nc.status as { parents?: Array<{ namespace?: string; key?: string }> } | undefined)?.parents ?? [];
+      for (const p of parents) reported.add(`${node}/${p.namespace}/${p.key}`);
+    }
+    const core = this.kc.makeApiClient(CoreV1Api);
+    const missing = new Set<string>();
+    for (const l of world.leases.values()) {
+      const labels = l.metadata?.labels ?? {};
+      const namespace = l.metadata?.namespace;
+      const holder = l.spec?.holderIdentity;
+      if (!namespace || !holder || l.metadata?.annotations?.[ANNOTATION_ROLE] === 'checkpoint') continue;
+      if (reported.has(`${labels[LABEL_NODE]}/${namespace}/${labels[LABEL_PARENT]}`)) continue;
+      try {
+        await withTimeout(core.readNamespacedPod({ name: holder, namespace }), this.kc);
+      } catch (e) {
+        if ((e as { code?: unknown }).code === 404) missing.add(`${namespace}/${holder}`);
+        else if ((e as { code?: unknown }).code === 403) return null;
+      }
+    }
+    return missing;
   }
 
   /**
@@ -283,8 +360,8 @@ class StatusSource {
       run('leases');
       // Agents come and go without touching a NodeCheckpoint: look again now and then.
       setInterval(() => {
-        void this.health().then((h) => {
-          world.health = h;
+        void this.health().then(async (h) => {
+          world.health = { ...h, missingPods: await this.missingHolders(world) };
           changed();
         });
       }, HEALTH_REFRESH_MS).unref();

@@ -3,14 +3,23 @@
 // (its Lease: phase, renew time, holder).
 //
 // Pure: takes the objects as the api-server returned them (typed client or raw watch JSON) and
-// `now` from the caller. Ages are display only: LAST SEEN compares the writer's renew time with
-// the reader's clock, which the agent itself never does (clocks disagree); a skewed writer shows
-// as `0s` rather than a negative age.
+// `now` from the caller. LAST SEEN is the last beat the agent saw, on any channel (its report's
+// lastSeen): for a parent the agent finds fresh, as old as it was when the agent wrote its report
+// (both times from the agent's clock, so no skew); for any other, aged to the reader's `now`. A
+// row no agent reports on shows the Lease's renew time, the writer's clock (a skewed writer shows
+// as `0s` rather than a negative age).
+//
+// A report older than REPORT_STALE_MS is marked stale whatever the agent pod's condition says: an
+// agent writes its status at least every minute (src/agent/status.ts STATUS_REFRESH_MS).
 import { stringify } from 'yaml';
 import { ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE, LABEL_NODE, LABEL_PARENT } from '../core/names.js';
 import { nodeCheckpointStatusSchema, type ParentStatus } from './nodecheckpoint-types.js';
 
 export type OutputFormat = 'table' | 'wide' | 'json' | 'yaml';
+/** Three of the agent's status periods (STATUS_REFRESH_MS, one minute): an older report is stale. */
+export const REPORT_STALE_MS = 3 * 60_000;
+/** States in which the agent finds the parent's beats fresh: LAST SEEN is as of its report. */
+const FRESH_STATES = new Set(['Healthy', 'Starting']);
 export type CheckpointCell = 'active' | 'stored' | '-';
 
 export interface StatusRow {
@@ -19,8 +28,16 @@ export interface StatusRow {
   parent: string;
   /** Phase of the parent's latest beat (Lease annotation, else the agent's report); null: none. */
   phase: string | null;
-  /** The parent's Lease renew time (else the agent's lastSeen), RFC 3339; null: never seen. */
+  /** The last beat the agent saw (else, with no report, the Lease's renew time), RFC 3339; null: never seen. */
   lastSeen: string | null;
+  /** When the node's agent wrote the report this row comes from (null: no report). */
+  reportedAt: string | null;
+  /** Whether the agent finds the parent covered (null: not reported), and why (not). */
+  covered: boolean | null;
+  coverageReason: string;
+  coverageMessage: string;
+  /** A Lease whose holder pod does not exist (left behind); null: not known. */
+  podMissing: boolean | null;
   /** The agent's state for this parent; null when no agent has reported it (no NodeCheckpoint entry). */
   state: string | null;
   checkpoint: CheckpointCell;
@@ -50,6 +67,8 @@ export type AgentCell = 'Ready' | 'NoReadyAgent' | 'NodeGone';
 export interface NodeHealth {
   nodes: ReadonlySet<string> | null;
   readyAgents: ReadonlySet<string> | null;
+  /** `namespace/name` of Lease holders found to have no pod (only rows no agent reports on are looked up). */
+  missingPods?: ReadonlySet<string> | null;
 }
 
 /** The few fields read from a NodeCheckpoint, as a list or a watch returns it. */
@@ -98,6 +117,11 @@ export function buildRows(
     parent,
     phase: null,
     lastSeen: null,
+    reportedAt: null,
+    covered: null,
+    coverageReason: '',
+    coverageMessage: '',
+    podMissing: null,
     state: null,
     checkpoint: '-',
     reason: '',
@@ -123,6 +147,10 @@ export function buildRows(
         ...blank(node, p.namespace, p.key),
         phase: p.phase ? p.phase : null,
         lastSeen: p.lastSeen ?? null,
+        reportedAt: parsed.data.observedAt ?? null,
+        covered: p.covered ?? null,
+        coverageReason: p.coverageReason ?? '',
+        coverageMessage: p.coverageMessage ?? '',
         state: p.state,
         checkpoint: checkpointCell(p),
         reason: p.reason ?? '',
@@ -144,12 +172,15 @@ export function buildRows(
     const k = rowKey(node, namespace, parent);
     const row = rows.get(k) ?? blank(node, namespace, parent);
     const sequence = Number.parseInt(annotations[ANNOTATION_SEQUENCE] ?? '', 10);
+    const holder = l.spec?.holderIdentity ?? null;
     rows.set(k, {
       ...row,
-      // The Lease is the parent's own latest word; the agent's report is only as fresh as its last transition.
+      // The Lease is the parent's own latest word on its phase; when it beats is the agent's word
+      // (it sees every channel), the Lease's renew time only when no agent reports on the parent.
       phase: annotations[ANNOTATION_PHASE] || row.phase,
-      lastSeen: iso(l.spec?.renewTime) ?? row.lastSeen,
-      holder: l.spec?.holderIdentity ?? null,
+      lastSeen: row.state === null ? (iso(l.spec?.renewTime) ?? row.lastSeen) : row.lastSeen,
+      podMissing: row.state === null && holder !== null && health.missingPods ? health.missingPods.has(`${namespace}/${holder}`) : row.podMissing,
+      holder,
       sequence: Number.isFinite(sequence) ? sequence : null,
       lease: l.metadata?.name ?? null,
     });
@@ -165,12 +196,60 @@ function agentCell(node: string, h: NodeHealth): AgentCell | null {
   return null;
 }
 
-/** STATE as printed: the agent's word, marked stale when no Ready agent stands behind it. */
-function stateCell(r: StatusRow): string {
-  const state = r.state ?? '<no report>';
-  if (r.agent === 'NodeGone') return `${state} (node gone)`;
-  if (r.agent === 'NoReadyAgent' && r.state !== null) return `${state} (stale: no Ready agent)`;
-  return state;
+/** How old the row's report is at `now` (null: no report). */
+function reportAgeMs(r: StatusRow, now: number): number | null {
+  if (r.reportedAt === null) return null;
+  const at = Date.parse(r.reportedAt);
+  return Number.isNaN(at) ? null : now - at;
+}
+
+/** STATE as printed: the agent's word, marked stale when its report is old or no Ready agent stands behind it. */
+function stateCell(r: StatusRow, now: number): string {
+  if (r.state === null) return r.podMissing ? `<no report> (no pod ${r.holder}: Lease left behind)` : '<no report>';
+  if (r.agent === 'NodeGone') return `${r.state} (node gone)`;
+  const age = reportAgeMs(r, now);
+  if (age !== null && age > REPORT_STALE_MS) return `${r.state} (stale: report ${humanAge(age)} old)`;
+  if (r.agent === 'NoReadyAgent') return `${r.state} (stale: no Ready agent)`;
+  return r.state;
+}
+
+/** LAST SEEN as an age: as of the report for a parent the agent finds fresh, else at `now`. */
+function lastSeenAgeMs(r: StatusRow, now: number): number | null {
+  if (r.lastSeen === null) return null;
+  const at = Date.parse(r.lastSeen);
+  if (Number.isNaN(at)) return null;
+  const reported = r.reportedAt === null ? Number.NaN : Date.parse(r.reportedAt);
+  const asOf = r.state !== null && FRESH_STATES.has(r.state) && !Number.isNaN(reported) ? Math.min(reported, now) : now;
+  return Math.max(0, asOf - at);
+}
+
+/** A parent that is not covered (or cannot be known to be), and why, for `status --covered`. */
+export interface CoverageProblem {
+  row: StatusRow;
+  why: string;
+}
+
+/**
+ * Every parent that is not covered right now, and why. A parent counts as covered only on a current
+ * report from its node's agent that says so: a stale report, a node without a Ready agent, an
+ * agent that does not report coverage or no report at all are problems too. Orphaned parents (no
+ * pod scheduled here any more) are not parents of the node.
+ */
+export function coverageProblems(rows: readonly StatusRow[], now: number): CoverageProblem[] {
+  const out: CoverageProblem[] = [];
+  for (const row of rows) {
+    if (row.state === 'Orphaned') continue;
+    const age = reportAgeMs(row, now);
+    let why: string | null = null;
+    if (row.state === null) why = row.podMissing ? `a Lease of pod ${row.holder}, which does not exist` : 'no agent has reported on this parent';
+    else if (row.agent === 'NodeGone') why = 'the Node no longer exists';
+    else if (age !== null && age > REPORT_STALE_MS) why = `the agent's report is ${humanAge(age)} old (stale)`;
+    else if (row.agent === 'NoReadyAgent') why = 'no Ready lastseen agent runs on the node';
+    else if (row.covered === null) why = 'the agent does not report coverage (an agent older than this lastseen?)';
+    else if (!row.covered) why = `${row.coverageReason}: ${row.coverageMessage}`;
+    if (why !== null) out.push({ row, why });
+  }
+  return out;
 }
 
 /**
@@ -200,7 +279,7 @@ function ageOf(t: string | null, now: number): string {
 }
 
 const HEADERS = ['NODE', 'NAMESPACE', 'PARENT', 'PHASE', 'LAST SEEN', 'STATE', 'CHECKPOINT', 'REASON'];
-const WIDE_HEADERS = ['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT'];
+const WIDE_HEADERS = ['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT', 'COVERED'];
 
 /** Columns aligned with three spaces, like kubectl; no trailing spaces. */
 function align(lines: string[][]): string {
@@ -223,7 +302,17 @@ export function renderTable(rows: readonly StatusRow[], now: number, wide = fals
   // MESSAGE, the longest cell, goes last in both forms.
   const lines = [wide ? [...HEADERS, ...WIDE_HEADERS, 'MESSAGE'] : [...HEADERS, 'MESSAGE']];
   for (const r of rows) {
-    const cells = [r.node, r.namespace, r.parent, r.phase ?? '-', ageOf(r.lastSeen, now), stateCell(r), r.checkpoint, r.reason || '-'];
+    const seen = lastSeenAgeMs(r, now);
+    const cells = [
+      r.node,
+      r.namespace,
+      r.parent,
+      r.phase ?? '-',
+      seen === null ? (r.lastSeen === null ? '<never>' : '<invalid>') : humanAge(seen),
+      stateCell(r, now),
+      r.checkpoint,
+      r.reason || '-',
+    ];
     if (wide) {
       cells.push(
         r.holder ?? '-',
@@ -232,6 +321,7 @@ export function renderTable(rows: readonly StatusRow[], now: number, wide = fals
         r.lastTransitionTime === null ? '-' : ageOf(r.lastTransitionTime, now),
         r.overrides.length > 0 ? r.overrides.join(',') : '-',
         r.agent ?? '-',
+        r.covered === null ? '-' : r.covered ? 'yes' : `no (${r.coverageReason})`,
       );
     }
     cells.push(r.message || '-');
@@ -248,8 +338,8 @@ export function toDocument(
   return {
     kind: 'ParentStatusList',
     items: rows.map((r) => {
-      const at = r.lastSeen === null ? Number.NaN : Date.parse(r.lastSeen);
-      return { ...r, lastSeenSeconds: Number.isNaN(at) ? null : Math.max(0, Math.floor((now - at) / 1000)) };
+      const age = lastSeenAgeMs(r, now);
+      return { ...r, lastSeenSeconds: age === null ? null : Math.floor(age / 1000) };
     }),
   };
 }
@@ -269,5 +359,21 @@ export function render(rows: readonly StatusRow[], format: OutputFormat, now: nu
 
 /** What a watch re-print cares about: a renewal alone (new renew time, sequence) is not a change. */
 export function significant(rows: readonly StatusRow[]): string {
-  return JSON.stringify(rows.map((r) => [r.node, r.namespace, r.parent, r.phase, r.state, r.checkpoint, r.reason, r.message, r.holder, r.overrides, r.agent]));
+  return JSON.stringify(
+    rows.map((r) => [
+      r.node,
+      r.namespace,
+      r.parent,
+      r.phase,
+      r.state,
+      r.checkpoint,
+      r.reason,
+      r.message,
+      r.holder,
+      r.overrides,
+      r.agent,
+      r.covered,
+      r.podMissing,
+    ]),
+  );
 }

@@ -10,6 +10,7 @@ import {
   POLICY_API_VERSION,
   POLICY_KIND,
   policyDocument,
+  type PolicyDocumentOutput,
   type Selector,
   type WhenApiUnreachable,
 } from './schema.js';
@@ -184,8 +185,52 @@ export function parsePolicyText(text: string): PolicyResult {
 export function parsePolicy(doc: unknown): PolicyResult {
   const r = policyDocument.safeParse(doc);
   if (!r.success) {
-    return { ok: false, errors: r.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })) };
+    const errors = r.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message }));
+    return {
+      ok: false,
+      errors: [
+        ...errors,
+        ...crossFieldOfTheRest(
+          doc,
+          r.error.issues.map((i) => i.path),
+        ),
+      ],
+    };
   }
+  return checkParsed(r.data);
+}
+
+/**
+ * Every error in one pass: with schema errors, the cross-field rules are still checked on the rest
+ * of the document (each field with a schema error left out, so its built-in default stands in), and
+ * what they find is reported too, except for the fields already named. Nothing when the rest does
+ * not parse either (a broken document shape).
+ */
+function crossFieldOfTheRest(doc: unknown, paths: ReadonlyArray<readonly PropertyKey[]>): PolicyError[] {
+  let rest: unknown;
+  try {
+    rest = structuredClone(doc);
+  } catch {
+    return [];
+  }
+  const named = new Set<string>();
+  for (const p of paths) {
+    // The field a policy section holds: defaults.<field> or overrides[i].policy.<field>.
+    const depth = p[0] === 'defaults' ? 2 : p[0] === 'overrides' && p[2] === 'policy' ? 4 : 0;
+    if (depth === 0 || p.length < depth) return [];
+    let o = rest as Record<PropertyKey, unknown>;
+    for (const k of p.slice(0, depth - 1)) o = o?.[k as string] as Record<PropertyKey, unknown>;
+    if (o && typeof o === 'object') delete o[p[depth - 1] as string];
+    named.add(formatPath(p.slice(0, depth)));
+  }
+  const r = policyDocument.safeParse(rest);
+  if (!r.success) return [];
+  const checked = checkParsed(r.data);
+  return checked.ok ? [] : checked.errors.filter((e) => !named.has(e.path));
+}
+
+function checkParsed(data: PolicyDocumentOutput): PolicyResult {
+  const r = { data };
   const defaults = applyPatch(BUILTIN_DEFAULTS, r.data.defaults ?? {});
   const errors = crossFieldErrors(defaults, 'defaults');
   const overrides: Override[] = (r.data.overrides ?? []).map((o) => ({ name: o.name, selector: o.selector, patch: o.policy }));

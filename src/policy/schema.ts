@@ -90,5 +90,6 @@ export const policyDocument = z.strictObject({
 });
 
 export type PolicyDocumentInput = z.input<typeof policyDocument>;
+export type PolicyDocumentOutput = z.output<typeof policyDocument>;
 export type PartialParentPolicyRaw = z.output<typeof partialFields>;
 export type Selector = z.output<typeof labelSelector>;

@@ -72,7 +72,7 @@ describe('dist/lastseen.mjs', () => {
     const badFile = join(away, 'bad.yaml');
     await writeFile(badFile, 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\ndefaults:\n  interval: 10s\n  window: 15s\n');
     const bad = await run(process.execPath, [bundle, 'policy', 'validate', badFile], away);
-    expect(bad.code).toBe(1);
+    expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('defaults.window');
   });
 
