@@ -6,10 +6,14 @@
 # run the sidecar with `command: [/nodejs/bin/node, --max-semi-space-size=1, /app/lastseen-heartbeat.mjs]`
 # (deploy/examples/parent-daemonset.yaml).
 #
-#   docker build -t ghcr.io/lastseen/lastseen:0.1.0 .
+#   docker build --build-arg LASTSEEN_COMMIT=$(git rev-parse HEAD) -t ghcr.io/lastseen/lastseen:0.1.0 .
 #   docker buildx build --platform linux/amd64,linux/arm64 -t ... .
 #
-# Pin both base images by digest in release builds (FROM image@sha256:...).
+# The released image is not built from this file but by `npm run release:image` (crane, from
+# Node.js's npm packages and Debian's .debs, reproducible, with an SBOM; docs/release.md). This file
+# describes the same image (paths, user, entrypoint, working folder, labels) for those who build
+# with an engine; test/unit/release-image.test.ts checks the two agree. Pin both base images by
+# digest in release builds (FROM image@sha256:...).
 
 # The bundle is plain JavaScript, the same for every target platform: build it once, natively.
 FROM --platform=$BUILDPLATFORM node:24-bookworm-slim AS build
@@ -20,7 +24,9 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY scripts/bundle.mjs scripts/bundle.mjs
 COPY src ./src
-RUN npm run bundle && node dist/lastseen.mjs --help >/dev/null && node dist/lastseen-heartbeat.mjs heartbeat --help >/dev/null
+# The build context has no .git: the commit that `lastseen --version` names comes in as an argument.
+ARG LASTSEEN_COMMIT=""
+RUN LASTSEEN_COMMIT="$LASTSEEN_COMMIT" npm run bundle && node dist/lastseen.mjs --help >/dev/null && node dist/lastseen-heartbeat.mjs heartbeat --help >/dev/null
 
 # Distroless: no shell, no package manager; Node lives at /nodejs/bin/node.
 # Runs as uid 65532 by default, which suits the heartbeat sidecar; the agent's DaemonSet asks
@@ -34,21 +40,10 @@ LABEL org.opencontainers.image.title="lastseen" \
 WORKDIR /app
 COPY --from=build /src/dist/lastseen.mjs /src/dist/lastseen-heartbeat.mjs /app/
 ENV NODE_ENV=production
-# A V8 compile cache, made here by this image's own Node (the cache is keyed by Node's version, V8's
-# flags and the user id): one `--help` run of each bundle as uid 0 (the agent, and the example
-# sidecar) and as 65532 (this image's default user). Read-only at run time (readOnlyRootFilesystem):
-# Node reads it and skips writing. Measured (issue 14): `agent --help` 0.22 -> 0.17 s and 88 -> 83 MiB
-# peak; the bench's table 4b has spawn -> /readyz with and without it. Exec-form RUN: no shell here.
-ENV NODE_COMPILE_CACHE=/app/compile-cache
-USER 0
-RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen.mjs", "agent", "--help"]
-RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen-heartbeat.mjs", "heartbeat", "--help"]
-RUN ["/nodejs/bin/node", "-e", "require('fs').chmodSync('/app/compile-cache', 0o1777)"]
-USER 65532
-RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen.mjs", "agent", "--help"]
-RUN ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen-heartbeat.mjs", "heartbeat", "--help"]
-USER 0
-RUN ["/nodejs/bin/node", "-e", "require('fs').chmodSync('/app/compile-cache', 0o755)"]
+# No V8 compile cache (NODE_COMPILE_CACHE): the released image (scripts/release-image.mjs) is
+# assembled from packages for two architectures without running them, so it cannot make one, and
+# this file describes that image. Measured when it was here (issue 14): `agent --help` 0.22 -> 0.17 s
+# and 88 -> 83 MiB peak with the cache.
 USER 65532
 # The agent's health port (hostNetwork: it is the node's port).
 EXPOSE 9870

@@ -8,6 +8,8 @@
 //                                      name real functions), pure ASCII
 //   node scripts/bundle.mjs --minify   identifiers minified too
 //   --outfile PATH                     the CLI bundle's path; the sidecar's goes beside it
+//   --metafile PATH                    esbuild's metafile of both bundles (their inputs), which
+//                                      scripts/release-image.mjs turns into the image's SBOM
 //
 // `lastseen --version` names the commit the bundle was built from (src/version.ts): git's HEAD,
 // with "-dirty" when tracked files differ from it, or LASTSEEN_COMMIT when set (a build without
@@ -33,6 +35,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const at = process.argv.indexOf('--outfile');
 const outfile = at > 0 && process.argv[at + 1] ? process.argv[at + 1] : join(root, 'dist', 'lastseen.mjs');
 const minify = process.argv.includes('--minify');
+const metaAt = process.argv.indexOf('--metafile');
+const metafile = metaAt > 0 ? process.argv[metaAt + 1] : undefined;
 
 function gitCommit() {
   if (process.env.LASTSEEN_COMMIT !== undefined) return process.env.LASTSEEN_COMMIT;
@@ -92,8 +96,9 @@ process.stdout.write(`bundle: ${outfile} ${(size / 1024).toFixed(0)} KiB from ${
 return result.metafile;
 }
 
-await bundle('src/cli/main.ts', outfile);
+const cli = await bundle('src/cli/main.ts', outfile);
 const sidecar = await bundle('src/cli/heartbeat-main.ts', join(dirname(outfile), 'lastseen-heartbeat.mjs'));
 // The point of the sidecar's bundle: fail the build if client-node (or undici) creeps back in.
 const heavy = Object.keys(sidecar.inputs).filter((f) => /node_modules\/(@kubernetes\/client-node|undici)\//.test(f));
 if (heavy.length > 0) throw new Error(`lastseen-heartbeat.mjs must not bundle client-node or undici; it takes ${heavy.slice(0, 3).join(', ')}`);
+if (metafile) await writeFile(metafile, JSON.stringify({ inputs: { ...cli.inputs, ...sidecar.inputs } }));
