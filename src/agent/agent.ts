@@ -73,6 +73,8 @@ export interface AgentHooks {
   onDecision?(p: ParentView): void;
   /** Called when a parent is forgotten (collected and no longer scheduled). */
   onForget?(id: string): void;
+  /** Called for every beat the core refused as not the parent's own (metrics; the log line is written here). */
+  onBeatRefused?(p: ParentView, a: Extract<Action, { type: 'beatRefused' }>): void;
 }
 
 export interface AgentOptions {
@@ -176,14 +178,16 @@ export class Agent {
   }
 
   /** The api-server's pods for this node were (re)listed or changed; `parents` maps key id -> pod. */
-  podsObserved(parents: Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }>): void {
+  podsObserved(
+    parents: Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string>; alsoListed?: Array<{ uid: string; name: string }> }>,
+  ): void {
     if (!this.apiReachable) return;
     for (const p of parents.values()) {
       const e = this.ensure(p.namespace, p.key, p.labels);
       e.pod = p.pod;
       e.labels = p.labels;
       this.refreshPolicy(e);
-      this.feed(e, { type: 'pod', pod: this.podInfo(p.pod) });
+      this.feed(e, { type: 'pod', pod: { ...this.podInfo(p.pod), ...(p.alsoListed?.length ? { alsoListed: p.alsoListed } : {}) } });
     }
     // Everything else has no pod here as far as the api-server knows: the core starts its GC clock.
     for (const e of this.entries.values()) {
@@ -365,6 +369,25 @@ export class Agent {
         // A verdict reached without a state change (KnownBadSpec) must be persisted as well.
         this.persistHandover(e);
         this.o.hooks?.onNote?.(e, a);
+        return;
+      case 'beatRefused':
+        // Once per holder (the core remembers whom it reported); every refusal is counted.
+        if (a.report) {
+          log.warn(
+            { parent: e.id, channel: a.channel, holder: a.holder, holderUid: a.holderUid, why: a.why, message: a.message },
+            "refused a beat that is not the parent's own",
+          );
+          run(
+            'event',
+            A.event(e, {
+              type: 'event',
+              eventType: 'Warning',
+              reason: a.why === 'frozen' ? 'FrozenBeat' : 'ForeignBeat',
+              message: `${e.id}: ${a.message}`,
+            }).then(() => null),
+          );
+        }
+        this.o.hooks?.onBeatRefused?.(e, a);
         return;
       case 'event':
         run(

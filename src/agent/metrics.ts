@@ -101,6 +101,13 @@ export class AgentMetrics {
     labelNames: ['source'],
     registers: [this.registry],
   });
+  /** Beats refused as not the parent's own (src/core/beats.ts): another holder, or a sequence that did not move. */
+  readonly refusedBeats = new Counter({
+    name: 'lastseen_refused_beats_total',
+    help: "Beats refused as not the parent's own (why: foreign holder, or frozen sequence), by channel",
+    labelNames: ['channel', 'why'],
+    registers: [this.registry],
+  });
   /** Always 1; its labels say which lastseen and which Node.js runtime an agent runs. */
   readonly buildInfo = new Gauge({
     name: 'lastseen_build_info',

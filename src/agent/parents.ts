@@ -11,6 +11,8 @@ export interface ParentPod {
   key: string;
   pod: V1Pod;
   labels: Record<string, string>;
+  /** Other live pods of the same key here (a surge rollout): their beats are the parent's too. */
+  alsoListed?: Array<{ uid: string; name: string }>;
 }
 
 /** Why a pod on this node is not a parent (null: it is one). */
@@ -44,8 +46,12 @@ export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPo
     const id = parentId(md.namespace!, key);
     const prev = out.get(id);
     const created = (p: V1Pod) => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
-    if (prev && created(prev.pod) >= created(pod)) continue;
-    out.set(id, { namespace: md.namespace!, key, pod, labels: md.labels ?? {} });
+    const other = (p: ParentPod, o: V1Pod) => [...(p.alsoListed ?? []), { uid: o.metadata?.uid ?? '', name: o.metadata?.name ?? '' }];
+    if (prev && created(prev.pod) >= created(pod)) {
+      prev.alsoListed = other(prev, pod);
+      continue;
+    }
+    out.set(id, { namespace: md.namespace!, key, pod, labels: md.labels ?? {}, ...(prev ? { alsoListed: other(prev, prev.pod) } : {}) });
   }
   return out;
 }

@@ -48,11 +48,14 @@ export function startObservers(w: ObserverWiring): Observers {
   const watch = w.watchdogMs ? { watchdogMs: w.watchdogMs } : {};
 
   const badLogged = new Map<string, number>();
-  const badInput = (source: 'lease' | 'annotation' | 'local', reason: string): void => {
+  // Once a minute per object (Lease, pod, file), not per reason: a bad writer's every write differs.
+  const badInput = (source: 'lease' | 'annotation' | 'local', reason: string, subject: string): void => {
     metrics.badInputs.inc({ source });
-    const last = badLogged.get(reason);
-    if (last !== undefined && clock.now() - last < 60_000) return; // once a minute per reason
-    badLogged.set(reason, clock.now());
+    const key = `${source}:${subject}`;
+    const last = badLogged.get(key);
+    if (last !== undefined && clock.now() - last < 60_000) return;
+    if (badLogged.size >= 1000) badLogged.clear();
+    badLogged.set(key, clock.now());
     log.warn({ source, reason }, 'ignored a malformed or foreign heartbeat');
   };
 
@@ -110,7 +113,7 @@ export function startObservers(w: ObserverWiring): Observers {
       const r = beatFromPod(pod, node);
       const parent = parentsOnNode([pod], node).values().next().value;
       if (r.ok && parent) a.beat(parent.namespace, parent.key, r.beat);
-      else if (!r.ok) badInput('annotation', r.reason);
+      else if (!r.ok) badInput('annotation', r.reason, `${pod.metadata?.namespace}/${pod.metadata?.name}`);
     }
     publishPods();
   };
@@ -145,7 +148,8 @@ export function startObservers(w: ObserverWiring): Observers {
   const leaseChanged = (l: V1Lease) => {
     const parent = leaseParent(l as never, node);
     const r = beatFromLease(l, node);
-    if (!r.ok || !parent) return badInput('lease', r.ok ? `Lease ${l.metadata?.namespace}/${l.metadata?.name} has no parent label` : r.reason);
+    const subject = `${l.metadata?.namespace}/${l.metadata?.name}`;
+    if (!r.ok || !parent) return badInput('lease', r.ok ? `Lease ${subject} has no parent label` : r.reason, subject);
     a.beat(parent.namespace, parent.key, r.beat);
   };
 
@@ -157,9 +161,9 @@ export function startObservers(w: ObserverWiring): Observers {
     timers,
     onFile: (name, text) => {
       const parent = localFileParent(name);
-      if (!parent) return badInput('local', `${name}: not a heartbeat file name (<namespace>_<key>.json)`);
+      if (!parent) return badInput('local', `${name}: not a heartbeat file name (<namespace>_<key>.json)`, name);
       const r = beatFromFile(text, { node, namespace: parent.namespace, key: parent.key, role: parent.role });
-      if (!r.ok) return badInput('local', `${name}: ${r.reason}`);
+      if (!r.ok) return badInput('local', `${name}: ${r.reason}`, name);
       a.beat(parent.namespace, parent.key, r.beat);
     },
     onRemoved: () => {},
