@@ -1,11 +1,11 @@
-// The api-server as the nodes see it, plus the controllers behind it (a DaemonSet controller per
-// parent key). Its state (etcd) survives everything; its *availability* is not a switch but the
+// The api-server as the nodes see it, plus the controllers behind it (the DaemonSet controller,
+// daemonset.ts). Its state (etcd) survives everything; its *availability* is not a switch but the
 // readiness of some api-server instance, a parent pod or a checkpoint copy, on a node that is up
 // and not partitioned. A node reaches it only while it is itself up and not partitioned, and
 // through an instance its links let it talk to (network.ts).
 import type { Beat, Channel } from '../core/types.js';
+import { DaemonSetController, type RollingUpdate } from './daemonset.js';
 import type { PodSpec, SimNode } from './model.js';
-import { T } from './model.js';
 import type { World } from './world.js';
 
 export interface ApiPod {
@@ -19,6 +19,11 @@ export interface ApiPod {
   lastExitUnknown: boolean;
   /** How long the run that ended in its last exit lasted (ms; null: no exit, or one the kubelet calls Unknown). */
   lastExitRanMs: number | null;
+  /**
+   * Its Ready condition as its kubelet last reported it: since when it is True (the kubelet's
+   * transition time, true ms), null while False or never reported.
+   */
+  readySince: number | null;
 }
 
 export interface StoredBeat {
@@ -37,11 +42,13 @@ export class ApiServer {
   /** The same pods by node, each in creation order (the controller asks per node, every second). */
   private readonly podsByNode = new Map<string, Map<string, ApiPod>>();
   private nextUid = 0;
-  private creating = new Set<string>();
+  readonly daemonsets: DaemonSetController;
   /** Nodes that had an instance when last looked at; only touched nodes are looked at again. */
   private readonly instanceNodes = new Set<SimNode>();
 
-  constructor(private readonly world: World) {}
+  constructor(private readonly world: World) {
+    this.daemonsets = new DaemonSetController(world, this);
+  }
 
   /** A serving api-server instance on `n` that can reach etcd. */
   private hasInstance(n: SimNode): boolean {
@@ -112,6 +119,15 @@ export class ApiServer {
     return on ? [...on.values()] : [];
   }
 
+  /** Every pod of the parent on the node, oldest first (two while a rollout surges there). */
+  podsFor(node: string, key: string): ApiPod[] {
+    const out: ApiPod[] = [];
+    const on = this.podsByNode.get(node);
+    if (on) for (const p of on.values()) if (p.spec.key === key) out.push(p);
+    return out;
+  }
+
+  /** The oldest pod of the parent on the node. */
   podFor(node: string, key: string): ApiPod | null {
     const on = this.podsByNode.get(node);
     if (on) for (const p of on.values()) if (p.spec.key === key) return p;
@@ -137,7 +153,7 @@ export class ApiServer {
   /** Create the pod directly (cluster bootstrap, before any api-server runs). */
   createPod(node: string, spec: PodSpec): ApiPod {
     const uid = `uid-${++this.nextUid}`;
-    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0, lastExitUnknown: false, lastExitRanMs: null };
+    const pod = { uid, name: `${spec.key}-${uid.slice(4)}`, node, spec, restarts: 0, lastExitUnknown: false, lastExitRanMs: null, readySince: null };
     this.pods.set(uid, pod);
     let on = this.podsByNode.get(node);
     if (!on) {
@@ -159,6 +175,22 @@ export class ApiServer {
     this.world.onApiPodStatus(p.node);
   }
 
+  /**
+   * A kubelet pushed a pod's Ready condition (readyAt: when it turned True; null: False). Only the
+   * DaemonSet controller reads it; the model agent's pod watch looks at spec and restarts, so a
+   * change of Ready alone is not an event for it.
+   */
+  reportReady(uid: string, readyAt: number | null): void {
+    const p = this.pods.get(uid);
+    if (p) p.readySince = readyAt;
+  }
+
+  /** A new spec generation of the parent (the rollout fault), rolled out with `strategy`. */
+  rollout(fault: number, spec: PodSpec, strategy: RollingUpdate): void {
+    this.daemonsets.rollout(fault, spec.key, spec.generation, spec.hash, strategy);
+    this.desired.set(spec.key, spec);
+  }
+
   deletePod(uid: string): void {
     const p = this.pods.get(uid);
     if (!p) return;
@@ -167,27 +199,9 @@ export class ApiServer {
     this.world.onApiPodsChanged(p.node);
   }
 
-  /** The DaemonSet controller: every node in the parent's set gets one pod of the desired spec. */
+  /** The DaemonSet controller (daemonset.ts) acts only while an api-server is available. */
   reconcile(): void {
     if (!this.available()) return;
-    for (const def of this.world.scenario.parents) {
-      const spec = this.desired.get(def.key)!;
-      for (const node of def.nodes) {
-        const pod = this.podFor(node, def.key);
-        // Rolling update, delete first: a pod of an old generation is replaced, one node at a time
-        // being enough for the model (the old pod goes before the new one exists).
-        if (pod && pod.spec.hash !== spec.hash) {
-          this.deletePod(pod.uid);
-          continue;
-        }
-        const tag = `${node}/${def.key}`;
-        if (pod || this.creating.has(tag)) continue;
-        this.creating.add(tag);
-        this.world.q.after(T.controllerMs, () => {
-          this.creating.delete(tag);
-          if (this.available() && !this.podFor(node, def.key)) this.createPod(node, this.desired.get(def.key)!);
-        });
-      }
-    }
+    this.daemonsets.reconcile();
   }
 }

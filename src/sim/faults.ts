@@ -46,8 +46,10 @@ export function describeFault(f: FaultSpec): string {
       return `agent's watch stalls for ${f.duration / 1000}s`;
     case 'delete-pod':
       return `kubectl delete pod (${f.key})`;
-    case 'rollout':
-      return `rollout of ${f.key} (${f.healthy ? 'healthy' : 'never becomes Ready'})`;
+    case 'rollout': {
+      const pace = Number.parseInt(String(f.maxSurge), 10) > 0 ? `maxSurge ${f.maxSurge}` : `maxUnavailable ${f.maxUnavailable}`;
+      return `rollout of ${f.key} (${f.healthy ? 'healthy' : 'never becomes Ready'}; ${pace}${f.minReadySeconds > 0 ? `, minReadySeconds ${f.minReadySeconds}` : ''})`;
+    }
     case 'agent-restart':
       return 'agent container killed';
     case 'clock-step':
@@ -153,7 +155,8 @@ function apply(w: World, f: FaultSpec): void {
     case 'rollout': {
       const def = w.parentDef(f.key);
       const gen = (w.api.desired.get(f.key)?.generation ?? 0) + 1;
-      w.api.desired.set(f.key, specFor(def, gen, f.healthy, f.startTime ?? def.startMs));
+      const { maxUnavailable, maxSurge, minReadySeconds } = f;
+      w.api.rollout(w.scenario.spec.faults.indexOf(f), specFor(def, gen, f.healthy, f.startTime ?? def.startMs), { maxUnavailable, maxSurge, minReadySeconds });
       return;
     }
     case 'agent-restart': {

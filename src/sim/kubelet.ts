@@ -418,6 +418,8 @@ export class Kubelet {
     if (!this.connected) return;
     // The pod's status in the api-server: its restart count (containerStatuses[].restartCount).
     if (p.source === 'api') this.world.api.reportRestarts(p.uid, p.restarts, p.lastExitUnknown, p.lastExitRanMs);
+    // Its Ready condition (the status manager's), with the time it turned True: the DaemonSet controller waits on it.
+    if (p.source === 'api') this.world.api.reportReady(p.uid, p.state === 'running' && !p.removed ? p.startedAt + p.spec!.startMs : null);
     if (this.staleStatus) {
       // The pod phase: Pending until a container starts, then Running, crash loops included.
       p.reported = p.removed ? 'terminated' : p.everStarted ? 'running' : 'pending';

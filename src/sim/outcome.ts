@@ -1,6 +1,7 @@
 // Ground truth about service, measured from the outside (kubelet container states, not anyone's
 // belief): who serves a parent key on a node, and the figures a run reports for its focus key.
 import { manifestFile } from '../core/names.js';
+import type { RolloutFigures } from './daemonset.js';
 import type { World } from './world.js';
 
 export type ServedBy = 'parent' | 'checkpoint' | null;
@@ -119,6 +120,8 @@ export interface OutcomeFigures {
   /** The same figures after each fault, in the order of their `at`. */
   perFault: FaultOutcome[];
   totals: OutcomeTotals;
+  /** Each rollout's progress through the parent's nodes (the DaemonSet controller's, src/sim/daemonset.ts); always set by a run. */
+  rollouts?: RolloutFigures[];
 }
 
 interface Window {
@@ -327,6 +330,7 @@ export class Outcome {
         checkpointGenerations: this.withTail(this.generations, endAt),
         checkpointWhileParentAliveSeconds: round1(this.besideAliveMs + this.tailBeside(endAt)),
       },
+      rollouts: w.api.daemonsets.figures(),
     };
   }
 }

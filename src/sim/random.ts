@@ -13,6 +13,25 @@ const SHARED_APISERVER = { ...APISERVER, portSharing: true, policy: { ...APISERV
 const reboot = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
 const partition = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
 
+/**
+ * A rollout's update strategy (src/sim/daemonset.ts): mostly the DaemonSet defaults, else more nodes
+ * at a time (a count or a percentage) and minReadySeconds. Never a surge: two pods of a parent on a
+ * node beat on the same Lease and file, and the old pod's last Stopping beat, once the new pod
+ * serves, makes the agent activate beside a live parent (surge-rollout-three-masters shows it; the
+ * sweep is for what lastseen already handles).
+ */
+function rolloutStrategy(rng: Rng): { maxUnavailable: number | string; maxSurge: number; minReadySeconds: number } {
+  const minReadySeconds = rng.pick([0, 0, 10]);
+  switch (rng.pick(['default', 'default', 'more', 'percent'] as const)) {
+    case 'default':
+      return { maxUnavailable: 1, maxSurge: 0, minReadySeconds };
+    case 'more':
+      return { maxUnavailable: 2, maxSurge: 0, minReadySeconds };
+    case 'percent':
+      return { maxUnavailable: rng.pick(['34%', '50%', '100%']), maxSurge: 0, minReadySeconds };
+  }
+}
+
 function scenarioOf(doc: ScenarioInput): Scenario {
   const r = parseScenario(doc);
   if (!r.ok) throw new Error(`${doc.name} is invalid: ${JSON.stringify(r.errors)}`);
@@ -22,6 +41,8 @@ function scenarioOf(doc: ScenarioInput): Scenario {
 /** A random scenario: 1-3 masters, an api-server and a CNI parent, 1-3 faults in the first minutes; odd seeds on kubelet v1.36, even on v1.5; the api-server shares its port (overlap) in seeds 2-3 modulo 4. */
 export function randomScenario(seed: number): Scenario {
   const rng = new Rng(seed).fork('schedule');
+  // The rollouts' update strategies come from a stream of their own: the schedules stay as they were.
+  const pace = new Rng(seed).fork('rollout-strategy');
   const masters = rng.int(1, 3);
   const nodes = Array.from({ length: masters }, (_, i) => ({
     name: `m${i + 1}`,
@@ -59,7 +80,7 @@ export function randomScenario(seed: number): Scenario {
         faults.push({ type: 'clock-step', at, node, step: rng.int(-3_600_000, 3_600_000) });
         break;
       case 'rollout':
-        faults.push({ type: 'rollout', at, key: rng.pick(['kube-apiserver', 'kube-flannel']), healthy: rng.chance(0.7) });
+        faults.push({ type: 'rollout', at, key: rng.pick(['kube-apiserver', 'kube-flannel']), healthy: rng.chance(0.7), ...rolloutStrategy(pace) });
         break;
     }
     at += rng.int(5_000, 90_000);

@@ -232,6 +232,55 @@ NAMED['full-cluster-reboot-overlap'] = {
   expect: { ...NAMED['full-cluster-reboot']!.expect, maxUnserved: '80s' },
 };
 
+// Rollouts on three masters, as the DaemonSet controller does them (src/sim/daemonset.ts): one node
+// at a time by node name (maxUnavailable 1, the default), the next only once the new pod is Ready
+// in the api-server's view. docs/rollouts.md has their figures.
+const rollout3 = (name: string, description: string, parents: ScenarioInput['parents'], healthy: boolean, expect: ScenarioInput['expect']): ScenarioInput => ({
+  name,
+  description,
+  duration: '15m',
+  nodes: three,
+  parents,
+  faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy }],
+  focus: { node: 'm1', key: 'kube-apiserver' },
+  expect,
+});
+NAMED['rollout-three-masters'] = rollout3(
+  'rollout-three-masters',
+  'A healthy rollout of the api-server on three masters: the DaemonSet controller replaces m1, m2, m3 in turn (delete first), each once the last new pod is Ready.',
+  [apiserver, cni],
+  true,
+  { served: true, parentServed: true, checkpointGeneration: 2 },
+);
+NAMED['bad-rollout-three-masters'] = rollout3(
+  'bad-rollout-three-masters',
+  'A rollout whose new spec never becomes Ready, on three masters: the controller stalls after m1 (its checkpoint serves the old spec); m2 and m3 keep theirs.',
+  [apiserver, cni],
+  false,
+  { served: true, parentServed: false, checkpointGeneration: 1 },
+);
+NAMED['rollout-three-masters-overlap'] = rollout3(
+  'rollout-three-masters-overlap',
+  'rollout-three-masters with the api-server sharing its port and handover: overlap.',
+  [sharedApiserver, cni],
+  true,
+  { served: true, parentServed: true, checkpointGeneration: 2 },
+);
+NAMED['bad-rollout-three-masters-overlap'] = rollout3(
+  'bad-rollout-three-masters-overlap',
+  'bad-rollout-three-masters with the api-server sharing its port and handover: overlap.',
+  [sharedApiserver, cni],
+  false,
+  { served: true, parentServed: false, checkpointGeneration: 1 },
+);
+NAMED['surge-rollout-three-masters'] = {
+  ...NAMED['rollout-three-masters-overlap']!,
+  name: 'surge-rollout-three-masters',
+  description:
+    'A healthy rollout with maxSurge 1 (maxUnavailable 0) of an api-server sharing its port: the new pod starts beside the old one, which is deleted once the new one is Ready.',
+  faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: true, maxSurge: 1, maxUnavailable: 0 }],
+};
+
 export const SCENARIO_NAMES = Object.keys(NAMED);
 
 export function namedScenario(name: string): Scenario | null {

@@ -91,6 +91,10 @@ const delay = z
   .union([duration(), z.strictObject({ min: duration(), max: duration() })], { error: 'must be a duration such as 200ms, or {min, max}' })
   .transform((v) => (typeof v === 'number' ? { minMs: v, maxMs: v } : { minMs: v.min, maxMs: v.max }))
   .refine((d) => d.maxMs >= d.minMs, { message: 'max is below min', path: ['max'] });
+/** A DaemonSet's maxUnavailable / maxSurge: a count, or a percentage of the parent's nodes ("50%", rounded up). */
+const intOrPercent = z.union([z.number().int().min(0), z.string().regex(/^(100|[1-9]?[0-9])%$/, 'must be a percentage from 0% to 100%')], {
+  error: 'must be a whole number of nodes (0, 1, ...) or a percentage such as 50%',
+});
 const fault = z.discriminatedUnion('type', [
   /** `down`: from power loss until the node runs again (firmware, kernel, systemd). */
   z.strictObject({ type: z.literal('reboot'), at, node: z.string(), down: duration().default(40_000) }),
@@ -131,6 +135,10 @@ const fault = z.discriminatedUnion('type', [
     /** Whether the new spec can become Ready. */
     healthy: z.boolean().default(true),
     startTime: duration().optional(),
+    /** The DaemonSet's `updateStrategy.rollingUpdate` and `minReadySeconds` for this rollout (src/sim/daemonset.ts). */
+    maxUnavailable: intOrPercent.default(1),
+    maxSurge: intOrPercent.default(0),
+    minReadySeconds: z.number().int().min(0).default(0),
   }),
   z.strictObject({ type: z.literal('agent-restart'), at, node: z.string() }),
   /**
@@ -244,6 +252,8 @@ export const scenarioSchema = z
           ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: `no node named "${f.to}" (nor "${API_SERVER}")` });
         else if (f.to === f.from) ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: 'a link needs two ends: to is from' });
       }
+      if (f.type === 'rollout' && parseInt(String(f.maxUnavailable), 10) === 0 && parseInt(String(f.maxSurge), 10) === 0)
+        ctx.addIssue({ code: 'custom', path: ['faults', i, 'maxUnavailable'], message: 'may not be 0 when maxSurge is 0 (as the api-server refuses it)' });
       if (f.type === 'latency' && !f.latency && !f.toApi && !f.fromApi)
         ctx.addIssue({ code: 'custom', path: ['faults', i, 'latency'], message: 'a latency fault needs latency, toApi or fromApi' });
       if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
