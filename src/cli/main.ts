@@ -4,6 +4,7 @@
 import { Command } from 'commander';
 import { versionLine } from '../version.js';
 import { runProgram } from './errors.js';
+import { addKubectlFlags } from './kubectl-flags.js';
 
 const program = new Command('lastseen').description('Heartbeat-lease checkpoints for self-hosted Kubernetes control planes').showHelpAfterError();
 // The version string is built only when asked for: from a checkout it costs a run of git.
@@ -26,5 +27,8 @@ const subcommands: Record<string, () => Promise<{ register: (p: Command) => void
 const named = process.argv[2];
 const wanted = named !== undefined && Object.hasOwn(subcommands, named) ? [named] : Object.keys(subcommands);
 for (const name of wanted) (await subcommands[name]!()).register(program);
+// kubectl's --context, --kubeconfig and -n/--namespace, for `kubectl lastseen status ...`.
+const status = program.commands.find((c) => c.name() === 'status');
+if (status) addKubectlFlags(status);
 
 await runProgram(program);

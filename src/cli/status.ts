@@ -25,6 +25,7 @@ import {
   significant,
 } from '../kube/status-table.js';
 import { CliError, describeCause, EXIT, exitCodesHelp, usageError } from './errors.js';
+import { applyKubectlFlags, inNamespace, type KubectlFlags } from './kubectl-flags.js';
 
 /** A list that takes longer than this is reported instead of hanging the terminal. */
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -47,7 +48,7 @@ const RENDER_DEBOUNCE_MS = 100;
 
 const NODECHECKPOINTS = `${NODECHECKPOINT_PLURAL}.${NODECHECKPOINT_GROUP}`;
 
-interface Options {
+interface Options extends KubectlFlags {
   output: OutputFormat;
   node?: string;
   watch?: boolean;
@@ -87,18 +88,18 @@ export function register(program: Command): void {
     .action(async (opts: Options) => {
       const problems = checkFlags(opts);
       if (problems.length > 0) throw usageError(problems);
-      const kc = loadConfig(opts.kubeconfig);
+      const kc = applyKubectlFlags(loadConfig(opts.kubeconfig), opts);
       const source = new StatusSource(kc, opts.node);
       const world = await withTimeout(source.list(), kc);
       const print = () => {
-        const { rows, invalid } = buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health);
+        const { rows, invalid } = inNamespace(opts.namespace, buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health));
         for (const name of invalid) process.stderr.write(`lastseen: NodeCheckpoint ${name} has a status this version cannot read; skipped\n`);
         process.stdout.write(render(rows, opts.output, Date.now()));
         return significant(rows);
       };
       let last = print();
       if (opts.covered) {
-        const { rows } = buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health);
+        const { rows } = inNamespace(opts.namespace, buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health));
         const uncovered = coverageProblems(rows, Date.now());
         if (opts.node && !world.checkpoints.has(opts.node))
           uncovered.push({ row: { node: opts.node } as never, why: 'no NodeCheckpoint: no agent has reported on this node' });
@@ -116,7 +117,7 @@ export function register(program: Command): void {
         pending = true;
         setTimeout(() => {
           pending = false;
-          const { rows } = buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health);
+          const { rows } = inNamespace(opts.namespace, buildRows([...world.checkpoints.values()], [...world.leases.values()], world.health));
           if (significant(rows) === last) return;
           process.stdout.write(opts.output === 'yaml' ? '---\n' : '\n');
           last = print();
