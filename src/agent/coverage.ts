@@ -12,7 +12,10 @@
 //   NodeCheckpoint reason and `lastseen status`), and it ends with the next successful capture.
 // - `coverage(view)`: covered when a checkpoint captured from a Ready pod is stored, its copied
 //   tokens are valid for at least TOKEN_MARGIN_MS or can be minted again (an api-server answers),
-//   and this agent holds the node lock. Derived from the state the agent already has; the core
+//   and this agent holds the node lock. The margin is not an hour: a token lives an hour by
+//   default and the agent renews copies well before they expire, so an hour's margin would call
+//   every parent with tokens uncovered whenever the api-server is away, which is the very outage
+//   the copies are for. Derived from the state the agent already has; the core
 //   decides nothing here.
 //
 // Assumes: captures are only asked for by the core from a pod whose own beat said Ready (or that
@@ -25,8 +28,12 @@ import type { AgentMetrics } from './metrics.js';
 
 /** Failures in a row after which a capture is said to be failing: with the core's 5 s doubling back-off, about 35 s. */
 export const CAPTURE_FAILING_AFTER = 3;
-/** Copied tokens must stay valid at least this long (a copy may have to run through an outage of about that length without an api-server to mint new ones). */
-export const TOKEN_MARGIN_MS = 60 * 60_000;
+/**
+ * Copied tokens must stay valid at least this long while no api-server can mint new ones. Copies are
+ * renewed at 80% of a token's lifetime (12 min before the default hour ends: checkpoint/tokens.ts),
+ * so a token closer than 10 min to its end means renewal has stopped.
+ */
+export const TOKEN_MARGIN_MS = 10 * 60_000;
 
 /** A bounded label value for a failure: the errno, else the kind of answer the api-server gave. */
 export function failureReason(err: unknown): string {

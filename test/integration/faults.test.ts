@@ -89,7 +89,13 @@ describe('control-plane outages under a running agent', () => {
       };
       const parentSeries = `{parent="${s.ns}/${KEY}"}`;
       const phases: Phase[] = [
-        await scrapeWhen('healthy', (b) => metric(b, 'lastseen_api_reachable') === 1 && metric(b, `lastseen_checkpoint_active${parentSeries}`) === 0),
+        await scrapeWhen(
+          'healthy',
+          (b) =>
+            metric(b, 'lastseen_api_reachable') === 1 &&
+            metric(b, `lastseen_checkpoint_active${parentSeries}`) === 0 &&
+            metric(b, `lastseen_parent_covered{namespace="${s.ns}",parent="${KEY}"}`) === 1,
+        ),
       ];
       const localFile = join(s.dirs.heartbeats, `${s.ns}_${KEY}.json`);
       const manifestSeen = watchFile(s.manifest);
