@@ -264,8 +264,12 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     case 'confirmed':
       if (input.outcome === 'changed') {
+        const changedBefore = s.lastChangeAt;
         observeBeat(s, input.beat, now);
-        if (s.confirm) s.confirm = null;
+        // A change that is not the parent's own beat (refused, or older than one counted) leaves
+        // the silence as it was: the read found nothing new from the parent.
+        if (s.confirm && s.lastChangeAt === changedBefore && s.confirm.result === 'pending') s.confirm = { since: s.confirm.since, result: 'unchanged' };
+        else if (s.confirm) s.confirm = null;
       } else if (s.confirm?.result === 'pending') {
         // Only an answer to the question still open counts; a late answer to an old one does not.
         s.confirm = { since: input.outcome === 'unavailable' ? now : s.confirm.since, result: input.outcome };
