@@ -157,7 +157,7 @@ function nodeResult(c: Cluster, n: string, t0: number, w: Watched | null, partit
 }
 
 function pollers(c: Cluster): { lb: Poller; direct: Map<string, Poller> } {
-  return { lb: new Poller(() => c.readyz(), 100), direct: new Map(NODES.map((n) => [n, new Poller(() => c.readyz(n), 250)])) };
+  return { lb: new Poller(() => c.readyz(), 100), direct: new Map(NODES.map((n) => [n, new Poller(() => c.readyz(n), 500)])) };
 }
 
 async function stopAll(p: { lb: Poller; direct: Map<string, Poller> }): Promise<void> {
@@ -330,7 +330,11 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         await sleep(o.settleS * 1000);
         await stopAll(p);
         const nodes = NODES.map((n) => nodeResult(c, n, t0, null));
-        return finish(name, round, t0, p.lb, nodes, gone !== null && others.every((n) => p.direct.get(n)?.between(t0).failed === 0), [
+        const servedPct = (n: string) => {
+          const b = p.direct.get(n)?.between(t0) ?? { polls: 0, failed: 0 };
+          return b.polls ? (100 * (b.polls - b.failed)) / b.polls : 0;
+        };
+        return finish(name, round, t0, p.lb, nodes, gone !== null && others.every((n) => servedPct(n) >= 99), [
           `${victim} powered off for good and its Node deleted ${round2((tDeleted - t0) / 1000)}s in`,
           `NodeCheckpoint ${victim} removed by the garbage collector: ${gone === null ? `not within ${o.limitS}s` : `${round2(gone)}s after the delete`}`,
           `the others' own api-servers: ${others.map((n) => `${n} ${JSON.stringify(p.direct.get(n)?.between(t0))}`).join(', ')}`,
