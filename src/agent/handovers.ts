@@ -1,11 +1,45 @@
 // Hand-overs in progress, kept on disk so an agent restart keeps their deadlines (otherwise a
 // parent left Starting after a retire would wait out startTimeout instead of handoverTimeout).
-// One small JSON file in the state folder, written atomically on every change; deadlines are on
-// the wall clock (the monotonic clock does not survive a restart); the core caps what it reads.
+// One small JSON document, rewritten whole on every change; deadlines are on the wall clock (the
+// monotonic clock does not survive a restart); the core caps what it reads.
+//
+// The record's logic (what is kept, the wall-clock conversion, unchanged records costing nothing,
+// writes in order) lives in `HandoverRecords`, over a `HandoverStore` that only reads and writes
+// the document's text: `fileHandoverStore` on the node (an atomic file write), the simulator's
+// node disk in src/sim/lastseen.ts.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../checkpoint/atomic.js';
 import type { RecoveredHandover } from '../core/decide.js';
+
+/** Where the record's text is kept. */
+export interface HandoverStore {
+  /** A name for logs and errors (the file's path). */
+  readonly where: string;
+  /** The document's text; null when there is none (never written, or removed). */
+  read(): Promise<string | null>;
+  /** Replace the document, durably (resolves once it would survive a crash); rejects when it could not. */
+  write(text: string): Promise<void>;
+}
+
+/** The state folder's `handovers.json`, written atomically. */
+export function fileHandoverStore(stateDir: string): HandoverStore {
+  const path = join(stateDir, 'handovers.json');
+  return {
+    where: path,
+    async read() {
+      try {
+        return await readFile(path, 'utf8');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+        throw e;
+      }
+    },
+    async write(text) {
+      await writeFileAtomic(path, Buffer.from(text), { mode: 0o600 });
+    },
+  };
+}
 
 interface Entry {
   deadlineWall: number;
@@ -17,26 +51,26 @@ interface Entry {
   knownBad?: { specHash: string; podUid: string };
 }
 
-export class HandoverFile {
+export class HandoverRecords {
   private entries = new Map<string, Entry>();
-  private writing: Promise<unknown> = Promise.resolve();
-  readonly path: string;
+  private writing: Promise<void> = Promise.resolve();
+  /** The last write failed: the next set() writes even an unchanged record. */
+  private unwritten = false;
 
   constructor(
-    stateDir: string,
+    readonly store: HandoverStore,
     private readonly wallNow: () => number = Date.now,
-  ) {
-    this.path = join(stateDir, 'handovers.json');
-  }
+  ) {}
 
-  /** Read the file; a missing or unreadable one means no hand-over in progress (returns why). */
+  /** Read the document; a missing or unreadable one means no hand-over in progress (returns why). */
   async load(): Promise<string | null> {
-    let text: string;
+    let text: string | null;
     try {
-      text = await readFile(this.path, 'utf8');
-    } catch {
-      return null;
+      text = await this.store.read();
+    } catch (e) {
+      return `${this.store.where} could not be read (${(e as Error).message}); hand-overs in progress are forgotten`;
     }
+    if (text === null) return null;
     try {
       const doc = JSON.parse(text) as Record<string, Entry>;
       for (const [id, e] of Object.entries(doc)) {
@@ -54,7 +88,7 @@ export class HandoverFile {
       }
       return null;
     } catch (e) {
-      return `${this.path} is not valid JSON (${(e as Error).message}); hand-overs in progress are forgotten`;
+      return `${this.store.where} is not valid JSON (${(e as Error).message}); hand-overs in progress are forgotten`;
     }
   }
 
@@ -71,11 +105,12 @@ export class HandoverFile {
   }
 
   /**
-   * Record (or clear, with null) the hand-over of one parent; resolves when on disk (with every
-   * change recorded before it). The agent calls it on every transition and waits for it before a
-   * retire (src/agent/agent.ts); an unchanged record writes nothing.
+   * Record (or clear, with null) the hand-over of one parent; resolves when stored (with every
+   * change recorded before it), rejects when that write failed. The agent calls it on every
+   * transition and waits for it before a retire (src/agent/agent.ts); an unchanged record writes
+   * nothing, unless the last write failed.
    */
-  set(id: string, h: RecoveredHandover | null): Promise<unknown> {
+  set(id: string, h: RecoveredHandover | null): Promise<void> {
     const before = JSON.stringify(this.entries.get(id) ?? null);
     if (h) {
       this.entries.set(id, {
@@ -87,9 +122,35 @@ export class HandoverFile {
         ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
       });
     } else this.entries.delete(id);
-    if (JSON.stringify(this.entries.get(id) ?? null) === before) return this.writing;
-    const body = Buffer.from(`${JSON.stringify(Object.fromEntries(this.entries))}\n`);
-    this.writing = this.writing.then(() => writeFileAtomic(this.path, body, { mode: 0o600 })).catch(() => undefined);
-    return this.writing;
+    if (!this.unwritten && JSON.stringify(this.entries.get(id) ?? null) === before) return this.writing;
+    const text = `${JSON.stringify(Object.fromEntries(this.entries))}\n`;
+    // In order, each after the one before it, whatever that one's outcome.
+    const write = this.writing
+      .catch(() => undefined)
+      .then(() => this.store.write(text))
+      .then(
+        () => {
+          if (this.writing === write) this.unwritten = false;
+        },
+        (e: unknown) => {
+          if (this.writing === write) this.unwritten = true;
+          throw new Error(`hand-over record ${this.store.where} not written: ${(e as Error)?.message ?? String(e)}`);
+        },
+      );
+    this.writing = write;
+    // Nobody may be waiting for this write (no retire follows): its failure is reported through `unwritten`.
+    write.catch(() => undefined);
+    return write;
+  }
+}
+
+/** The hand-over record of a node's state folder. */
+export class HandoverFile extends HandoverRecords {
+  readonly path: string;
+
+  constructor(stateDir: string, wallNow: () => number = Date.now) {
+    const store = fileHandoverStore(stateDir);
+    super(store, wallNow);
+    this.path = store.where;
   }
 }

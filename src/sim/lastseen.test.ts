@@ -3,7 +3,7 @@
 // and the collect actuator's live read.
 import { describe, expect, it } from 'vitest';
 import { parentId } from '../core/names.js';
-import type { SimLastseen } from './lastseen.js';
+import { HANDOVER_FILE, type SimLastseen } from './lastseen.js';
 import { scheduleFaults } from './faults.js';
 import { parseScenario } from './schema.js';
 import { World } from './world.js';
@@ -136,7 +136,8 @@ describe('the production agent in the simulator: a known-bad spec survives an ag
     expect(await run(w, 900_000)).toBe(true);
     expect(count(w, /^Normal HandoverStarted/)).toBe(1);
     expect(count(w, /^agent started; 1 checkpoint/)).toBeGreaterThanOrEqual(1); // the restart happened
-    expect(w.nodes.get('m1')!.disk.handovers.get(parentId('kube-system', 'kube-apiserver'))?.knownBad?.specHash).toMatch(/g2$/);
+    const record = JSON.parse(w.nodes.get('m1')!.disk.handovers.get(HANDOVER_FILE) ?? '{}') as Record<string, { knownBad?: { specHash: string } }>;
+    expect(record[parentId('kube-system', 'kube-apiserver')]?.knownBad?.specHash).toMatch(/g2$/);
     expect(w.invariants.violations).toEqual([]);
   });
 

@@ -15,6 +15,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
+import { HandoverRecords } from '../agent/handovers.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { beatFingerprint } from '../core/decide.js';
 import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
@@ -30,6 +31,8 @@ import type { AgentProcess } from './strategies.js';
 import type { World } from './world.js';
 
 const API_CHANNELS: Channel[] = ['lease', 'annotation'];
+/** The hand-over record's file in the state folder (node.disk.handovers). */
+export const HANDOVER_FILE = 'handovers.json';
 
 /**
  * The model's probe settings: every T.agentProbeMs, one failed probe says "unreachable", as the
@@ -73,6 +76,7 @@ export function scenarioPolicy(defs: ParentDef[]): Policy {
 
 export class SimLastseen implements AgentProcess {
   readonly agent: Agent;
+  private readonly handovers: HandoverRecords;
   private reachable = false;
   /** The probe gave its first verdict. */
   private heard = false;
@@ -93,6 +97,18 @@ export class SimLastseen implements AgentProcess {
     const rebooted = isReboot(node.bootId, node.disk.agentBootId);
     node.disk.agentBootId = node.bootId;
     const clock = { now: () => node.clock.mono(w.q.now) };
+    // The state folder's hand-over record, kept by production's HandoverRecords on the node's disk.
+    this.handovers = new HandoverRecords(
+      {
+        where: `${node.name}:${HANDOVER_FILE}`,
+        read: () => this.settled(node.disk.handovers.get(HANDOVER_FILE) ?? null),
+        write: (text) => {
+          node.disk.handovers.set(HANDOVER_FILE, text);
+          return this.settled(undefined);
+        },
+      },
+      () => node.clock.wall(w.q.now),
+    );
     const timers: Timers = {
       set: (fn, ms) => w.q.at(Math.max(w.q.now + 1, Math.ceil(node.clock.trueAt(clock.now() + ms))), () => this.enter(fn)),
       clear: (h) => (h as Scheduled | null)?.cancel(),
@@ -111,44 +127,32 @@ export class SimLastseen implements AgentProcess {
       },
       policy: scenarioPolicy(w.parentsOn(node.name)),
       rebooted,
-      handovers: {
-        set: (id, h) => {
-          if (h) {
-            node.disk.handovers.set(id, {
-              deadlineWall: h.inProgress === false ? 0 : node.clock.wall(w.q.now) + h.remainingMs,
-              attempts: h.attempts,
-              nextBackoffMs: h.nextBackoffMs,
-              ...(h.inProgress === false ? { inProgress: false } : {}),
-              ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
-            });
-          } else node.disk.handovers.delete(id);
-          return this.settled(undefined);
-        },
-      },
+      handovers: this.handovers,
       hooks: {
         onTransition: (p, a) => w.onTransition(node, p.key, a.from, a.to, a.reason, p.state),
         // A note is a reason change without a state change: the timeline shows it like one.
         onNote: (p, a) => w.onTransition(node, p.key, a.state, a.state, a.reason, p.state),
       },
     });
+    for (const def of w.parentsOn(node.name)) w.invariants.agentStarted(node, def.key);
+    this.world.promised();
+    void this.start(timers);
+  }
+
+  /** As runAgent: recovery from disk first, then the observers. */
+  private async start(timers: Timers): Promise<void> {
+    const w = this.world;
+    const node = this.node;
     // Recovery at start, as runAgent does: every stored checkpoint, whether it is active, and the
     // hand-over in progress when the last agent stopped.
+    await this.handovers.load();
+    if (!this.alive()) return;
     let restored = 0;
     for (const def of w.parentsOn(node.name)) {
-      w.invariants.agentStarted(node, def.key);
       const id = parentId(def.namespace, def.key);
       const cp = node.disk.checkpoints.get(id);
       if (!cp) continue;
-      const h = node.disk.handovers.get(id);
-      const handover = h
-        ? {
-            remainingMs: h.deadlineWall - node.clock.wall(w.q.now),
-            attempts: h.attempts,
-            nextBackoffMs: h.nextBackoffMs,
-            ...(h.inProgress === false ? { inProgress: false } : {}),
-            ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
-          }
-        : undefined;
+      const handover = this.handovers.recovered(id);
       const m = node.disk.manifests.get(manifestFile(def.namespace, def.key));
       const checkpoint = { stored: true, active: m !== undefined, specHash: cp.spec.hash, exclusive: m?.exclusive === true };
       this.enter(() => this.agent.restore(def.namespace, def.key, checkpoint, {}, handover));

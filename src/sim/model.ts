@@ -82,11 +82,11 @@ export interface NodeDisk {
   containers: Map<string, number>;
   /** /var/lib/lastseen/checkpoints: parent id -> copy. Survives reboots. */
   checkpoints: Map<string, StoredCheckpoint>;
-  /** /var/lib/lastseen/handovers.json: parent id -> hand-over in progress (deadline on the wall clock). Survives reboots. */
-  handovers: Map<
-    string,
-    { deadlineWall: number; attempts: number; nextBackoffMs: number; inProgress?: boolean; knownBad?: { specHash: string; podUid: string } }
-  >;
+  /**
+   * /var/lib/lastseen: the state folder's small files by name (the hand-over record,
+   * `handovers.json`, as production's HandoverRecords writes it). Survives reboots.
+   */
+  handovers: Map<string, string>;
   /** /var/lib/lastseen/boot-id: the boot the agent last started in. Survives reboots. */
   agentBootId?: number;
 }
