@@ -39,6 +39,14 @@ export function withoutPortSharing(manifest: V1Pod): V1Pod {
   }
   return copy;
 }
+
+/** Some container of the manifest binds with port sharing (the flag `withoutPortSharing` removes). */
+export function sharesPorts(manifest: V1Pod): boolean {
+  return [...(manifest.spec?.containers ?? []), ...(manifest.spec?.initContainers ?? [])].some((c) =>
+    [...(c.command ?? []), ...(c.args ?? [])].some((x) => PORT_SHARING_FLAG.test(x)),
+  );
+}
+
 /** Where the api-server keeps Events about cluster-scoped objects (as it does for Nodes). */
 export const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
 

@@ -1,30 +1,83 @@
-// Recovery at start (a piece of `runAgent`): what is on disk says which parents have a stored
-// checkpoint, which of those are active right now, and which hand-overs (or known-bad verdicts)
+// Recovery at start (a piece of `runAgent`, and of the simulator's agent): what is on disk says
+// which parents have a stored checkpoint, which of those are active right now (and whether the
+// running copy was written without port sharing), and which hand-overs (or known-bad verdicts)
 // were in force when the last agent stopped. The loop starts from that, not from nothing.
+//
+// Written once over two ports: a `CheckpointDisk` (the node's store and manifest folder:
+// `nodeCheckpointDisk` below; the simulator's node disk) and the hand-over record (handovers.ts).
+import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { ManifestDir } from '../checkpoint/manifests.js';
 import type { Store } from '../checkpoint/store.js';
+import { sharesPorts } from './actuators.js';
 import type { Agent } from './agent.js';
-import type { HandoverFile } from './handovers.js';
+import type { HandoverRecords } from './handovers.js';
 import { isAgentCopy } from './self.js';
 
-export async function recoverFromDisk(d: { agent: Agent; store: Store; manifests: ManifestDir; handovers: HandoverFile; log: Logger }): Promise<void> {
+/** A checkpoint in the store, as recovery needs it. */
+export interface StoredCheckpointInfo {
+  id: string;
+  specHash: string;
+  /** The copy's pod labels (the agent's own copy is told by them; the parent's policy selects by them). */
+  labels: Record<string, string>;
+}
+
+/** The node's checkpoints as they are on disk. */
+export interface CheckpointDisk {
+  /** Every usable stored checkpoint, and the folders that are not usable with why (nothing thrown for those). */
+  stored(): Promise<{ checkpoints: StoredCheckpointInfo[]; problems: Array<{ id: string; reason: string }> }>;
+  /** The checkpoints whose manifest is in the kubelet's folder, by id: `exclusive` when written without port sharing. */
+  active(): Promise<Map<string, { exclusive: boolean }>>;
+}
+
+/** The node's store and manifest folder. */
+export function nodeCheckpointDisk(store: Store, manifests: ManifestDir): CheckpointDisk {
+  let stored: Map<string, V1Pod> = new Map();
+  return {
+    async stored() {
+      const listed = await store.list();
+      stored = new Map(listed.checkpoints.map((c) => [c.id, c.capture.manifest]));
+      return {
+        checkpoints: listed.checkpoints.map((c) => ({ id: c.id, specHash: c.capture.specHash, labels: c.capture.manifest.metadata?.labels ?? {} })),
+        problems: listed.problems,
+      };
+    },
+    async active() {
+      const scan = await manifests.scan();
+      const out = new Map<string, { exclusive: boolean }>();
+      for (const id of scan.active) {
+        const running = scan.manifests.get(id);
+        const copy = stored.get(id);
+        // Exclusive: the stored copy shares its ports and the manifest in the folder does not.
+        out.set(id, { exclusive: copy !== undefined && running !== undefined && sharesPorts(copy) && !sharesPorts(running) });
+      }
+      return out;
+    },
+  };
+}
+
+/** Feed the agent what the disk holds; returns how many checkpoints were restored. */
+export async function recoverFromDisk(d: { agent: Agent; disk: CheckpointDisk; handovers: HandoverRecords; log: Logger }): Promise<number> {
   const handoverProblem = await d.handovers.load();
   if (handoverProblem) d.log.warn({ reason: handoverProblem }, 'hand-over file unreadable');
-  const listed = await d.store.list();
+  const listed = await d.disk.stored();
   for (const p of listed.problems) d.log.warn({ checkpoint: p.id, reason: p.reason }, 'checkpoint on disk is not usable');
-  const active = new Set(await d.manifests.active());
+  const active = await d.disk.active();
+  let restored = 0;
   for (const c of listed.checkpoints) {
     // The agent's own copy is kept by SelfCheckpoint, always active, never judged by the core.
-    if (isAgentCopy(c.capture.manifest.metadata?.labels)) continue;
+    if (isAgentCopy(c.labels)) continue;
     const [namespace, key] = c.id.split('/') as [string, string];
+    const a = active.get(c.id);
     d.agent.restore(
       namespace,
       key,
-      { stored: true, active: active.has(c.id), specHash: c.capture.specHash },
-      c.capture.manifest.metadata?.labels ?? {},
+      { stored: true, active: a !== undefined, specHash: c.specHash, exclusive: a?.exclusive === true },
+      c.labels,
       d.handovers.recovered(c.id),
     );
+    restored++;
   }
-  d.log.info({ checkpoints: listed.checkpoints.length, active: [...active] }, 'recovered from the state folder');
+  d.log.info({ checkpoints: listed.checkpoints.length, active: [...active.keys()] }, 'recovered from the state folder');
+  return restored;
 }

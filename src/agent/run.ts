@@ -28,7 +28,7 @@ import { parentsOnNode } from './parents.js';
 import { type HeldLock, holdNodeLock } from './run-lock.js';
 import { type Observers, startObservers } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
-import { recoverFromDisk } from './run-recover.js';
+import { nodeCheckpointDisk, recoverFromDisk } from './run-recover.js';
 import { SelfCheckpoint } from './self.js';
 import { STATUS_REFRESH_MS, StatusWriter } from './status.js';
 import { startTokenRefresh, TokenRefresher } from './token-refresh.js';
@@ -239,6 +239,10 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
         return specHashOf({ node: o.node, store }, `${md.namespace}/${p?.key ?? md.name}`, p?.key ?? md.name ?? '', pod);
       },
       hooks: {
+        onBeatRefused: (_p, a) => {
+          metrics.refusedBeats.inc({ channel: a.channel, why: a.why });
+          metrics.badInputs.inc({ source: a.channel });
+        },
         onTransition: (_p, a) => {
           if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.code });
           if (a.to === 'HandingOver') metrics.handovers.inc({ result: 'started' });
@@ -250,10 +254,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           status.poke();
         },
         onNote: () => status.poke(),
-        onDecision: () => {
-          metrics.observe(views(), clock.now());
-          coverage.observe(views());
-        },
+        onDecision: () => metrics.observe(views(), clock.now()),
         onForget: (id) => {
           metrics.forget(id);
           coverage.forget(id, ...(id.split('/') as [string, string]));
@@ -295,7 +296,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       log.info({ reachable: ok }, 'first look at the api-server after the reboot');
       a.api(ok);
     }
-    await recoverFromDisk({ agent: a, store, manifests, handovers, log });
+    await recoverFromDisk({ agent: a, disk: nodeCheckpointDisk(store, manifests), handovers, log });
 
     // 7. The observers (reachability, pods, Leases, the local folder) feed the loop.
     const self = new SelfCheckpoint({ node: o.node, podName: o.podName, namespace: o.namespace, store, manifests, kube: () => kube, logger: log });

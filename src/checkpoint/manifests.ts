@@ -38,6 +38,8 @@ export interface Scan {
   active: string[];
   /** Files named like ours that are not a valid checkpoint manifest, with the reason. */
   problems: Array<{ file: string; reason: string }>;
+  /** The content of each active manifest, by id (recovery tells an exclusive copy by it). */
+  manifests: Map<string, V1Pod>;
 }
 
 export class ManifestDir {
@@ -83,7 +85,7 @@ export class ManifestDir {
   }
 
   async scan(): Promise<Scan> {
-    const result: Scan = { active: [], problems: [] };
+    const result: Scan = { active: [], problems: [], manifests: new Map() };
     let names: string[];
     try {
       names = (await this.fs.readdir(this.dir, { withFileTypes: true })).filter((e) => e.isFile()).map((e) => e.name);
@@ -94,7 +96,10 @@ export class ManifestDir {
     for (const file of names.filter((n) => OURS.test(n)).sort()) {
       const reason = await this.check(file).catch((err) => (err instanceof Error ? err.message : String(err)));
       if (typeof reason === 'string') result.problems.push({ file, reason });
-      else result.active.push(reason.id);
+      else {
+        result.active.push(reason.id);
+        result.manifests.set(reason.id, reason.pod);
+      }
     }
     return result;
   }
@@ -119,7 +124,7 @@ export class ManifestDir {
     return strays;
   }
 
-  private async check(file: string): Promise<{ id: string } | string> {
+  private async check(file: string): Promise<{ id: string; pod: V1Pod } | string> {
     const path = join(this.dir, file);
     let pod: V1Pod;
     try {
@@ -140,6 +145,6 @@ export class ManifestDir {
     }
     if (manifestFile(namespace, key) !== file) return `its content names ${id}, whose file would be ${manifestFile(namespace, key)}`;
     const problem = manifestProblem(pod, namespace, key);
-    return problem ? problem : { id };
+    return problem ? problem : { id, pod };
   }
 }

@@ -16,6 +16,7 @@ import pino from 'pino';
 import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
 import { HandoverRecords } from '../agent/handovers.js';
+import { type CheckpointDisk, recoverFromDisk } from '../agent/run-recover.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { beatFingerprint } from '../core/decide.js';
 import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
@@ -143,21 +144,10 @@ export class SimLastseen implements AgentProcess {
   private async start(timers: Timers): Promise<void> {
     const w = this.world;
     const node = this.node;
-    // Recovery at start, as runAgent does: every stored checkpoint, whether it is active, and the
-    // hand-over in progress when the last agent stopped.
-    await this.handovers.load();
+    // Recovery at start, production's: every stored checkpoint, whether it is active (and
+    // exclusive), and the hand-over in progress when the last agent stopped.
+    const restored = await recoverFromDisk({ agent: this.agent, disk: this.checkpointDisk(), handovers: this.handovers, log: SILENT });
     if (!this.alive()) return;
-    let restored = 0;
-    for (const def of w.parentsOn(node.name)) {
-      const id = parentId(def.namespace, def.key);
-      const cp = node.disk.checkpoints.get(id);
-      if (!cp) continue;
-      const handover = this.handovers.recovered(id);
-      const m = node.disk.manifests.get(manifestFile(def.namespace, def.key));
-      const checkpoint = { stored: true, active: m !== undefined, specHash: cp.spec.hash, exclusive: m?.exclusive === true };
-      this.enter(() => this.agent.restore(def.namespace, def.key, checkpoint, {}, handover));
-      restored++;
-    }
     w.log(node.name, 'agent', `agent started; ${restored} checkpoint(s) on disk`);
     // The production probe (its verdicts and timers) over a model /readyz: answered a round trip
     // later, 200 while the node reaches an api-server. Dead with the process: its timers check alive().
@@ -292,6 +282,33 @@ export class SimLastseen implements AgentProcess {
         this.agent.beat(def.namespace, def.key, beat);
       }
     }
+  }
+
+  // ---- the node's disk ----
+
+  /** The node's checkpoint store and manifest folder, as recovery reads them. */
+  private checkpointDisk(): CheckpointDisk {
+    const w = this.world;
+    const node = this.node;
+    return {
+      stored: () =>
+        this.settled({
+          checkpoints: w.parentsOn(node.name).flatMap((def) => {
+            const id = parentId(def.namespace, def.key);
+            const cp = node.disk.checkpoints.get(id);
+            return cp ? [{ id, specHash: cp.spec.hash, labels: {} }] : [];
+          }),
+          problems: [],
+        }),
+      active: () => {
+        const out = new Map<string, { exclusive: boolean }>();
+        for (const def of w.parentsOn(node.name)) {
+          const m = node.disk.manifests.get(manifestFile(def.namespace, def.key));
+          if (m !== undefined) out.set(parentId(def.namespace, def.key), { exclusive: m.exclusive === true });
+        }
+        return this.settled(out);
+      },
+    };
   }
 
   // ---- actuators ----
