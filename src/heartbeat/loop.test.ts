@@ -117,21 +117,52 @@ describe('runHeartbeatLoop', () => {
     await hb.stop();
   });
 
-  it('a round that overruns skips the ticks it missed instead of bunching up', async () => {
+  it('a hung channel skips the rounds it cannot take; the others keep their interval (a frozen api-server never slows the local file)', async () => {
     const clock = new FakeClock({ io: true });
-    const slow = new Recorder('lease', clock, 'hang');
+    const lease = new Recorder('lease', clock, 'hang'); // each write takes 10 s
+    const local = new Recorder('local', clock);
     const { logger, lines } = memoryLogger();
-    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [slow], probe: async () => ({ ok: true }), clock, logger });
-    await clock.advance(10_000);
+    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [lease, local], probe: async () => ({ ok: true }), clock, logger });
+    await clock.advance(12_500);
     await settle();
-    // Round 1 ran 0..10000 (hung writer); the next starts at the next tick, not ten at once.
-    expect(slow.beats.map((b) => b.at)).toEqual([0, 10_000]);
-    expect(lines.find((l) => l.msg === 'heartbeat round overran its interval')).toMatchObject({ sequence: 1, tookMs: 10_000 });
-    await clock.advance(10_000);
-    expect(slow.beats.map((b) => b.at)).toEqual([0, 10_000, 20_000]);
+    // Local: every interval, to the millisecond on the fake clock; one sequence per round.
+    expect(local.beats.map((b) => b.at)).toEqual([0, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10_000, 11_000, 12_000]);
+    expect(local.beats.map((b) => b.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    // Lease: the first write hung until 10 s; rounds in between were skipped on it, not queued.
+    expect(lease.beats.map((b) => b.at)).toEqual([0, 10_000]);
+    expect(lease.beats.map((b) => b.sequence)).toEqual([1, 11]);
+    expect(hb.stats()).toMatchObject({ local: { written: 13, skipped: 0 }, lease: { written: 1, skipped: 11 } });
+    expect(lines.filter((l) => l.msg === 'heartbeat channel still writing an earlier beat; round skipped on it')).toHaveLength(1);
+    expect(lines.some((l) => l.msg === 'heartbeat round overran its interval')).toBe(false);
+    // Stop (the Lease's second write hangs until 20 s): the local file gets its Stopping beat at
+    // once; the Lease once its hung write is done.
     const stopped = hb.stop();
+    await clock.advance(10);
+    await settle();
+    expect(local.beats.at(-1)).toMatchObject({ phase: 'Stopping', sequence: 14, at: 12_500 });
+    expect(lease.beats.at(-1)!.phase).toBe('Ready');
     await clock.advance(20_000);
     await stopped;
-    expect(slow.beats.at(-1)!.phase).toBe('Stopping');
+    expect(lease.beats.at(-1)).toMatchObject({ phase: 'Stopping', sequence: 14 });
+  });
+
+  it('a probe that overruns skips the ticks it missed instead of bunching up', async () => {
+    const clock = new FakeClock({ io: true });
+    const local = new Recorder('local', clock);
+    const { logger, lines } = memoryLogger();
+    let first = true;
+    const probe = async (): Promise<ProbeResult> => {
+      if (first) {
+        first = false;
+        await clock.sleep(3500);
+      }
+      return { ok: true };
+    };
+    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [local], probe, clock, logger });
+    await clock.advance(6000);
+    await settle();
+    expect(local.beats.map((b) => b.at)).toEqual([3500, 4000, 5000, 6000]);
+    expect(lines.find((l) => l.msg === 'heartbeat round overran its interval')).toMatchObject({ sequence: 1, tookMs: 3500 });
+    await hb.stop();
   });
 });

@@ -2,12 +2,15 @@
 // fake clock and the wiring in heartbeat.ts stays a list of constructors.
 //
 // Every interval, on a fixed schedule (no drift): probe -> phase -> one sequence for the round ->
-// write to every channel concurrently. A failing channel never stops the others or the loop; it
-// is logged with structured fields. A round that overruns its interval skips the ticks it missed
-// instead of firing them back to back. On stop: finish the round in flight, write one last beat
-// with phase Stopping to every channel, close the writers.
+// hand the beat to every channel. Each channel writes on its own: the round does not wait for the
+// writes, and a channel whose last write is still running (a hung api-server holds a Lease write
+// for its whole deadline and more) skips the round instead of delaying it, so the local file keeps
+// its interval whatever the api-server does. A failing channel never stops the others or the loop;
+// it is logged with structured fields. A probe that overruns the interval skips the ticks it
+// missed instead of firing them back to back. On stop: each channel, once its write in flight is
+// done, gets one last beat with phase Stopping; then the writers are closed.
 import type { Logger } from 'pino';
-import type { Channel, Phase } from '../core/types.js';
+import type { Beat, Phase } from '../core/types.js';
 import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat, type ProbeResult } from './beat.js';
 import type { BeatWriter, Clock } from '../channels/channel.js';
 
@@ -30,6 +33,8 @@ export interface ChannelStats {
   failed: number;
   /** Failed rounds since the last stored one. */
   consecutiveFailures: number;
+  /** Rounds this channel skipped because its previous write was still running. */
+  skipped: number;
 }
 
 export interface Heartbeat {
@@ -51,7 +56,47 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
   let stopping = false;
   const wake = new AbortController();
   const stats: Record<string, ChannelStats> = {};
-  for (const w of writers) stats[w.channel] = { written: 0, failed: 0, consecutiveFailures: 0 };
+  for (const w of writers) stats[w.channel] = { written: 0, failed: 0, consecutiveFailures: 0, skipped: 0 };
+  /** Each channel's write in flight (null: idle). */
+  const busy = new Map<BeatWriter, Promise<void>>();
+
+  /** Start one channel's write of this round's beat, unless its last one is still running. */
+  function dispatch(w: BeatWriter, beat: Beat, deadline: number): Promise<void> {
+    const s = stats[w.channel]!;
+    const running = busy.get(w);
+    if (running) {
+      s.skipped++;
+      if (s.skipped === 1 || s.skipped % 100 === 0)
+        logger.warn(
+          { channel: w.channel, sequence: beat.sequence, skipped: s.skipped },
+          'heartbeat channel still writing an earlier beat; round skipped on it',
+        );
+      return running;
+    }
+    // async: a writer that throws synchronously still only fails its own channel.
+    const p = (async () => w.write(beat, deadline))().then(
+      () => {
+        if (s.consecutiveFailures > 0)
+          logger.info({ channel: w.channel, sequence: beat.sequence, failedRounds: s.consecutiveFailures }, 'heartbeat channel recovered');
+        s.written++;
+        s.consecutiveFailures = 0;
+      },
+      (e: unknown) => {
+        s.failed++;
+        s.consecutiveFailures++;
+        const error = e instanceof Error ? e.message : String(e);
+        logger.warn(
+          { channel: w.channel, sequence: beat.sequence, phase: beat.phase, consecutiveFailures: s.consecutiveFailures, error },
+          'heartbeat channel write failed',
+        );
+      },
+    );
+    const tracked = p.finally(() => {
+      if (busy.get(w) === tracked) busy.delete(w);
+    });
+    busy.set(w, tracked);
+    return tracked;
+  }
 
   async function round(stop: boolean): Promise<void> {
     if (!stop) {
@@ -75,25 +120,19 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     }
     counter = advance(counter);
     const wallMs = clock.wallNow();
-    // async: a writer that throws synchronously still only fails its own channel.
     const unprobed = probe.ok && probe.unprobed === true;
-    const results = await Promise.allSettled(
-      writers.map(async (w) => w.write(nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed), deadline)),
-    );
-    results.forEach((r, i) => {
-      const channel: Channel = writers[i]!.channel;
-      const s = stats[channel]!;
-      if (r.status === 'fulfilled') {
-        if (s.consecutiveFailures > 0) logger.info({ channel, sequence: counter.sequence, failedRounds: s.consecutiveFailures }, 'heartbeat channel recovered');
-        s.written++;
-        s.consecutiveFailures = 0;
-      } else {
-        s.failed++;
-        s.consecutiveFailures++;
-        const error = r.reason instanceof Error ? r.reason.message : String(r.reason);
-        logger.warn({ channel, sequence: counter.sequence, phase, consecutiveFailures: s.consecutiveFailures, error }, 'heartbeat channel write failed');
-      }
-    });
+    const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed);
+    if (stop) {
+      // The last beat goes to each channel once its write in flight is done, without waiting for the others.
+      await Promise.all(
+        writers.map(async (w) => {
+          await busy.get(w);
+          await dispatch(w, beatOn(w), clock.now() + intervalMs);
+        }),
+      );
+      return;
+    }
+    for (const w of writers) void dispatch(w, beatOn(w), deadline);
     const tookMs = clock.now() - started;
     if (tookMs > intervalMs) logger.warn({ sequence: counter.sequence, tookMs, intervalMs }, 'heartbeat round overran its interval');
   }
