@@ -15,6 +15,7 @@ import {
   parseSeedRange,
   randomNetScenario,
   randomScenario,
+  renderComparisonSvg,
   renderSvg,
   runScenario,
   runSeeds,
@@ -51,6 +52,7 @@ interface Opts {
   seeds?: string;
   kubelet?: string;
   net?: boolean;
+  compare?: string;
 }
 
 /** `--kubelet MODEL`: run the scenario on another kubelet model than the one it names. */
@@ -119,6 +121,10 @@ async function flagProblems(name: string | undefined, opts: Opts): Promise<strin
   if (opts.seeds !== undefined && name === 'random-one') out.push('random-one draws its scenario from --seed; use `random --seeds A..B` for a range');
   if (opts.seeds !== undefined && opts.seed !== undefined) out.push('pass either --seed N (one run) or --seeds A..B (a run per seed), not both');
   if (opts.svg && (opts.seeds !== undefined || name === 'random')) out.push('--svg draws one run; it cannot be used with --seeds');
+  if (opts.compare !== undefined) {
+    check(() => strategyOf(opts.compare!));
+    if (!opts.svg) out.push('--compare draws a second run beside the first: use it with --svg');
+  }
   if (opts.file === undefined && name !== undefined && name !== 'random' && name !== 'random-one' && !namedScenario(name))
     out.push(`no scenario named "${name}": known are ${SCENARIO_NAMES.join(', ')}, random, random-one`);
   if (name === undefined && opts.file === undefined) out.push(`name a scenario (${SCENARIO_NAMES.join(', ')}, random) or pass --file FILE`);
@@ -205,6 +211,7 @@ export function register(program: Command): void {
     .option('--json', 'print one JSON object instead of the timeline')
     .option('--events', 'with --json (one run): include the timeline, one object per line ({t, node, kind, text, key}), as `timeline`')
     .option('--svg <file>', 'draw the run as an SVG chart')
+    .option('--compare <strategy>', `with --svg: run the scenario again with this strategy (e.g. kubelet-pods) and draw both on one time axis`)
     .option('--net', 'with random / random-one: draw network schedules (links, latency per direction, slow beats, reboots, partitions, hangs, kills)')
     .addHelpText('after', EXIT_HELP)
     .action(async (name: string | undefined, opts: Opts) => {
@@ -221,9 +228,17 @@ export function register(program: Command): void {
       const scenario = onKubelet(name === 'random-one' ? (opts.net ? randomNetScenario : randomScenario)(seed ?? 1) : await load(name, opts.file), kubelet);
       const r = await runScenario(scenario, { seed, strategy });
       if (opts.json) process.stdout.write(`${JSON.stringify(jsonOf(r, !!opts.events), null, 2)}\n`);
-      else process.stdout.write(`${formatTimeline(r)}\n`);
+      else process.stdout.write(`${formatTimeline(r)}\nkubelet model: ${scenario.kubelet.name} (docs/simulator-kubelet.md)\n`);
+      const other = opts.compare !== undefined ? await runScenario(scenario, { seed, strategy: strategyOf(opts.compare) }) : null;
+      if (other && !opts.json) {
+        const o = other.outcome;
+        process.stdout.write(
+          `${other.strategy} on the same scenario and seed: served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; unserved ${o.unservedSeconds}s (lastseen: ${r.outcome.unservedSeconds}s)\n`,
+        );
+      }
       if (opts.svg) {
-        await writeFile(opts.svg, renderSvg(r)).catch((e: Error) => {
+        const chart = other ? renderComparisonSvg([r, other], scenario.kubelet.name) : renderSvg(r);
+        await writeFile(opts.svg, chart).catch((e: Error) => {
           throw new CliError(`cannot write the chart to ${opts.svg}: ${e.message}`, 'ESVG', EXIT_INVALID);
         });
         if (!opts.json) process.stdout.write(`chart written to ${opts.svg}\n`);

@@ -3,7 +3,7 @@ export { parseScenario, parseScenarioText, type Scenario, type ScenarioInput, wi
 export { KUBELET_MODELS, KUBELET_MODEL_BY_NAME, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
 export { runScenario, type RunOptions, type RunResult } from './run.js';
 export { formatTimeline, type TimelineEvent, timelineEvents, verdictLines } from './timeline.js';
-export { renderSvg } from './svg.js';
+export { renderComparisonSvg, renderSvg } from './svg.js';
 export { randomNetScenario, randomScenario, parseSeedRange } from './random.js';
 export { measureSpeed } from './speed.js';
 export { STRATEGIES, type StrategyName } from './strategies.js';

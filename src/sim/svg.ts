@@ -92,8 +92,68 @@ function unbroken(r: RunResult): Array<[number, number]> {
 }
 
 export function renderSvg(r: RunResult): string {
+  return renderRuns([{ run: r, title: null }], `${r.scenario} — strategy ${r.strategy}, seed ${r.seed}`);
+}
+
+/**
+ * The same scenario under several strategies, one above the other on one time axis (the axis keeps
+ * every run's busy stretches readable), so what lastseen changes is one look: lastseen first, then
+ * the kubelet-pods baseline (the earlier checkpointer). `kubelet` names the kubelet model both ran on.
+ */
+export function renderComparisonSvg(runs: readonly RunResult[], kubelet: string): string {
+  const r0 = runs[0]!;
+  const heading = `${r0.scenario}, seed ${r0.seed}, on the kubelet ${kubelet} model: ${runs.map((r) => r.strategy).join(' vs ')}, one time axis`;
+  return renderRuns(
+    runs.map((run) => ({ run, title: STRATEGY_TITLES[run.strategy] ?? `strategy ${run.strategy}` })),
+    heading,
+  );
+}
+
+/** What each strategy is, for a comparison's block titles. */
+const STRATEGY_TITLES: Record<string, string> = {
+  lastseen: 'with lastseen: heartbeats the agent measures itself, hand-over with a deadline',
+  'kubelet-pods': "kubelet-pods baseline: the earlier checkpointer, trusting the kubelet's /pods list",
+};
+
+/** Room below a block's lanes for its ticks and break labels, and before the next block. */
+const BLOCK_SPACING = 46;
+/** Height of a block's title line. */
+const BLOCK_TITLE_H = 18;
+/** Rows of fault labels (reboots and the like) above a block's lanes, and their height. */
+const FAULT_LABEL_ROWS = 3;
+const FAULT_LABEL_H = 12;
+/** Average width of a character of the 9 px fault labels. */
+const FAULT_CHAR_PX = 5;
+
+function renderRuns(blocks: ReadonlyArray<{ run: RunResult; title: string | null }>, heading: string): string {
+  const endMs = Math.max(...blocks.map((b) => b.run.endedAt * 1000));
+  const axis = planAxis(
+    blocks.flatMap((b) => moments(b.run)),
+    endMs,
+    LABEL_W,
+    PLOT_W,
+    blocks.flatMap((b) => unbroken(b.run)),
+  );
+  const body: string[] = [];
+  let y = 34;
+  let bottom = y;
+  for (const b of blocks) {
+    bottom = drawRun(body, b.run, axis, y, b.title);
+    y = bottom + BLOCK_SPACING;
+  }
+  const out: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${LABEL_W + PLOT_W + 20}" height="${bottom + 90 + (blocks.length - 1) * 16}" font-family="sans-serif" font-size="11">`,
+    '<rect width="100%" height="100%" fill="#fff"/>',
+    `<text x="10" y="20" font-size="14" font-weight="bold">${esc(heading)}</text>`,
+    ...body,
+  ];
+  drawLegend(out, bottom, blocks);
+  out.push('</svg>');
+  return out.join('\n');
+}
+
+function drawRun(out: string[], r: RunResult, axis: ReturnType<typeof planAxis>, y0: number, title: string | null): number {
   const endMs = r.endedAt * 1000;
-  const axis = planAxis(moments(r), endMs, LABEL_W, PLOT_W, unbroken(r));
   const x = (t: number) => axis.x(t);
   const lanes: Array<{ label: string; id: string }> = [];
   for (const n of r.nodes) {
@@ -107,16 +167,16 @@ export function renderSvg(r: RunResult): string {
   }
   const groups = groupByAt(r.outcome.perFault);
   const rows = Math.min(groups.length, MAX_MARK_ROWS);
-  const marksTop = 34;
-  const top = marksTop + rows * MARK_ROW_H + 10;
+  if (title !== null) {
+    out.push(
+      `<text class="block-title" data-strategy="${esc(r.strategy)}" x="10" y="${y0 + 12}" font-size="12" font-weight="bold">${esc(`${title} — unserved ${secs(r.outcome.unservedSeconds)}`)}</text>`,
+    );
+  }
+  const marksTop = y0 + (title !== null ? BLOCK_TITLE_H : 0);
+  const faults = r.logs.filter((l) => l.kind === 'fault').length;
+  const top = marksTop + rows * MARK_ROW_H + 10 + Math.min(Math.max(faults, 1), FAULT_LABEL_ROWS) * FAULT_LABEL_H;
   const bottom = top + lanes.length * (LANE_H + GAP);
-  const height = bottom + 90;
-  const out: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${LABEL_W + PLOT_W + 20}" height="${height}" font-family="sans-serif" font-size="11">`,
-    '<rect width="100%" height="100%" fill="#fff"/>',
-    `<rect class="plot-area" x="${LABEL_W}" y="${top}" width="${PLOT_W}" height="${bottom - top}" fill="none"/>`,
-    `<text x="10" y="20" font-size="14" font-weight="bold">${esc(`${r.scenario} — strategy ${r.strategy}, seed ${r.seed}`)}</text>`,
-  ];
+  out.push(`<rect class="plot-area" data-strategy="${esc(r.strategy)}" x="${LABEL_W}" y="${top}" width="${PLOT_W}" height="${bottom - top}" fill="none"/>`);
   lanes.forEach((lane, i) => {
     const y = top + i * (LANE_H + GAP);
     out.push(`<text x="10" y="${y + 13}">${esc(lane.label)}</text>`);
@@ -149,8 +209,19 @@ export function renderSvg(r: RunResult): string {
     out.push(`<text x="${mid.toFixed(1)}" y="${bottom + 26}" text-anchor="middle" font-size="8" fill="#757575">${esc(w >= 30 ? label : '≈')}</text>`);
     out.push('</g>');
   }
+  // Each fault labelled in the picture, not only in a tooltip (a reader sees where the node
+  // rebooted); a label that would run into the one before it goes on the next of FAULT_LABEL_ROWS rows.
+  const rowEnds: number[] = [];
   for (const l of r.logs) {
     if (l.kind !== 'fault') continue;
+    const label = shortFault(l.node, l.text);
+    const lx = x(l.t) + 3;
+    let row = rowEnds.findIndex((end) => end <= lx);
+    if (row < 0) row = rowEnds.length < FAULT_LABEL_ROWS ? rowEnds.length : rowEnds.indexOf(Math.min(...rowEnds));
+    rowEnds[row] = lx + label.length * FAULT_CHAR_PX + 4;
+    out.push(
+      `<text class="fault-label" data-t="${l.t / 1000}" x="${lx.toFixed(1)}" y="${top - 5 - row * FAULT_LABEL_H}" font-size="9" fill="#000">${esc(label)}</text>`,
+    );
     out.push(
       `<line class="fault-event" data-t="${l.t / 1000}" x1="${x(l.t).toFixed(1)}" y1="${top - 6}" x2="${x(l.t).toFixed(1)}" y2="${bottom}" stroke="#000" stroke-width="1.5" stroke-dasharray="4,3"><title>${esc(`${l.node}: ${l.text}`)}</title></line>`,
     );
@@ -187,6 +258,16 @@ export function renderSvg(r: RunResult): string {
   for (const t of ticks(axis)) {
     out.push(`<text class="tick" data-t="${t / 1000}" x="${x(t).toFixed(1)}" y="${bottom + 14}" text-anchor="middle" font-size="9">${formatTick(t)}</text>`);
   }
+  return bottom;
+}
+
+/** A fault's label in the picture: the node and the first words of what happened. */
+function shortFault(node: string, text: string): string {
+  const t = text.length > 36 ? `${text.slice(0, 35)}…` : text;
+  return `${node}: ${t}`;
+}
+
+function drawLegend(out: string[], bottom: number, blocks: ReadonlyArray<{ run: RunResult; title: string | null }>): void {
   const legend = ['parent', 'checkpoint', 'none', 'node-down', 'HandingOver', 'Silent'];
   const names: Record<string, string> = {
     parent: 'parent serves / reachable',
@@ -206,10 +287,11 @@ export function renderSvg(r: RunResult): string {
     `<line x1="${LABEL_W + 160}" y1="${bottom + 62}" x2="${LABEL_W + 180}" y2="${bottom + 62}" stroke="${PARENT_COLOR}" stroke-width="1.5"/><text x="${LABEL_W + 184}" y="${bottom + 66}">parent itself serving, checkpoint retired</text>`,
     `<text x="${LABEL_W + 480}" y="${bottom + 66}" fill="#757575">// : a quiet stretch, compressed</text>`,
   );
-  const o = r.outcome;
-  out.push(
-    `<text x="10" y="${bottom + 84}">${esc(`served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; parent itself ${o.parentServedAt === null ? 'never' : `after ${o.parentServedAt}s`}; unserved ${o.unservedSeconds}s`)}</text>`,
-  );
-  out.push('</svg>');
-  return out.join('\n');
+  blocks.forEach(({ run }, i) => {
+    const o = run.outcome;
+    const who = blocks.length > 1 ? `${run.strategy}: ` : '';
+    out.push(
+      `<text class="summary" x="10" y="${bottom + 84 + i * 16}">${esc(`${who}served again ${o.servedAt === null ? 'never' : `after ${o.servedAt}s`}; parent itself ${o.parentServedAt === null ? 'never' : `after ${o.parentServedAt}s`}; unserved ${o.unservedSeconds}s`)}</text>`,
+    );
+  });
 }
