@@ -8,6 +8,7 @@
  * Before, the control plane ran with `--disable-admission-plugins=ServiceAccount` and RBAC alone,
  * and no test could see any of that.
  */
+import { fileURLToPath } from 'node:url';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -107,5 +108,66 @@ describe('Events about a parent whose pod is gone (issue 17, item 1)', () => {
     } finally {
       kube.close();
     }
+  });
+});
+
+describe('Lease names split one way only, whatever the node names (dot-suffixed nodes)', () => {
+  const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+  // Two nodes where one name ends with the other's: `cp-<run>` and `x.cp-<run>`.
+  const SHORT = `cp-${RUN}`;
+  const DOTTED = `x.${SHORT}`;
+  let hbNs = '';
+  const asHeartbeat = (node: string) => [
+    '--as',
+    `system:serviceaccount:${hbNs}:lastseen-heartbeat`,
+    '--as-group',
+    'system:serviceaccounts',
+    '--as-group',
+    `system:serviceaccounts:${hbNs}`,
+    '--as-user-extra',
+    `authentication.kubernetes.io/node-name=${node}`,
+  ];
+  const lease = (name: string, parent: string, node: string) =>
+    JSON.stringify({
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name, namespace: hbNs, labels: { 'lastseen.dev/node': node, 'lastseen.dev/parent': parent, 'app.kubernetes.io/managed-by': 'lastseen' } },
+      spec: { holderIdentity: 'pod-1', leaseDurationSeconds: 20 },
+    });
+  const create = (node: string, name: string, parent: string) => kubectl(['create', '-f', '-', ...asHeartbeat(node)], { input: lease(name, parent, node) });
+
+  beforeAll(async () => {
+    hbNs = await useNamespace('adm-dots');
+    const policy = await kubectl(['apply', '-f', `${ROOT}deploy/base/admission-policy.yaml`]);
+    expect(policy.code, policy.stderr).toBe(0);
+    const rbac = await kubectl(['create', 'role', 'hb', '--verb=create,update,get', '--resource=leases.coordination.k8s.io', '-n', hbNs]);
+    expect(rbac.code, rbac.stderr).toBe(0);
+    const bind = await kubectl(['create', 'rolebinding', 'hb', '--role=hb', `--serviceaccount=${hbNs}:lastseen-heartbeat`, '-n', hbNs]);
+    expect(bind.code, bind.stderr).toBe(0);
+  });
+
+  it(`node cp-… cannot squat node x.cp-…'s Lease through a dotted parent key; each node writes its own`, async () => {
+    // The squat: for node cp-…, `kube-apiserver.x` + `.cp-…` is its own name by the old check, and
+    // exactly the Lease of node x.cp-… for parent kube-apiserver. Wait for the policy to be in force.
+    const squatName = `kube-apiserver.${DOTTED}`;
+    const squat = await waitFor(
+      async () => {
+        const r = await create(SHORT, squatName, 'kube-apiserver.x');
+        return r.code !== 0 && r.stderr.includes('lastseen-lease-own-node') ? r : undefined;
+      },
+      { what: 'the lease policy to refuse the dotted parent key', timeoutMs: 30_000 },
+    );
+    expect(squat.stderr).toContain('may not name a parent key with a dot (kube-apiserver.x)');
+    // The rightful owner writes it, and the short-named node its own.
+    const owner = await create(DOTTED, squatName, 'kube-apiserver');
+    expect(owner.stderr).toBe('');
+    expect(owner.code).toBe(0);
+    const own = await create(SHORT, `kube-apiserver.${SHORT}`, 'kube-apiserver');
+    expect(own.stderr).toBe('');
+    expect(own.code).toBe(0);
+    // The other way round: node x.cp-… cannot take cp-…'s Lease.
+    const reverse = await create(DOTTED, `kube-apiserver.${SHORT}`, 'kube-apiserver');
+    expect(reverse.code).not.toBe(0);
+    expect(reverse.stderr).toContain(`may only write the Lease named kube-apiserver.${DOTTED}`);
   });
 });

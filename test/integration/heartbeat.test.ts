@@ -210,6 +210,55 @@ describe('lease channel', () => {
     const text = await readFile(join(heartbeatDir, `${ns}_survivor.json`), 'utf8');
     expect(beatFromFile(text, { node: NODE, namespace: ns, key: 'survivor' })).toMatchObject({ ok: true, beat: { phase: 'Stopping', sequence: hb.beats() } });
   });
+
+  it('with the api-server frozen (SIGSTOP), the local file keeps its interval within 10%', async () => {
+    const intervalMs = 500;
+    const { logger } = memoryLogger();
+    const heartbeatDir = join(dir, 'frozen');
+    const file = join(heartbeatDir, `${ns}_frozen.json`);
+    const hb = startHeartbeat({
+      identity: identity('frozen'),
+      intervalMs,
+      channels: ['lease', 'local'],
+      heartbeatDir,
+      kubeConfig: kubeConfigFor('admin'),
+      logger,
+    });
+    const pid = Number((await readFile(join(controlPlane().dir, 'kube-apiserver.pid'), 'utf8')).trim());
+    /** When each new local sequence was first seen (polled every 10 ms). */
+    const seen: Array<{ seq: number; at: number }> = [];
+    let polling = true;
+    const poll = (async () => {
+      while (polling) {
+        const text = await readFile(file, 'utf8').catch(() => '');
+        const r = text ? beatFromFile(text, { node: NODE, namespace: ns, key: 'frozen' }) : null;
+        if (r?.ok && r.beat.sequence !== seen.at(-1)?.seq) seen.push({ seq: r.beat.sequence, at: performance.now() });
+        await new Promise((res) => setTimeout(res, 10));
+      }
+    })();
+    try {
+      await waitFor(() => hb.stats().lease!.written >= 2, { what: 'the Lease', timeoutMs: 20_000 });
+      process.kill(pid, 'SIGSTOP');
+      const from = seen.length;
+      try {
+        await new Promise((res) => setTimeout(res, 8_000));
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+      const during = seen.slice(from);
+      const gaps = during.slice(1).map((x, i) => Math.round(x.at - during[i]!.at));
+      process.stdout.write(`[measured] local beat gaps with the api-server frozen (interval ${intervalMs} ms): ${gaps.join(', ')} ms\n`);
+      // Every round reached the file, one sequence apart, each within 10% of the interval.
+      expect(during.length).toBeGreaterThanOrEqual(14);
+      expect(during.slice(1).every((x, i) => x.seq === during[i]!.seq + 1)).toBe(true);
+      for (const g of gaps) expect(Math.abs(g - intervalMs)).toBeLessThanOrEqual(intervalMs * 0.1);
+      expect(hb.stats().lease!.skipped).toBeGreaterThan(0);
+    } finally {
+      polling = false;
+      await poll;
+      await hb.stop();
+    }
+  });
 });
 
 describe('annotation channel', () => {
