@@ -38,6 +38,7 @@ function actuators(captureError: Error | null) {
     retire: async () => {},
     collect: async () => {},
     readLive: async () => ({ unavailable: 'connect ECONNREFUSED 127.0.0.1:6443' }),
+    fence: async () => ({ killed: 0, detail: 'not hung' }),
     event: async (_p, e) => {
       events.push(e);
     },
@@ -89,6 +90,7 @@ describe('failed actions', () => {
     expect(failureReason({ code: 503 })).toBe('Unreachable');
     expect(failureReason(Object.assign(new Error('t'), { name: 'TimeoutError' }))).toBe('Timeout');
     expect(failureReason(new Error('something else'))).toBe('Other');
+    expect(failureReason(Object.assign(new Error('secret ns/x does not exist and is not optional'), { name: 'CaptureError' }))).toBe('PodSource');
   });
 
   it(`a capture failing ${CAPTURE_FAILING_AFTER} times in a row is a Warning Event (once), the status reason, and uncovered; a success ends it`, async () => {

@@ -35,7 +35,10 @@ export const CAPTURE_FAILING_AFTER = 3;
  */
 export const TOKEN_MARGIN_MS = 10 * 60_000;
 
-/** A bounded label value for a failure: the errno, else the kind of answer the api-server gave. */
+/** Failures of lastseen's own making, by error class: what the pod mounts cannot be copied (a Secret gone, a field not supported). */
+const ERROR_REASONS: Record<string, string> = { CaptureError: 'PodSource', CollectRefusedError: 'CollectRefused' };
+
+/** A bounded label value for a failure: the errno, else what lastseen refused, else the kind of answer the api-server gave. */
 export function failureReason(err: unknown): string {
   let e: unknown = err;
   for (let depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
@@ -43,6 +46,8 @@ export function failureReason(err: unknown): string {
     if (typeof code === 'string' && /^E[A-Z0-9_]{2,}$/.test(code)) return code;
     e = (e as { cause?: unknown }).cause;
   }
+  const named = ERROR_REASONS[(err as { name?: unknown } | null)?.name as string];
+  if (named) return named;
   const k = classifyKubeError(err, '');
   if (k.reason === 'Timeout') return 'Timeout';
   if (k.status === null && k.kind === 'invalid') return 'Other';

@@ -235,7 +235,7 @@ class StatusSource {
 
   /**
    * Holders of Leases no agent reports on whose pod does not exist (a Lease left behind by a
-   * deleted pod). One read per such Lease, which is rare; best effort (null when not allowed).
+   * deleted pod). One request per such Lease, which is rare; best effort (null when not allowed).
    */
   async missingHolders(world: World): Promise<Set<string> | null> {
     const reported = new Set<string>();
@@ -251,11 +251,12 @@ class StatusSource {
       const holder = l.spec?.holderIdentity;
       if (!namespace || !holder || l.metadata?.annotations?.[ANNOTATION_ROLE] === 'checkpoint') continue;
       if (reported.has(`${labels[LABEL_NODE]}/${namespace}/${labels[LABEL_PARENT]}`)) continue;
+      // A list by name, not a get: the lastseen-viewer ClusterRole grants list on pods.
       try {
-        await withTimeout(core.readNamespacedPod({ name: holder, namespace }), this.kc);
+        const found = await withTimeout(core.listNamespacedPod({ namespace, fieldSelector: `metadata.name=${holder}` }), this.kc);
+        if (found.items.length === 0) missing.add(`${namespace}/${holder}`);
       } catch (e) {
-        if ((e as { code?: unknown }).code === 404) missing.add(`${namespace}/${holder}`);
-        else if ((e as { code?: unknown }).code === 403) return null;
+        if ((e as { code?: unknown }).code === 403) return null;
       }
     }
     return missing;

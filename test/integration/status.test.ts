@@ -75,8 +75,8 @@ const parent = (key: string, state: ParentStatus['state'], extra: Partial<Parent
   ...extra,
 });
 
-async function setStatus(node: string, parents: ParentStatus[]): Promise<void> {
-  const body = JSON.stringify({ status: summarize(node, parents, [], new Date().toISOString()) });
+async function setStatus(node: string, parents: ParentStatus[], observedAt = new Date()): Promise<void> {
+  const body = JSON.stringify({ status: summarize(node, parents, [], observedAt.toISOString()) });
   const r = await kubectl(['patch', 'nodecheckpoint', node, '--subresource=status', '--type=merge', '-p', body]);
   expect(r.stderr).toBe('');
 }
@@ -134,21 +134,25 @@ afterAll(async () => {
 });
 
 describe('lastseen status', () => {
-  it('prints one row per parent and node: phase and last seen from the Lease, state and checkpoint from the agent', async () => {
+  it('prints one row per parent and node: phase from the Lease, last seen, state and checkpoint from the agent', async () => {
     const r = await status(...admin());
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const [header, ...rows] = cells(r.stdout);
     expect(header).toEqual(['NODE', 'NAMESPACE', 'PARENT', 'PHASE', 'LAST SEEN', 'STATE', 'CHECKPOINT', 'REASON', 'MESSAGE']);
     const mine = rows.filter((row) => row[0] === NODE_A || row[0] === NODE_B);
+    // LAST SEEN is the last beat the agent saw (a minute before its report), on whatever channel:
+    // not the Lease's renew time, which is only one channel's word and the writer's clock.
+    const aboutAMinute = expect.stringMatching(/^([6-9]\d|1[01]\d)s$/);
     expect(mine).toEqual([
       // The Lease's phase (Ready) wins over the agent's last report (none): it is the parent's own latest word.
-      [NODE_A, ns, 'apiserver', 'Ready', expect.stringMatching(/^5m\d*s?$/), 'Active', 'active', 'SilenceConfirmed', 'no beat for 20s, confirmed live'],
-      [NODE_A, ns, 'scheduler', 'Ready', expect.stringMatching(/^[3-9]s$/), 'Healthy', 'stored', 'Ready', 'fresh'],
+      [NODE_A, ns, 'apiserver', 'Ready', aboutAMinute, 'Active', 'active', 'SilenceConfirmed', 'no beat for 20s, confirmed live'],
+      [NODE_A, ns, 'scheduler', 'Ready', aboutAMinute, 'Healthy', 'stored', 'Ready', 'fresh'],
       // NODE_B runs no Ready agent: its last report is shown, marked stale.
-      [NODE_B, ns, 'apiserver', 'Starting', expect.stringMatching(/^\d+s$/), 'Starting (stale: no Ready agent)', '-', 'BeatResumed', 'beats resumed'],
-      // A heartbeat no agent has reported on yet.
-      [NODE_B, ns, 'cni', 'Ready', expect.stringMatching(/^\d+s$/), '<no report>', '-', '-', '-'],
+      [NODE_B, ns, 'apiserver', 'Starting', aboutAMinute, 'Starting (stale: no Ready agent)', '-', 'BeatResumed', 'beats resumed'],
+      // A heartbeat no agent has reported on, whose pod does not exist: a Lease left behind. Its
+      // LAST SEEN is the Lease's renew time (2 s ago): no agent has seen it.
+      [NODE_B, ns, 'cni', 'Ready', expect.stringMatching(/^\d+s$/), `<no report> (no pod cni-${NODE_B}: Lease left behind)`, '-', '-', '-'],
     ]);
     // A NodeCheckpoint whose Node is gone.
     expect(rows.filter((row) => row[0] === NODE_GONE)).toEqual([
@@ -160,7 +164,7 @@ describe('lastseen status', () => {
     const r = await status(...admin(), '--node', NODE_A, '-o', 'wide');
     expect(r.code).toBe(0);
     const [header, ...rows] = cells(r.stdout);
-    expect(header?.slice(8)).toEqual(['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT', 'MESSAGE']);
+    expect(header?.slice(8)).toEqual(['HOLDER', 'SEQUENCE', 'LEASE', 'TRANSITION', 'OVERRIDES', 'AGENT', 'COVERED', 'MESSAGE']);
     expect(rows.map((row) => row[0])).toEqual([NODE_A, NODE_A]);
     expect(rows[0]?.slice(8)).toEqual([
       `apiserver-${NODE_A}`,
@@ -169,6 +173,8 @@ describe('lastseen status', () => {
       expect.stringMatching(/^\d+s$/),
       'kube-apiserver',
       'Ready',
+      // This report says nothing about coverage (an agent older than the covered field).
+      '-',
       'no beat for 20s, confirmed live',
     ]);
   });
@@ -188,7 +194,8 @@ describe('lastseen status', () => {
       checkpoint: '-',
       sequence: 42,
     });
-    expect(doc.items[0].lastSeen).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    expect(doc.items[0].lastSeen).toBe(T);
+    expect(doc.items[0].lastSeenSeconds).toBeGreaterThanOrEqual(59);
     expect(doc.items[1]).toMatchObject({ parent: 'cni', state: null });
     const yaml = await status(...admin(), '--node', NODE_B, '-o', 'yaml');
     expect(yaml.code).toBe(0);
@@ -308,5 +315,59 @@ describe('lastseen status', () => {
       server.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('--covered exits 0 only when every parent on the node is covered by a current report, else names each and why (1)', async () => {
+    const covered = { covered: true, coverageReason: 'Covered', coverageMessage: 'a checkpoint from a Ready pod is stored and can run now' };
+    await setStatus(NODE_A, [parent('apiserver', 'Healthy', covered), parent('scheduler', 'Healthy', covered)]);
+    const ok = await status(...admin(), '--node', NODE_A, '--covered');
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stderr).toContain(`every parent on ${NODE_A} is covered (2)`);
+
+    await setStatus(NODE_A, [
+      parent('apiserver', 'Healthy', covered),
+      parent('scheduler', 'Healthy', {
+        covered: false,
+        coverageReason: 'CaptureFailing',
+        coverageMessage: 'no checkpoint stored: 3 captures failed in a row, the latest: ENOSPC',
+        checkpointStored: false,
+        reason: 'CaptureFailing',
+        message: 'ENOSPC: 3 captures failed in a row',
+      }),
+    ]);
+    const one = await status(...admin(), '--node', NODE_A, '--covered');
+    expect(one.code).toBe(1);
+    expect(one.stderr).toContain(`${NODE_A} ${ns}/scheduler: CaptureFailing: no checkpoint stored: 3 captures failed in a row, the latest: ENOSPC`);
+    expect(one.stderr).not.toContain(`${ns}/apiserver`);
+    expect(
+      cells(one.stdout)
+        .find((row) => row[2] === 'scheduler')
+        ?.slice(5, 8),
+    ).toEqual(['Healthy', '-', 'CaptureFailing']);
+
+    // No Ready agent on NODE_B, and a Lease whose pod is gone: neither is covered.
+    const b = await status(...admin(), '--node', NODE_B, '--covered');
+    expect(b.code).toBe(1);
+    expect(b.stderr).toContain(`${NODE_B} ${ns}/apiserver: no Ready lastseen agent runs on the node`);
+    expect(b.stderr).toContain(`${NODE_B} ${ns}/cni: a Lease of pod cni-${NODE_B}, which does not exist`);
+    // A node no agent has reported on at all.
+    const none = await status(...admin(), '--node', `st-${RUN}-never`, '--covered');
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('no NodeCheckpoint');
+  });
+
+  it('marks a report older than three status periods stale, although a Ready agent pod runs on the node', async () => {
+    const covered = { covered: true, coverageReason: 'Covered', coverageMessage: 'ok' };
+    await setStatus(NODE_A, [parent('apiserver', 'Healthy', covered), parent('scheduler', 'Healthy', covered)], new Date(Date.now() - 10 * 60_000));
+    const r = await status(...admin(), '--node', NODE_A);
+    expect(r.code).toBe(0);
+    expect(
+      cells(r.stdout)
+        .slice(1)
+        .map((row) => row[5]),
+    ).toEqual(['Healthy (stale: report 10m old)', 'Healthy (stale: report 10m old)']);
+    const c = await status(...admin(), '--node', NODE_A, '--covered');
+    expect(c.code).toBe(1);
+    expect(c.stderr).toContain("the agent's report is 10m old (stale)");
   });
 });
