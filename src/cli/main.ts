@@ -24,11 +24,17 @@ const subcommands: Record<string, () => Promise<{ register: (p: Command) => void
   simulate: () => import('./simulate.js'),
   status: () => import('./status.js'),
 };
-const named = process.argv[2];
-const wanted = named !== undefined && Object.hasOwn(subcommands, named) ? [named] : Object.keys(subcommands);
-for (const name of wanted) (await subcommands[name]!()).register(program);
-// kubectl's --context, --kubeconfig and -n/--namespace, for `kubectl lastseen status ...`.
-const status = program.commands.find((c) => c.name() === 'status');
-if (status) addKubectlFlags(status);
 
-await runProgram(program);
+async function main(): Promise<void> {
+  const named = process.argv[2];
+  const wanted = named !== undefined && Object.hasOwn(subcommands, named) ? [named] : Object.keys(subcommands);
+  for (const name of wanted) (await subcommands[name]!()).register(program);
+  // kubectl's --context, --kubeconfig and -n/--namespace, for `kubectl lastseen status ...`.
+  const status = program.commands.find((c) => c.name() === 'status');
+  if (status) addKubectlFlags(status);
+  await runProgram(program);
+}
+
+// Not a top-level await: the single executable (scripts/release-plugin.mjs) is CommonJS, which has
+// none. A rejection ends the process as an uncaught one would, with the stack and exit code 1.
+void main();
