@@ -239,6 +239,10 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
         return specHashOf({ node: o.node, store }, `${md.namespace}/${p?.key ?? md.name}`, p?.key ?? md.name ?? '', pod);
       },
       hooks: {
+        onBeatRefused: (_p, a) => {
+          metrics.refusedBeats.inc({ channel: a.channel, why: a.why });
+          metrics.badInputs.inc({ source: a.channel });
+        },
         onTransition: (_p, a) => {
           if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.code });
           if (a.to === 'HandingOver') metrics.handovers.inc({ result: 'started' });
