@@ -1,5 +1,6 @@
 // `lastseen agent`: the node agent. Flags fall back to the downward-API environment; every path is
 // a flag with the DESIGN default so it can run unprivileged in tests. JSON logs (pino) on stdout.
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
@@ -81,6 +82,7 @@ export function register(program: Command): void {
       const port = Number(flags.healthPort);
       if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push(`--health-port: ${flags.healthPort} is not a port`);
       if (!LOG_LEVELS.includes(flags.logLevel)) problems.push(`--log-level: "${flags.logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
+      if (flags.kubeconfig !== undefined && !existsSync(flags.kubeconfig)) problems.push(`--kubeconfig ${flags.kubeconfig}: no such file`);
       const watchdogMs = ms(flags.watchdog, '--watchdog', problems);
       const localPollMs = ms(flags.localPoll, '--local-poll', problems);
       const apiProbeMs = ms(flags.apiProbe, '--api-probe', problems);

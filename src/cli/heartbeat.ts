@@ -1,7 +1,7 @@
 // `lastseen heartbeat`: the sidecar beside a parent's main container. Identity comes from flags or
 // the downward-API environment; JSON logs go to stdout; SIGTERM/SIGINT write a last beat with phase
 // Stopping to every channel and exit 0.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { type Logger, pino } from 'pino';
 import { parentKey } from '../core/names.js';
@@ -111,6 +111,7 @@ function flagProblems(flags: Flags, env: NodeJS.ProcessEnv): string[] {
     if (!CHANNEL_NAMES.includes(c)) out.push(`--channels: "${c}" is not a channel (use lease, annotation, local)`);
   const probe = parseProbe(flags.probe);
   if (!probe.ok) out.push(`--probe: ${probe.error}`);
+  if (flags.kubeconfig !== undefined && !existsSync(flags.kubeconfig)) out.push(`--kubeconfig ${flags.kubeconfig}: no such file`);
   return out;
 }
 

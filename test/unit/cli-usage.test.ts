@@ -119,6 +119,11 @@ describe('every subcommand: invalid input exits 2, names the problem, no stack t
       says: /--covered is a one-time check/,
     },
     { name: 'status: a kubeconfig that does not exist', args: () => ['status', '--kubeconfig', join(dir, 'nope')], says: /nope/ },
+    {
+      name: 'agent: a kubeconfig that does not exist',
+      args: () => ['agent', '--node', 'n1', '--kubeconfig', join(dir, 'nope')],
+      says: /--kubeconfig .*nope: no such file/,
+    },
     { name: 'policy validate: a file that does not exist', args: () => ['policy', 'validate', join(dir, 'missing.yaml')], says: /cannot read .*missing\.yaml/ },
     { name: 'policy validate: an invalid policy', args: () => ['policy', 'validate', join(dir, 'bad-policy.yaml')], says: /defaults\.window/ },
     { name: 'policy: no subcommand given a file', args: () => ['policy', 'check', 'x'], says: /unknown command 'check'/ },
