@@ -84,11 +84,19 @@ try {
   });
   const blob = join(stage, 'sea.blob');
   writeFileSync(join(stage, 'sea.json'), JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
-  run(process.execPath, ['--experimental-sea-config', join(stage, 'sea.json')]);
+  // The blob is made by the very Node.js release it is injected into (the format is Node's own),
+  // whatever Node.js runs this script: this machine's build of it from the same npm package.
+  const binaries = {};
+  const hostArch = process.arch === 'x64' ? 'amd64' : process.arch;
+  const nodeFor = (arch) => {
+    binaries[arch] ??= nodeBinary(arch, stage);
+    return binaries[arch];
+  };
+  run(nodeFor(hostArch), ['--experimental-sea-config', join(stage, 'sea.json')]);
   mkdirSync(out, { recursive: true });
   for (const arch of o.arch) {
     const exe = join(out, `kubectl-lastseen-linux-${arch}`);
-    copyFileSync(nodeBinary(arch, stage), exe);
+    copyFileSync(nodeFor(arch), exe);
     chmodSync(exe, 0o755);
     run(join(root, 'node_modules', '.bin', 'postject'), [exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE]);
     process.stdout.write(`${exe}\n`);
