@@ -16,7 +16,8 @@ export async function serveHealth(port: number, host: string, src: HealthSource)
     const path = (req.url ?? '/').split('?')[0];
     const answer = (r: { ok: boolean; reason: string }) => {
       res.writeHead(r.ok ? 200 : 503, { 'content-type': 'text/plain' });
-      res.end(r.ok ? 'ok\n' : `${r.reason}\n`);
+      // A ready agent may still say what is degraded (a state folder that takes no writes).
+      res.end(r.ok ? (r.reason ? `ok, degraded: ${r.reason}\n` : 'ok\n') : `${r.reason}\n`);
     };
     if (path === '/healthz' || path === '/livez') return answer(src.live());
     if (path === '/readyz') return answer(src.ready());

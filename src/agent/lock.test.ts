@@ -110,6 +110,24 @@ describe('NodeLock', () => {
     await b.release();
   });
 
+  it('a holder file that cannot be written (read-only or full folder) does not stop the lock; the problem is named with its errno', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    const { mkdir, rm } = await import('node:fs/promises');
+    await mkdir(path); // any write of the holder file fails (EISDIR on the rename), as on a read-only folder
+    const a = new NodeLock({ path, holder: 'a' });
+    expect(await a.tryAcquire()).toBe(true);
+    expect(a.fileProblem()).toMatchObject({ code: expect.stringMatching(/^E[A-Z]+$/) });
+    expect(await new NodeLock({ path, holder: 'b' }).tryAcquire()).toBe(false); // the socket still decides
+    expect(await a.tryAcquire()).toBe(true); // and keeps holding
+    // The folder takes writes again: the holder file is written and the problem clears.
+    await rm(path, { recursive: true });
+    expect(await a.tryAcquire()).toBe(true);
+    expect(a.fileProblem()).toBeNull();
+    expect((await a.readHolder())?.holder).toBe('a');
+    await a.release();
+  });
+
   it('a holder file deleted by hand is written again; the socket, not the file, is the lock', async () => {
     const d = await dir();
     const path = join(d, 'agent.lock');

@@ -18,6 +18,10 @@
 //
 // The holder file (`path`, e.g. /var/lib/lastseen/agent.lock) is for people and for that check:
 // who holds the lock, with which pid, since when. Its time is never compared with anything.
+// A state folder that is read-only or full must not keep the agent from covering what it already
+// has: when the holder file cannot be written, the socket still decides, the problem is reported
+// (`fileProblem()`, with its errno), and a holder file left by an earlier holder, which this one
+// could not replace, is not taken for another live holder.
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
@@ -61,6 +65,10 @@ export class NodeLock {
   private server: Server | null = null;
   /** Set by `release()`: a lock given up at shutdown is never taken again by this instance. */
   private released = false;
+  /** Why the holder file could not be written (null: it was). */
+  private problem: NodeJS.ErrnoException | null = null;
+  /** The token the holder file held when this holder could not replace it (a stale one). */
+  private staleToken: string | null = null;
 
   constructor(private readonly o: NodeLockOptions) {
     this.holder = o.holder ?? `pid${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -127,13 +135,26 @@ export class NodeLock {
       await this.closeServer(); // released while binding
       return false;
     }
+    const before = await this.readHolder();
+    await this.tryWriteHolder(before);
+    return true;
+  }
+
+  /** Why the holder file cannot be written (errno code and message), null while it can. */
+  fileProblem(): { code: string; message: string } | null {
+    return this.problem ? { code: this.problem.code ?? 'UNKNOWN', message: this.problem.message } : null;
+  }
+
+  /** Write our holder file; a disk that refuses is recorded, not thrown (the socket is the lock). */
+  private async tryWriteHolder(before: HolderFile | null): Promise<void> {
     try {
       await this.writeHolder(this.mine());
+      this.problem = null;
+      this.staleToken = null;
     } catch (e) {
-      await this.closeServer(); // a holder nobody can see would fail the double-holder check
-      throw e;
+      this.problem = e as NodeJS.ErrnoException;
+      this.staleToken = before?.token ?? null;
     }
-    return true;
   }
 
   /** Whether we hold the lock: our socket is bound and the holder file does not name another. */
@@ -141,9 +162,10 @@ export class NodeLock {
     if (!this.server?.listening) return false;
     const named = await this.readHolder();
     if (!this.server) return false; // released or lost meanwhile
-    if (named === null) {
-      // Deleted by hand, or torn: put our name back (the socket, not the file, is the lock).
-      await this.writeHolder(this.mine()).catch(() => {});
+    if (named === null || (this.problem !== null && named.token === this.staleToken)) {
+      // Deleted by hand, torn, or left by an earlier holder when we could not write: put our name
+      // back when the disk lets us (the socket, not the file, is the lock).
+      await this.tryWriteHolder(named);
       return true;
     }
     return named.token === this.token;

@@ -101,6 +101,12 @@ export class AgentMetrics {
     labelNames: ['source'],
     registers: [this.registry],
   });
+  /** 0 while the state folder takes no writes (read-only, full): stored checkpoints still cover, nothing new is kept. */
+  readonly stateFolderWritable = new Gauge({
+    name: 'lastseen_state_folder_writable',
+    help: '1 while the state folder takes writes; 0 when it is read-only or full (stored checkpoints still cover; no new copy is kept)',
+    registers: [this.registry],
+  });
   /** Beats refused as not the parent's own (src/core/beats.ts): another holder, or a sequence that did not move. */
   readonly refusedBeats = new Counter({
     name: 'lastseen_refused_beats_total',
@@ -128,6 +134,7 @@ export class AgentMetrics {
     this.policyValid.set(1);
     this.policyMissing.set(0);
     this.apiReachable.set(0);
+    this.stateFolderWritable.set(1);
     // Exported at 0 from the first scrape: increase() needs a sample before the first event, or the
     // first failed hand-over (or bad input) after a start would never count towards an alert.
     for (const result of HANDOVER_RESULTS) this.handovers.inc({ result }, 0);

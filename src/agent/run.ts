@@ -25,7 +25,7 @@ import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { parentsOnNode } from './parents.js';
-import { type HeldLock, holdNodeLock } from './run-lock.js';
+import { type HeldLock, holdNodeLock, type StateProblem } from './run-lock.js';
 import { type Observers, startObservers } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
 import { nodeCheckpointDisk, recoverFromDisk } from './run-recover.js';
@@ -103,6 +103,9 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     for (const s of stops.splice(0).reverse()) await Promise.resolve(s()).catch(() => {});
   };
   let lock: HeldLock | null = null;
+  // A state folder that takes no writes (run-lock.ts): /readyz says so, and an Event once the actuators exist.
+  let stateProblem: StateProblem | null = null;
+  let reportStateProblem: (p: StateProblem | null) => void = () => {};
   let observers: Observers | null = null;
   let stopping: Promise<void> | null = null;
 
@@ -115,7 +118,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           !lock?.isHeld()
             ? { ok: false, reason: 'standby: another agent holds the node lock' }
             : observers?.synced() && !stopping
-              ? { ok: true, reason: '' }
+              ? { ok: true, reason: stateProblem ? `the state folder takes no writes (${stateProblem.code}): ${stateProblem.message}` : '' }
               : { ok: false, reason: 'observers not synced yet' },
         registry: metrics.registry,
       });
@@ -133,7 +136,18 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     });
 
     // 2. One acting agent per node: stand by until the lock is ours.
-    const held = await holdNodeLock({ stateDir, holder: `${o.podName}-${process.pid}`, timers, log, ...(o.signal ? { signal: o.signal } : {}) });
+    const held = await holdNodeLock({
+      stateDir,
+      holder: `${o.podName}-${process.pid}`,
+      timers,
+      log,
+      ...(o.signal ? { signal: o.signal } : {}),
+      onStateProblem: (p) => {
+        stateProblem = p;
+        metrics.stateFolderWritable.set(p ? 0 : 1);
+        reportStateProblem(p);
+      },
+    });
     lock = held;
     stops.push(() => held.release());
     const health = early ?? (await listenHealth());
@@ -272,6 +286,14 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     // checkpoints restored below are judged on the answer at once instead of after the observers'
     // first probe (about 0.5 s later on the real node). Never slower: that probe has the same timeout.
     const firstLook = boot.rebooted ? firstReadyz(kc) : null;
+
+    reportStateProblem = (p) => {
+      const message = p
+        ? `the state folder ${stateDir} takes no writes (${p.code}: ${p.message}): the stored checkpoints still cover their parents; no new copy or hand-over record is kept until it does`
+        : null;
+      if (message) void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'StateFolderNotWritable', message });
+    };
+    reportStateProblem(stateProblem);
 
     // 5. The policy (waits briefly for its first read; see run-policy.ts).
     const policy = await startPolicy({
