@@ -11,6 +11,7 @@ import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import type { Clock, Timers } from '../core/time.js';
 import { makeInformer } from '../kube/informer.js';
 import type { Agent } from './agent.js';
+import type { Beat } from '../core/types.js';
 import type { AgentMetrics } from './metrics.js';
 import { API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS, API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
@@ -43,6 +44,88 @@ export interface Observers {
   synced(): boolean;
 }
 
+/** A beat decoded at the edge, with the parent it is for; or why it was refused, and what it came from. */
+export type ObservedBeat = { ok: true; namespace: string; key: string; beat: Beat } | { ok: false; reason: string; subject: string };
+
+export interface ObserverFeedWiring {
+  agent: Agent;
+  node: string;
+  /** This node's parents as the pod watch last listed them, by parent id (the key worked out once). */
+  parents(): Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }>;
+  /** A malformed or foreign beat: counted and logged by the caller, never acted on. */
+  badInput(source: 'lease' | 'annotation' | 'local', reason: string, subject: string): void;
+  /** A reachability verdict, before the loop hears it (production drops its connection pool here). */
+  onVerdict?(reachable: boolean): void;
+  /** Before the pods are handed to the loop (production refreshes its own copy from its DaemonSet pod). */
+  beforePublish?(): void;
+  /** After the loop heard a verdict (production writes its status). */
+  afterVerdict?(): void;
+}
+
+/**
+ * What the observers tell the loop, and in which order: production's informers, probe and folder
+ * watch call it, and so do the simulator's model watches (src/sim/lastseen.ts), so the random
+ * sweeps run this ordering and gating. Pods reach the loop only once their watch has listed and
+ * while the api-server is reachable (an unreachable api-server's last list says nothing about
+ * what is scheduled now); a reachable verdict hands the pods over again at once.
+ */
+export interface ObserverFeed {
+  reachable(ok: boolean): void;
+  /** The pod watch listed (or listed again after a failure). */
+  podsListed(): void;
+  /** A pod was added, changed or deleted; `annotation`: the beat it carries, decoded. */
+  podsChanged(annotation?: ObservedBeat): void;
+  /** The pod watch failed: nothing is collected on its word until it lists again. */
+  podsFailed(reason: string): void;
+  leaseBeat(r: ObservedBeat): void;
+  /** A local heartbeat file's new text (the folder observer dedups unchanged files). */
+  localFile(name: string, text: string): void;
+  /** The pod watch has listed. */
+  podsSynced(): boolean;
+}
+
+export function observerFeed(f: ObserverFeedWiring): ObserverFeed {
+  const a = f.agent;
+  let podsSynced = false;
+  const publishPods = () => {
+    if (!podsSynced || !a.isApiReachable()) return;
+    f.beforePublish?.();
+    a.podsObserved(f.parents());
+  };
+  const beat = (source: 'lease' | 'annotation', r: ObservedBeat) => {
+    if (r.ok) a.beat(r.namespace, r.key, r.beat);
+    else f.badInput(source, r.reason, r.subject);
+  };
+  return {
+    reachable(ok) {
+      f.onVerdict?.(ok);
+      a.api(ok);
+      if (ok) publishPods();
+      f.afterVerdict?.();
+    },
+    podsListed() {
+      podsSynced = true;
+      publishPods();
+    },
+    podsChanged(annotation) {
+      if (annotation) beat('annotation', annotation);
+      publishPods();
+    },
+    podsFailed(reason) {
+      a.schedulingUnknown(`pod watch failed: ${reason}`);
+    },
+    leaseBeat: (r) => beat('lease', r),
+    localFile(name, text) {
+      const parent = localFileParent(name);
+      if (!parent) return f.badInput('local', `${name}: not a heartbeat file name (<namespace>_<key>.json)`, name);
+      const r = beatFromFile(text, { node: f.node, namespace: parent.namespace, key: parent.key, role: parent.role });
+      if (!r.ok) return f.badInput('local', `${name}: ${r.reason}`, name);
+      a.beat(parent.namespace, parent.key, r.beat);
+    },
+    podsSynced: () => podsSynced,
+  };
+}
+
 export function startObservers(w: ObserverWiring): Observers {
   const { agent: a, metrics, log, clock, timers, node } = w;
   const watch = w.watchdogMs ? { watchdogMs: w.watchdogMs } : {};
@@ -70,17 +153,10 @@ export function startObservers(w: ObserverWiring): Observers {
     timers,
     ...(w.apiProbeMs ? { intervalMs: w.apiProbeMs, timeoutMs: Math.min(API_PROBE_TIMEOUT_MS, Math.floor(w.apiProbeMs * 0.8)) } : {}),
     ...(calmMs > probeMs ? { calmIntervalMs: calmMs, calm: () => watchesOpen() } : {}),
-    onReachable: (ok: boolean) => {
-      metrics.apiReachable.set(ok ? 1 : 0);
-      if (!ok) w.onUnreachable();
-      a.api(ok);
-      if (ok) publishPods();
-      w.pokeStatus();
-    },
+    onReachable: (ok: boolean) => feed.reachable(ok),
   });
 
   // Pods of this node: who the parents are (and their annotation beats).
-  let podsSynced = false;
   let leasesSynced = false;
   const pods = makeInformer<V1Pod>({
     name: `pods of ${node}`,
@@ -93,36 +169,41 @@ export function startObservers(w: ObserverWiring): Observers {
     ...watch,
     onAdd: (pod) => podChanged(pod),
     onUpdate: (pod) => podChanged(pod),
-    onDelete: () => publishPods(),
-    onSynced: () => {
-      podsSynced = true;
-      publishPods();
-    },
+    onDelete: () => feed.podsChanged(),
+    onSynced: () => feed.podsListed(),
     // Collections rest on this watch's word that no pod is scheduled here: after any failure the
     // agent stops counting towards GC at once, and the watch comes back with a fresh list.
     relistAfterFailure: true,
     onHealth: (ok, reason) => {
       metrics.watchHealthy.set({ resource: 'pods' }, ok ? 1 : 0);
       if (!ok) probe.nudge();
-      if (!ok) a.schedulingUnknown(`pod watch failed: ${reason}`);
+      if (!ok) feed.podsFailed(reason);
     },
   });
   const podChanged = (pod: V1Pod) => {
     const ann = pod.metadata?.annotations ?? {};
-    if (ann['lastseen.dev/last-seen'] !== undefined) {
-      const r = beatFromPod(pod, node);
-      const parent = parentsOnNode([pod], node).values().next().value;
-      if (r.ok && parent) a.beat(parent.namespace, parent.key, r.beat);
-      else if (!r.ok) badInput('annotation', r.reason, `${pod.metadata?.namespace}/${pod.metadata?.name}`);
-    }
-    publishPods();
+    if (ann['lastseen.dev/last-seen'] === undefined) return feed.podsChanged();
+    const r = beatFromPod(pod, node);
+    const parent = parentsOnNode([pod], node).values().next().value;
+    if (r.ok && parent) feed.podsChanged({ ok: true, namespace: parent.namespace, key: parent.key, beat: r.beat });
+    else if (!r.ok) feed.podsChanged({ ok: false, reason: r.reason, subject: `${pod.metadata?.namespace}/${pod.metadata?.name}` });
+    else feed.podsChanged();
   };
-  const publishPods = () => {
-    if (!podsSynced || !a.isApiReachable()) return;
-    const own = pods.list().find((p) => w.self.isOwnDaemonSetPod(p));
-    if (own) void w.self.refresh(own);
-    a.podsObserved(parentsOnNode(pods.list(), node));
-  };
+  const feed = observerFeed({
+    agent: a,
+    node,
+    parents: () => parentsOnNode(pods.list(), node),
+    badInput,
+    onVerdict: (ok) => {
+      metrics.apiReachable.set(ok ? 1 : 0);
+      if (!ok) w.onUnreachable();
+    },
+    beforePublish: () => {
+      const own = pods.list().find((p) => w.self.isOwnDaemonSetPod(p));
+      if (own) void w.self.refresh(own);
+    },
+    afterVerdict: () => w.pokeStatus(),
+  });
 
   // Leases of this node: the lease channel.
   const leases = makeInformer<V1Lease>({
@@ -149,8 +230,8 @@ export function startObservers(w: ObserverWiring): Observers {
     const parent = leaseParent(l as never, node);
     const r = beatFromLease(l, node);
     const subject = `${l.metadata?.namespace}/${l.metadata?.name}`;
-    if (!r.ok || !parent) return badInput('lease', r.ok ? `Lease ${subject} has no parent label` : r.reason, subject);
-    a.beat(parent.namespace, parent.key, r.beat);
+    if (!r.ok || !parent) return feed.leaseBeat({ ok: false, reason: r.ok ? `Lease ${subject} has no parent label` : r.reason, subject });
+    feed.leaseBeat({ ok: true, namespace: parent.namespace, key: parent.key, beat: r.beat });
   };
 
   // The local heartbeat folder: the channel that works without an api-server.
@@ -159,13 +240,7 @@ export function startObservers(w: ObserverWiring): Observers {
     ...(w.localPollMs ? { pollMs: w.localPollMs } : {}),
     log,
     timers,
-    onFile: (name, text) => {
-      const parent = localFileParent(name);
-      if (!parent) return badInput('local', `${name}: not a heartbeat file name (<namespace>_<key>.json)`, name);
-      const r = beatFromFile(text, { node, namespace: parent.namespace, key: parent.key, role: parent.role });
-      if (!r.ok) return badInput('local', `${name}: ${r.reason}`, name);
-      a.beat(parent.namespace, parent.key, r.beat);
-    },
+    onFile: (name, text) => feed.localFile(name, text),
     onRemoved: () => {},
   });
 
@@ -179,6 +254,6 @@ export function startObservers(w: ObserverWiring): Observers {
     async stop() {
       await Promise.allSettled([pods.stop(), leases.stop(), local.stop(), probe.stop()]);
     },
-    synced: () => podsSynced && leasesSynced,
+    synced: () => feed.podsSynced() && leasesSynced,
   };
 }

@@ -1,14 +1,16 @@
-// The lastseen strategy: the production agent loop (`Agent`, src/agent/agent.ts) on one simulated
-// node. Nothing of the loop is here, only its ports in the simulated world:
-// - clock and timers: the node's monotonic clock and the simulator's event queue (a timer fires
-//   at the true time its monotonic delay ends on this node, never sooner than 1 ms, like Node's);
-// - actuators: the node's disk (checkpoint store, manifest folder, hand-over record), the model
-//   api-server for captures and live reads, the timeline for Events; each takes a small latency
-//   and settles its promise when it is done;
-// - observers: the production api-server probe (src/agent/observe/api-probe.ts) over a model
-//   /readyz; model pod and Lease watches (a round trip late, deaf while the watch is stalled) and
-//   local heartbeat folder poll; what they see goes to the agent's public methods as
-//   production's observers send it (src/agent/run.ts).
+// The lastseen strategy: the production agent (`Agent`, src/agent/agent.ts) on one simulated node,
+// with production's recovery (recoverFromDisk), hand-over record (HandoverRecords), api-server
+// probe (probeApiServer), folder observer (watchLocalBeats) and observer ordering (observerFeed).
+// Only adapters are here, each behind the interface production defines:
+// - Timers: the node's monotonic clock and the simulator's event queue (a timer fires at the true
+//   time its monotonic delay ends on this node, never sooner than 1 ms, like Node's);
+// - HandoverStore: the node disk's handovers.json; CheckpointDisk: its checkpoints and manifests;
+// - BeatFolder: the node's tmpfs, each beat as the local channel writes it, with the folder's
+//   change notification a moment after a write;
+// - the probe's GET /readyz: a model answer a round trip later;
+// - ObserverFeed's sources: model pod and Lease watches (a round trip late, deaf while the watch is
+//   stalled, listing again after a reconnect, as an informer does);
+// - Actuators: the node's disk and the model api-server, each taking a small latency.
 // A dead process (reboot, restart) runs nothing more: its timers and pending actions check
 // `alive()` and are dropped, as the kernel drops a killed process's.
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -17,9 +19,12 @@ import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ParentV
 import { isReboot } from '../agent/boot.js';
 import { HandoverRecords } from '../agent/handovers.js';
 import { type CheckpointDisk, recoverFromDisk } from '../agent/run-recover.js';
+import { type ObserverFeed, observerFeed } from '../agent/run-observers.js';
+import { type BeatFolder, watchLocalBeats } from '../agent/observe/local-beats.js';
+import { localFileParent } from '../agent/parents.js';
+import { localBeatText } from '../channels/local.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
-import { beatFingerprint } from '../core/decide.js';
-import { leaseName, localBeatFile, manifestFile, parentId } from '../core/names.js';
+import { leaseName, manifestFile, parentId } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
@@ -78,16 +83,16 @@ export function scenarioPolicy(defs: ParentDef[]): Policy {
 export class SimLastseen implements AgentProcess {
   readonly agent: Agent;
   private readonly handovers: HandoverRecords;
-  private reachable = false;
-  /** The probe gave its first verdict. */
-  private heard = false;
-  private fileSeen = new Map<string, string>();
+  /** Production's observer logic (src/agent/run-observers.ts); the model watches below feed it. */
+  private readonly feed: ObserverFeed;
   /** When the watch's last event reaches this agent (true time). */
   private watchArrivesAt = 0;
   /** A folder scan is queued after a change notification (several writes in a moment share one). */
   private scanQueued = false;
-  /** The beat object last handed over per file: the same object again is the same beat (no fingerprint needed). */
-  private fileSeenBeat = new Map<string, Beat>();
+  /** The folder observer's change notification (production's watchLocalBeats over `beatFolder`). */
+  private folderChanged: (() => void) | null = null;
+  /** A beat file's text, made once per beat the sidecar wrote. */
+  private readonly fileText = new WeakMap<Beat, Buffer>();
 
   constructor(
     private readonly world: World,
@@ -135,6 +140,13 @@ export class SimLastseen implements AgentProcess {
         onNote: (p, a) => w.onTransition(node, p.key, a.state, a.state, a.reason, p.state),
       },
     });
+    this.feed = observerFeed({
+      agent: this.agent,
+      node: node.name,
+      parents: () => this.podsOnNode(),
+      badInput: (source, reason, subject) => w.log(node.name, 'agent', `ignored a ${source} beat of ${subject}: ${reason}`),
+      onVerdict: (r) => w.log(node.name, 'agent', r ? 'api-server reachable' : 'api-server unreachable'),
+    });
     for (const def of w.parentsOn(node.name)) w.invariants.agentStarted(node, def.key);
     this.world.promised();
     void this.start(timers);
@@ -166,35 +178,45 @@ export class SimLastseen implements AgentProcess {
       },
       onReachable: (r) => this.enter(() => this.probed(r)),
     }).start();
-    this.every(T.agentFilePollMs, () => this.pollFiles());
+    // The model's pod watch lists as soon as the api-server answers; until then the feed holds pods back.
+    this.feed.podsListed();
+    watchLocalBeats({
+      pollMs: T.agentFilePollMs,
+      log: SILENT,
+      timers,
+      folder: this.beatFolder(),
+      onFile: (name, text) => this.enter(() => this.feed.localFile(name, text)),
+      onRemoved: () => {},
+    }).start();
   }
 
   // ---- the world's notices (AgentProcess) ----
 
+  /** The pod watch's event, a round trip late. */
   onPodsChanged(): void {
-    if (!this.reachable) return;
-    this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => this.publishPods());
+    if (!this.agent.isApiReachable()) return;
+    this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => this.feed.podsChanged());
   }
 
   onApiBeat(sb: StoredBeat): void {
-    if (!this.reachable || this.node.net.watchStalled) return;
+    if (!this.agent.isApiReachable() || this.node.net.watchStalled) return;
     // One watch connection: an event never arrives before the one sent before it.
     const at = arrivalInOrder(this.world.q.now, T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), this.watchArrivesAt);
     this.watchArrivesAt = at;
     this.later(at - this.world.q.now, () => {
       // The watch event itself must reach the node (a link may cut answers only: network.ts).
-      if (this.reachable && !this.node.net.watchStalled && (this.world.net.whole || this.world.api.deliversTo(this.node)))
-        this.agent.beat(sb.namespace, sb.key, sb.beat);
+      if (this.agent.isApiReachable() && !this.node.net.watchStalled && (this.world.net.whole || this.world.api.deliversTo(this.node)))
+        this.watched(sb.namespace, sb.key, sb.beat);
     });
   }
 
-  /** Production watches the heartbeat folder (fs.watch) and scans it at once; the poll is the safety net. */
+  /** The heartbeat folder's change notification (fs.watch): production's observer scans at once. */
   onLocalBeat(): void {
     if (this.scanQueued) return;
     this.scanQueued = true;
     this.later(T.agentFileNoticeMs, () => {
       this.scanQueued = false;
-      this.pollFiles();
+      this.folderChanged?.();
     });
   }
 
@@ -202,7 +224,7 @@ export class SimLastseen implements AgentProcess {
     this.enter(() => this.relist());
   }
 
-  // ---- observers ----
+  // ---- the model watches ----
 
   /**
    * Every way into the agent goes through here (a dead process runs nothing). An action it starts
@@ -217,47 +239,44 @@ export class SimLastseen implements AgentProcess {
     if (this.agent.actionsInFlight() > before) this.world.promised();
   }
 
-  private every(ms: number, fn: () => void): void {
-    const loop = () => {
-      if (!this.alive()) return;
-      this.enter(fn);
-      this.world.q.after(ms, loop);
-    };
-    loop();
-  }
-
   private later(ms: number, fn: () => void): void {
     this.world.q.after(ms, () => this.enter(fn));
   }
 
-  /** The api-server readiness probe. */
-  /** The probe's verdict changed, or its first one was given (the first probe's, either way). */
+  /** The probe's verdict changed, or its first one was given. */
   private probed(r: boolean): void {
-    if (this.heard && r === this.reachable) return;
-    this.heard = true;
-    this.reachable = r;
-    this.world.log(this.node.name, 'agent', r ? 'api-server reachable' : 'api-server unreachable');
-    this.agent.api(r);
-    if (r) this.relist();
+    this.feed.reachable(r);
+    // The model's watches list again once the api-server answers (the informers' relist).
+    if (r) this.relistLeases();
   }
 
-  /** After (re)connecting or a watch restart: the watches list pods and Leases again. */
+  /** After a watch restart: the watches list pods and Leases again. */
   private relist(): void {
-    if (!this.reachable) return;
+    if (!this.agent.isApiReachable()) return;
     this.onPodsChanged();
+    this.relistLeases();
+  }
+
+  private relistLeases(): void {
     for (const def of this.world.parentsOn(this.node.name)) {
       for (const role of ['parent', 'checkpoint'] as const) {
         for (const ch of API_CHANNELS) {
           const beat = this.world.api.readBeat(ch, def.namespace, leaseName(def.key, this.node.name, role));
-          if (beat) this.agent.beat(def.namespace, def.key, beat);
+          if (beat) this.watched(def.namespace, def.key, beat);
         }
       }
     }
   }
 
-  /** The pod watch's picture of this node, as production's publishPods hands it over. */
-  private publishPods(): void {
-    if (!this.reachable) return;
+  /** A beat the api-server showed: a Lease's, or a pod annotation's (which comes with the pod watch's event). */
+  private watched(namespace: string, key: string, beat: Beat): void {
+    const r = { ok: true as const, namespace, key, beat };
+    if (beat.channel === 'annotation') this.feed.podsChanged(r);
+    else this.feed.leaseBeat(r);
+  }
+
+  /** The pod watch's picture of this node: the parents scheduled here, keyed once. */
+  private podsOnNode(): Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }> {
     const parents = new Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }>();
     for (const def of this.world.parentsOn(this.node.name)) {
       const pod = this.world.api.podFor(this.node.name, def.key);
@@ -265,23 +284,30 @@ export class SimLastseen implements AgentProcess {
       const obj: PodObject = { metadata: { uid: pod.uid, name: pod.name, namespace: def.namespace }, sim: { ...pod } };
       parents.set(parentId(def.namespace, def.key), { namespace: def.namespace, key: def.key, pod: obj, labels: {} });
     }
-    this.agent.podsObserved(parents);
+    return parents;
   }
 
-  /** The local heartbeat folder: a file whose beat changed since the last poll is handed over. */
-  private pollFiles(): void {
-    for (const def of this.world.parentsOn(this.node.name)) {
-      for (const role of ['parent', 'checkpoint'] as const) {
-        const file = localBeatFile(def.namespace, def.key, role);
-        const beat: Beat | undefined = this.node.files.get(file);
-        if (!beat || this.fileSeenBeat.get(file) === beat) continue;
-        this.fileSeenBeat.set(file, beat);
-        const fp = beatFingerprint(beat);
-        if (this.fileSeen.get(file) === fp) continue;
-        this.fileSeen.set(file, fp);
-        this.agent.beat(def.namespace, def.key, beat);
-      }
-    }
+  /** The node's heartbeat folder (tmpfs) as production's folder observer reads it: each beat as the local channel writes it. */
+  private beatFolder(): BeatFolder {
+    const files = this.node.files;
+    return {
+      list: () => this.settled([...files.keys()]),
+      read: (name) => {
+        const beat = files.get(name);
+        const parent = localFileParent(name);
+        if (!beat || !parent) return this.failed(Object.assign(new Error(`${name}: no such file`), { code: 'ENOENT' }));
+        let text = this.fileText.get(beat);
+        if (!text) {
+          text = Buffer.from(localBeatText({ node: this.node.name, ...parent }, beat));
+          this.fileText.set(beat, text);
+        }
+        return this.settled(text);
+      },
+      watch: (changed) => {
+        this.folderChanged = changed;
+        return { close: () => (this.folderChanged = null) };
+      },
+    };
   }
 
   // ---- the node's disk ----
@@ -317,6 +343,11 @@ export class SimLastseen implements AgentProcess {
   private settled<V>(v: V): Promise<V> {
     this.world.promised();
     return Promise.resolve(v);
+  }
+
+  private failed<V>(e: Error): Promise<V> {
+    this.world.promised();
+    return Promise.reject(e);
   }
 
   /**

@@ -19,12 +19,12 @@
 // does, so a read sees a whole file; a torn or hand-edited file is still handed over as text and
 // refused later by beatFromFile with a reason.
 import { createHash } from 'node:crypto';
-import { type FSWatcher, watch } from 'node:fs';
+import { watch } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { DEFAULT_HEARTBEAT_DIR, MAX_BEAT_FILE_BYTES } from '../../channels/local.js';
-import type { Timers } from '../agent.js';
+import { every, type Periodic, type Timers } from '../../core/time.js';
 
 export { DEFAULT_HEARTBEAT_DIR };
 
@@ -35,6 +35,40 @@ export { DEFAULT_HEARTBEAT_DIR };
  */
 export const LOCAL_POLL_MS = 1_000;
 
+/**
+ * The folder as the observer reads it: the node's directory (`fsBeatFolder`), or the simulator's
+ * tmpfs. Errors carry an errno `code` where there is one (ENOENT: gone).
+ */
+export interface BeatFolder {
+  /** Names of the entries in the folder. */
+  list(): Promise<string[]>;
+  /** A file's bytes; rejects for anything that is not a regular file of at most MAX_BEAT_FILE_BYTES, saying why. */
+  read(name: string): Promise<Buffer>;
+  /** Call `changed` on every change in the folder (inotify); throws when notifications cannot start. */
+  watch(changed: () => void, failed: (e: Error) => void): { close(): void };
+}
+
+export function fsBeatFolder(dir: string): BeatFolder {
+  return {
+    list: () => readdir(dir),
+    async read(name) {
+      const path = join(dir, name);
+      const st = await stat(path);
+      if (!st.isFile()) throw new Error('not a regular file');
+      if (st.size > MAX_BEAT_FILE_BYTES) throw new Error(`${st.size} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
+      return readFile(path);
+    },
+    watch(changed, failed) {
+      const w = watch(dir, { persistent: false }, changed);
+      w.on('error', (e) => {
+        w.close();
+        failed(e);
+      });
+      return w;
+    },
+  };
+}
+
 export interface LocalBeatsOptions {
   /** Default DEFAULT_HEARTBEAT_DIR. */
   dir?: string;
@@ -42,6 +76,8 @@ export interface LocalBeatsOptions {
   pollMs?: number;
   /** Scan at once when the folder reports a change (fs.watch); default true. Polling runs either way. */
   notify?: boolean;
+  /** Default: the directory `dir` on this machine. */
+  folder?: BeatFolder;
   log: Logger;
   timers: Timers;
   onFile(name: string, text: string): void;
@@ -77,7 +113,8 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
   let dirProblem: string | null = null;
   let stopped = false;
   let started = false;
-  let timer: unknown = null;
+  let poll: Periodic | null = null;
+  const folder = opts.folder ?? fsBeatFolder(dir);
   let running: Promise<void> | null = null;
 
   const call = (what: string, fn: () => void) => {
@@ -104,14 +141,10 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
   async function scanFile(name: string): Promise<void> {
     const s: Seen = seen.get(name) ?? { hash: null, problem: null };
     seen.set(name, s);
-    const path = join(dir, name);
     try {
-      const st = await stat(path);
-      if (!st.isFile()) return problem(name, s, 'not a regular file');
-      if (st.size > MAX_BEAT_FILE_BYTES) return problem(name, s, `${st.size} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
       // Always read (a beat is a few hundred bytes) and compare bytes: an mtime+size shortcut misses
       // an in-place rewrite within the filesystem's timestamp granularity.
-      const bytes = await readFile(path);
+      const bytes = await folder.read(name);
       if (bytes.length > MAX_BEAT_FILE_BYTES) return problem(name, s, `${bytes.length} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
       s.problem = null;
       const hash = createHash('sha256').update(bytes).digest('hex');
@@ -130,7 +163,7 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
   async function scan(): Promise<void> {
     let names: string[];
     try {
-      names = (await readdir(dir)).filter(isBeatFileName);
+      names = (await folder.list()).filter(isBeatFileName);
       if (dirProblem) log.info({}, 'heartbeat folder readable again');
       dirProblem = null;
     } catch (e) {
@@ -166,7 +199,7 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
     return running;
   };
 
-  let watcher: FSWatcher | null = null;
+  let watcher: { close(): void } | null = null;
   const noticed = () => {
     if (stopped) return;
     if (running) rescan = true;
@@ -174,10 +207,8 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
   };
   const startWatching = () => {
     try {
-      watcher = watch(dir, { persistent: false }, noticed);
-      watcher.on('error', (e) => {
+      watcher = folder.watch(noticed, (e) => {
         log.warn({ error: e.message }, 'heartbeat folder notifications failed; polling alone from now on');
-        watcher?.close();
         watcher = null;
       });
     } catch (e) {
@@ -186,27 +217,19 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
     }
   };
 
-  const tick = () => {
-    timer = null;
-    if (stopped) return;
-    void pollOnce().then(() => {
-      if (!stopped) timer = opts.timers.set(tick, pollMs);
-    });
-  };
-
   return {
     start() {
       if (stopped || started) return;
       started = true;
       if (opts.notify ?? true) startWatching();
-      tick();
+      void pollOnce();
+      poll = every(opts.timers, pollMs, pollOnce);
     },
     async stop() {
       stopped = true;
       watcher?.close();
       watcher = null;
-      if (timer !== null) opts.timers.clear(timer);
-      timer = null;
+      await poll?.stop();
       await running;
     },
     pollOnce,
