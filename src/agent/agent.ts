@@ -26,6 +26,8 @@ export interface ParentView {
   labels: Record<string, string>;
   /** Overrides applied to this parent's policy (for status). */
   overrides: string[];
+  /** Overrides that matched but were skipped: their merge broke a cross-field rule (for status). */
+  overridesSkipped?: string[];
 }
 
 export type LiveRead = { beats: Beat[] } | { unavailable: string };
@@ -277,7 +279,7 @@ export class Agent {
       // A boot voids deadlines: a record read after a reboot was written under the last boot.
       ...(handover && this.o.rebooted === true ? { recordFromEarlierBoot: true } : {}),
     });
-    e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, wakeAt: null };
+    e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, overridesSkipped: eff.skipped, wakeAt: null };
     this.entries.set(id, e);
     this.o.logger.info({ parent: id, state: state.state, checkpoint: state.checkpoint }, 'tracking parent');
     this.feed(e, { type: 'tick' });
@@ -289,6 +291,7 @@ export class Agent {
   private refreshPolicy(e: Entry): void {
     const eff = policyFor(this.policy, { namespace: e.namespace, key: e.key, labels: e.labels });
     e.overrides = eff.applied;
+    e.overridesSkipped = eff.skipped;
     if (JSON.stringify(eff.policy) !== JSON.stringify(e.state.policy)) this.feed(e, { type: 'policy', policy: eff.policy });
   }
 

@@ -61,6 +61,7 @@ export function buildStatus(
       lastTransitionTime: wall(v.state.since),
       handoverAttempts: v.state.handover.attempts,
       policyOverrides: v.overrides,
+      ...(v.overridesSkipped?.length ? { policyOverridesSkipped: v.overridesSkipped } : {}),
       ...(v.state.checkpoint.active && tokensExpireAt(v.id) ? { tokensExpireAt: tokensExpireAt(v.id) } : {}),
     };
   }

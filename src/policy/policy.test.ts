@@ -64,7 +64,6 @@ describe('parsePolicy', () => {
     ['interval too small', 'defaults: { interval: 10ms, window: 20ms, startupGrace: 1s }', 'defaults.interval', (t: string) => t],
     ['zero duration', 'defaults: { gcGrace: 0s }', 'defaults.gcGrace', (t: string) => t],
     ['over a day', 'defaults: { gcGrace: 25h }', 'defaults.gcGrace', (t: string) => t],
-    ['override breaks rule', 'overrides: [{ name: a, selector: {}, policy: { window: 6s } }]', 'overrides[0].policy.window', (t: string) => t],
     [
       'override bad operator',
       'overrides: [{ name: a, selector: { matchExpressions: [{ key: k, operator: Is }] }, policy: {} }]',
@@ -84,17 +83,19 @@ describe('parsePolicy', () => {
       ['in the defaults', 'defaults: { whenApiUnreachable: activate, channels: [lease] }', 'defaults.whenApiUnreachable'],
       ['with annotation only', 'defaults: { whenApiUnreachable: activate, channels: [annotation, lease] }', 'defaults.whenApiUnreachable'],
       [
-        'in an override',
+        'in an override (the override only: skipped, the rest in force)',
         'defaults: { channels: [lease] }\noverrides: [{ name: apiserver, selector: {}, policy: { whenApiUnreachable: activate } }]',
         'overrides[0].policy.whenApiUnreachable',
       ],
       [
-        'an override dropping local',
+        'an override dropping local (the override only)',
         'defaults: { whenApiUnreachable: activate }\noverrides: [{ name: lease-only, selector: {}, policy: { channels: [lease] } }]',
         'overrides[0].policy.whenApiUnreachable',
       ],
     ])('refused %s, naming the field and why', (_name, body, path) => {
-      const errs = errorsOf(body);
+      const r = parsePolicyText(head + body);
+      const errs = r.ok ? (r.warnings ?? []) : r.errors;
+      expect(r.ok).toBe(path.startsWith('overrides'));
       const e = errs.find((x) => x.path === path);
       expect(e, JSON.stringify(errs)).toBeDefined();
       expect(e!.message).toContain('local');
@@ -120,6 +121,40 @@ describe('parsePolicy', () => {
       expect(eff.policy.whenApiUnreachable).toBe('activate');
       expect(eff.policy.channels).toEqual(['lease', 'local']);
     });
+  });
+
+  it('an override whose merge breaks a cross-field rule is skipped for its parents and named; the rest of the policy applies', () => {
+    const r = parsePolicyText(head + 'overrides: [{ name: a, selector: {}, policy: { window: 6s } }]');
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.warnings?.map((w) => w.path)).toEqual(['overrides[0].policy.window']);
+    expect(r.warnings?.[0]?.message).toContain('override "a" is skipped');
+    const eff = policyFor(r.policy, { namespace: 'n', key: 'k', labels: {} });
+    expect(eff).toMatchObject({ applied: [], skipped: ['a'] });
+    expect(eff.policy.windowMs).toBe(BUILTIN_DEFAULTS.windowMs);
+  });
+
+  it('500 overrides, 10 of them broken (startupGrace below a larger window): 490 applied, 10 skipped and named', () => {
+    const broken = new Set([3, 50, 99, 150, 222, 301, 333, 404, 450, 499]);
+    const lines = Array.from({ length: 500 }, (_, i) =>
+      broken.has(i)
+        ? `  - { name: o${i}, selector: { parentKeys: [p${i}] }, policy: { window: 40s, startupGrace: 30s } }`
+        : `  - { name: o${i}, selector: { parentKeys: [p${i}] }, policy: { window: 40s, startupGrace: 45s } }`,
+    );
+    const r = parsePolicyText(`${head}overrides:\n${lines.join('\n')}\n`);
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.warnings?.map((w) => w.path)).toEqual([...broken].map((i) => `overrides[${i}].policy.startupGrace`));
+    const applied: string[] = [];
+    const skipped: string[] = [];
+    for (let i = 0; i < 500; i++) {
+      const eff = policyFor(r.policy, { namespace: 'n', key: `p${i}`, labels: {} });
+      applied.push(...eff.applied);
+      skipped.push(...eff.skipped);
+      expect(eff.policy.windowMs).toBe(broken.has(i) ? BUILTIN_DEFAULTS.windowMs : 40_000);
+    }
+    expect(applied).toHaveLength(490);
+    expect(skipped).toEqual([...broken].map((i) => `o${i}`));
   });
 
   it('reports every error at once', () => {

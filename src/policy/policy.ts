@@ -90,7 +90,13 @@ export interface PolicyError {
   message: string;
 }
 
-export type PolicyResult = { ok: true; policy: Policy } | { ok: false; errors: PolicyError[] };
+/**
+ * `warnings`: overrides whose merge onto the defaults breaks a cross-field rule. The document is
+ * still in force: such an override is skipped for the parents it matches and named in their status
+ * (policyFor's `skipped`), as deploy/base/policy.yaml says; one bad override must not refuse the
+ * whole policy and leave every other parent on the last good one.
+ */
+export type PolicyResult = { ok: true; policy: Policy; warnings?: PolicyError[] } | { ok: false; errors: PolicyError[] };
 
 export interface ParentRef {
   namespace: string;
@@ -226,22 +232,31 @@ function crossFieldOfTheRest(doc: unknown, paths: ReadonlyArray<readonly Propert
   const r = policyDocument.safeParse(rest);
   if (!r.success) return [];
   const checked = checkParsed(r.data);
-  return checked.ok ? [] : checked.errors.filter((e) => !named.has(e.path));
+  // The document is refused anyway: a broken override is named with the rest.
+  return (checked.ok ? (checked.warnings ?? []) : checked.errors).filter((e) => !named.has(e.path));
 }
 
 function checkParsed(data: PolicyDocumentOutput): PolicyResult {
   const r = { data };
   const defaults = applyPatch(BUILTIN_DEFAULTS, r.data.defaults ?? {});
   const errors = crossFieldErrors(defaults, 'defaults');
+  const warnings: PolicyError[] = [];
   const overrides: Override[] = (r.data.overrides ?? []).map((o) => ({ name: o.name, selector: o.selector, patch: o.policy }));
+  const seen = new Set<string>();
   overrides.forEach((o, i) => {
     // An override is checked merged onto the defaults: that is a combination a parent can receive.
-    errors.push(...crossFieldErrors(applyPatch(defaults, o.patch), `overrides[${i}].policy`));
-    const names = overrides.slice(0, i).map((x) => x.name);
-    if (names.includes(o.name)) errors.push({ path: `overrides[${i}].name`, message: `"${o.name}" is used by an earlier override` });
+    // Broken, it is skipped for the parents it matches (policyFor), not a reason to refuse the rest.
+    warnings.push(
+      ...crossFieldErrors(applyPatch(defaults, o.patch), `overrides[${i}].policy`).map((w) => ({
+        ...w,
+        message: `${w.message} (override "${o.name}" is skipped)`,
+      })),
+    );
+    if (seen.has(o.name)) errors.push({ path: `overrides[${i}].name`, message: `"${o.name}" is used by an earlier override` });
+    seen.add(o.name);
   });
-  if (errors.length > 0) return { ok: false, errors };
-  return { ok: true, policy: { defaults, overrides } };
+  if (errors.length > 0) return { ok: false, errors: [...errors, ...warnings] };
+  return { ok: true, policy: { defaults, overrides }, ...(warnings.length > 0 ? { warnings } : {}) };
 }
 
 export function defaultPolicy(): Policy {
