@@ -316,7 +316,11 @@ export class Agent {
 
   /** Keep the hand-over record (deadline, attempts, known-bad verdict) of `e` on disk; unchanged records cost nothing. */
   private persistHandover(e: Entry): void {
-    if (this.o.handovers) this.handoverWritten = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now())).catch(() => undefined);
+    if (!this.o.handovers) return;
+    // Kept as it settles: a retire waits for it and fails with it (the record guards the retire).
+    const written = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now()));
+    written.catch((err: unknown) => this.o.logger.warn({ parent: e.id, err: (err as Error)?.message ?? String(err) }, 'hand-over record not written'));
+    this.handoverWritten = written;
   }
 
   private feed(e: Entry, input: Input): void {
@@ -416,7 +420,9 @@ export class Agent {
       case 'retire':
         log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message }, 'retiring checkpoint');
         // A hand-over's deadline is durable before its checkpoint is retired: a crash in between
-        // must not leave the parent uncovered until startTimeout.
+        // must not leave the parent uncovered until startTimeout. A record whose last write failed
+        // is written again here (an unchanged one costs nothing), and a failed write is a failed retire.
+        this.persistHandover(e);
         run(
           'retire',
           this.handoverWritten.then(() => A.retire(e, a.reason)).then(() => ({ type: 'retired' }) as Input),
