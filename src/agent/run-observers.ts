@@ -18,6 +18,9 @@ import { watchLocalBeats } from './observe/local-beats.js';
 import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
 import type { SelfCheckpoint } from './self.js';
 
+/** After the api-server returns, how long the loop waits for the watches to list again before it hears so anyway. */
+export const RESYNC_WAIT_MS = 15_000;
+
 export interface ObserverWiring {
   node: string;
   agent: Agent;
@@ -153,8 +156,41 @@ export function startObservers(w: ObserverWiring): Observers {
     timers,
     ...(w.apiProbeMs ? { intervalMs: w.apiProbeMs, timeoutMs: Math.min(API_PROBE_TIMEOUT_MS, Math.floor(w.apiProbeMs * 0.8)) } : {}),
     ...(calmMs > probeMs ? { calmIntervalMs: calmMs, calm: () => watchesOpen() } : {}),
-    onReachable: (ok: boolean) => feed.reachable(ok),
+    onReachable: (ok: boolean) => verdict(ok),
   });
+
+  // After an outage a watch opened before it may be dead without knowing it (its 410 can come
+  // seconds later), and the loop would judge parents from a stale cache once their startupGrace
+  // ends. So both watches list afresh before the loop hears that the api-server is back (its grace
+  // starts then); if they cannot within RESYNC_WAIT_MS, it hears anyway.
+  let told: boolean | null = null;
+  let returning: { pods: boolean; leases: boolean; timer: unknown } | null = null;
+  const tell = (ok: boolean) => {
+    if (returning) timers.clear(returning.timer);
+    returning = null;
+    told = ok;
+    feed.reachable(ok);
+  };
+  const verdict = (ok: boolean) => {
+    if (!ok || told !== false) return tell(ok);
+    if (returning) return;
+    returning = {
+      pods: false,
+      leases: false,
+      timer: timers.set(() => {
+        log.warn({ waitedMs: RESYNC_WAIT_MS }, 'the watches did not list again after the api-server returned; going on without');
+        tell(true);
+      }, RESYNC_WAIT_MS),
+    };
+    log.info('api-server back: the watches list afresh before any parent is judged from them');
+    pods.resync();
+    leases.resync();
+  };
+  const relisted = (which: 'pods' | 'leases') => {
+    if (!returning) return;
+    returning[which] = true;
+    if (returning.pods && returning.leases) tell(true);
+  };
 
   // Pods of this node: who the parents are (and their annotation beats).
   let leasesSynced = false;
@@ -170,7 +206,10 @@ export function startObservers(w: ObserverWiring): Observers {
     onAdd: (pod) => podChanged(pod),
     onUpdate: (pod) => podChanged(pod),
     onDelete: () => feed.podsChanged(),
-    onSynced: () => feed.podsListed(),
+    onSynced: () => {
+      feed.podsListed();
+      relisted('pods');
+    },
     // Collections rest on this watch's word that no pod is scheduled here: after any failure the
     // agent stops counting towards GC at once, and the watch comes back with a fresh list.
     relistAfterFailure: true,
@@ -219,6 +258,7 @@ export function startObservers(w: ObserverWiring): Observers {
     onUpdate: (l) => leaseChanged(l),
     onSynced: () => {
       leasesSynced = true;
+      relisted('leases');
     },
     onHealth: (ok) => {
       metrics.watchHealthy.set({ resource: 'leases' }, ok ? 1 : 0);

@@ -242,6 +242,32 @@ describe('informer', () => {
     await inf.stop();
   });
 
+  it('resync() ends an open watch and lists afresh (a cache current after the api-server returns), and wakes a back-off', async () => {
+    const { time, api, inf, seen, records } = await setup();
+    api.put('a');
+    inf.start();
+    await time.advance(0);
+    expect(seen).toEqual(['add a', 'synced']);
+    // A change the open watch never delivered (a connection dead without knowing it).
+    api.put('a');
+    inf.resync();
+    await time.advance(0);
+    expect(api.lists).toHaveLength(2);
+    expect(seen).toEqual(['add a', 'synced', 'update a', 'synced']);
+    expect(records.some((r) => r.msg === 'relisting on request')).toBe(true);
+    // While backing off after a failure, resync() lists at once instead of waiting out the delay.
+    api.listError = new Error('connect ECONNREFUSED');
+    api.last().fail(new Error('stream broke'));
+    await time.advance(0);
+    const lists = api.lists.length;
+    api.listError = null;
+    inf.resync();
+    await time.advance(0);
+    expect(api.lists.length).toBeGreaterThan(lists);
+    expect(seen.at(-1)).toBe('synced');
+    await inf.stop();
+  });
+
   it('skips bad lines and objects, survives a throwing callback, and calls nothing after stop()', async () => {
     const { time, api, inf, seen, records } = await setup();
     inf.start();

@@ -122,6 +122,12 @@ export interface Informer<T extends KubeObject> {
   isSynced(): boolean;
   /** True while a watch is open after a sync. */
   isHealthy(): boolean;
+  /**
+   * List afresh now: the open watch (or a back-off wait) ends and the next turn lists; `onSynced`
+   * follows once the list is delivered. For "is this cache current?" moments, e.g. the api-server
+   * just came back and a watch opened before the outage may be dead without knowing it.
+   */
+  resync(): void;
   /** The cached objects. */
   list(): T[];
   get(namespace: string | undefined, name: string): T | undefined;
@@ -169,6 +175,10 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
   private stopped = false;
   private readonly stopAc = new AbortController();
   private loop: Promise<void> | null = null;
+  /** Ends the open watch with 'resync' (null: none open). */
+  private endWatch: (() => void) | null = null;
+  /** Wakes a back-off wait (null: not waiting). */
+  private wakeSleep: (() => void) | null = null;
 
   constructor(private readonly o: InformerOptions<T>) {
     if (!o.labelSelector && !o.fieldSelector) throw new Error(`informer ${o.name}: a label or field selector is required (no unscoped watches)`);
@@ -199,6 +209,13 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
     return this.synced;
   }
 
+  resync(): void {
+    if (this.stopped) return;
+    this.resourceVersion = '';
+    this.endWatch?.();
+    this.wakeSleep?.();
+  }
+
   isHealthy(): boolean {
     return this.healthy === true;
   }
@@ -222,6 +239,10 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
         const end = await this.watchOnce();
         if (end.kind === 'gone') {
           this.log.info({ resourceVersion: this.resourceVersion }, 'watch resource version expired (410); relisting');
+          this.resourceVersion = '';
+          failures = 0;
+        } else if (end.kind === 'resync') {
+          this.log.info('relisting on request');
           this.resourceVersion = '';
           failures = 0;
         } else if (end.kind === 'silent') {
@@ -256,12 +277,14 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
     return new Promise((resolve) => {
       if (this.stopAc.signal.aborted) return resolve();
       const done = () => {
+        this.wakeSleep = null;
         this.o.timers.clear(h);
         this.stopAc.signal.removeEventListener('abort', done);
         resolve();
       };
       const h = this.o.timers.set(done, ms);
       this.stopAc.signal.addEventListener('abort', done, { once: true });
+      this.wakeSleep = done;
     });
   }
 
@@ -345,7 +368,7 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
     this.call('onSynced', () => this.o.onSynced?.());
   }
 
-  private async watchOnce(): Promise<{ kind: 'closed' | 'gone' } | { kind: 'silent'; silentMs: number } | { kind: 'failed'; error: unknown }> {
+  private async watchOnce(): Promise<{ kind: 'closed' | 'gone' | 'resync' } | { kind: 'silent'; silentMs: number } | { kind: 'failed'; error: unknown }> {
     const ac = new AbortController();
     const onStop = () => ac.abort(new Error('stopped'));
     this.stopAc.signal.addEventListener('abort', onStop, { once: true });
@@ -361,11 +384,12 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
     let lastActivity = openedAt;
     let connected = false;
     let events = 0;
-    let outcome: { kind: 'gone' } | { kind: 'silent'; silentMs: number } | { kind: 'failed'; error: unknown } | null = null;
+    let outcome: { kind: 'gone' | 'resync' } | { kind: 'silent'; silentMs: number } | { kind: 'failed'; error: unknown } | null = null;
     const finish = (o: NonNullable<typeof outcome>) => {
       outcome ??= o;
       ac.abort(new Error(o.kind));
     };
+    this.endWatch = () => finish({ kind: 'resync' });
 
     // One timer: before the headers it enforces the request timeout, after them the watchdog.
     let timer: unknown = null;
@@ -405,6 +429,7 @@ class ListWatchInformer<T extends KubeObject> implements Informer<T> {
       return outcome ?? { kind: 'failed', error: err };
     } finally {
       if (timer !== null) this.o.timers.clear(timer);
+      this.endWatch = null;
       this.stopAc.signal.removeEventListener('abort', onStop);
       ac.abort(new Error('watch over'));
     }
