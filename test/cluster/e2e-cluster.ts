@@ -1,4 +1,4 @@
-// npm run e2e:cluster -- --case CASE[,CASE...] [--rounds N] [--json] [--static-rounds N] [--out FILE]
+// npm run e2e:cluster -- --case CASE[:ROUNDS][,CASE...] [--rounds N] [--json] [--static-rounds N] [--out FILE]
 //
 // Three real nodes (scripts/cluster: kubelets v1.36.3, containerd, haproxy in front of the three
 // api-servers): a static-pod control plane first, power-cycled --static-rounds times to measure the
@@ -15,7 +15,7 @@ import { realCluster } from './cluster.js';
 import { ResourceSampler } from './resources.js';
 
 const program = new Command('e2e:cluster')
-  .option('--case <names>', `one or more of ${CASES.join(', ')}, comma-separated`, 'power-loss')
+  .option('--case <names>', `one or more of ${CASES.join(', ')}, comma-separated, each optionally :ROUNDS`, 'power-loss')
   .option('--rounds <n>', 'rounds of each case', '1')
   .option('--static-rounds <n>', 'power cycles of the static-pod control plane (the limit)', '1')
   .option('--json', 'print one JSON document on stdout')
@@ -39,20 +39,24 @@ const o = program.opts<{
   keep?: boolean;
 }>();
 
-const wanted = o.case.split(',').map((s) => s.trim());
-for (const w of wanted) {
-  if (!(CASES as readonly string[]).includes(w)) {
-    console.error(`--case ${w}: expected one of ${CASES.join(', ')}`);
-    process.exit(2);
-  }
-}
-const cases = CASES.filter((c) => wanted.includes(c)) as CaseName[];
 const rounds = Number(o.rounds);
 const staticRounds = Number(o.staticRounds);
 if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(staticRounds) || staticRounds < 1) {
   console.error('--rounds and --static-rounds must be whole numbers ≥ 1');
   process.exit(2);
 }
+// CASE or CASE:ROUNDS (that case's own rounds).
+const wanted = new Map<string, number>();
+for (const w of o.case.split(',').map((s) => s.trim())) {
+  const [name = '', n] = w.split(':');
+  const r = n === undefined ? rounds : Number(n);
+  if (!(CASES as readonly string[]).includes(name) || !Number.isInteger(r) || r < 1) {
+    console.error(`--case ${w}: expected one of ${CASES.join(', ')}, optionally with :ROUNDS (a whole number ≥ 1)`);
+    process.exit(2);
+  }
+  wanted.set(name, r);
+}
+const cases = CASES.filter((c) => wanted.has(c)) as CaseName[];
 
 const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
 const c = realCluster();
@@ -79,7 +83,7 @@ try {
   }
   await c.selfHost();
   for (const name of cases) {
-    for (let i = 1; i <= rounds && !(name === 'master-lost' && i > 1); i++) {
+    for (let i = 1; i <= (wanted.get(name) ?? rounds) && !(name === 'master-lost' && i > 1); i++) {
       const r = await runCase(c, name, i, { offS: Number(o.off), limitS: Number(o.limit), settleS: Number(o.settle), holdS: Number(o.hold) });
       results.push(r);
       log(`${name} ${i}: ${JSON.stringify(r)}`);
