@@ -115,7 +115,7 @@ function flagProblems(flags: Flags, env: NodeJS.ProcessEnv): string[] {
   return out;
 }
 
-async function run(flags: Flags, logger: Logger): Promise<void> {
+async function run(flags: Flags, root: Logger): Promise<void> {
   const env = process.env;
   const problems = flagProblems(flags, env);
   if (problems.length > 0) throw usageError(problems);
@@ -132,6 +132,8 @@ async function run(flags: Flags, logger: Logger): Promise<void> {
 
   let key = flags.parentKey ?? env.LASTSEEN_PARENT_KEY;
   let podUid = flags.podUid ?? env.POD_UID ?? '';
+  // The lines before the beats start carry the same fields as the beats' own (the key once known).
+  let logger = root.child({ component: 'heartbeat', namespace, node, role, pod: podName, ...(key ? { key } : {}) });
   // Labels pick the per-parent policy overrides. Read them from a downward-API file when mounted
   // (no api-server needed, no RBAC beyond Leases); read the pod only when something is missing.
   const labelsFile = flags.labelsFile ?? env.LASTSEEN_LABELS_FILE;
@@ -147,11 +149,11 @@ async function run(flags: Flags, logger: Logger): Promise<void> {
   if (!key) {
     key = podName;
     logger.warn(
-      { pod: podName },
       'parent key unknown (api unreachable, no --parent-key / LASTSEEN_PARENT_KEY): using the pod name; set LASTSEEN_PARENT_KEY so the agent finds these beats',
     );
   }
 
+  logger = root.child({ component: 'heartbeat', namespace, key, node, role });
   const identity: HeartbeatIdentity = { node, podName, namespace, podUid, key, role };
   let hb: ReturnType<typeof startHeartbeat>;
   try {
@@ -166,7 +168,8 @@ async function run(flags: Flags, logger: Logger): Promise<void> {
       probeInsecure: flags.probeInsecure,
       heartbeatDir: flags.heartbeatDir,
       kubeconfigPath: flags.kubeconfig,
-      logger,
+      // startHeartbeat adds the same fields itself.
+      logger: root,
     });
   } catch (e) {
     throw new CliError((e as Error).message, 'EHEARTBEAT', 2);
