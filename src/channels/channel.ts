@@ -1,8 +1,8 @@
 // The ports the heartbeat loop owns: where beats go (a BeatWriter per channel) and where time comes
 // from (a Clock). Adapters (lease.ts, annotation.ts, local.ts, all in src/channels/) implement BeatWriter;
-// tests and the simulator supply their own Clock.
+// tests and the simulator supply their own Clock (clockOf over their Time).
 import type { Beat, Channel } from '../core/types.js';
-import type { Clock as MonotonicClock } from '../core/time.js';
+import { type Clock as MonotonicClock, sleep, systemTime, type Time } from '../core/time.js';
 
 export interface BeatWriter {
   readonly channel: Channel;
@@ -16,26 +16,20 @@ export interface BeatWriter {
   close?(): void;
 }
 
-/** The heartbeat's clock: the shared monotonic clock (src/core/time.ts) plus wall time and sleep. */
+/**
+ * The heartbeat's clock, cut from the one time port (src/core/time.ts): monotonic and wall time,
+ * and its `sleep` (an abort rejects with the signal's reason).
+ */
 export interface Clock extends MonotonicClock {
   /** Wall-clock milliseconds since the epoch: the renew time written into beats. */
   wallNow(): number;
-  /** Resolve after `ms` (early, without error, when `signal` aborts). */
+  /** Resolve after `ms`; when `signal` aborts, reject at once with its reason. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
-export const systemClock: Clock = {
-  now: () => performance.now(),
-  wallNow: () => Date.now(),
-  sleep: (ms, signal) =>
-    new Promise<void>((resolve) => {
-      if (signal?.aborted) return resolve();
-      const done = () => {
-        clearTimeout(t);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      };
-      const t = setTimeout(done, Math.max(0, ms));
-      signal?.addEventListener('abort', done, { once: true });
-    }),
-};
+/** A heartbeat clock over a Time (the system's, the simulator's, a fake). */
+export function clockOf(t: Time): Clock {
+  return { now: () => t.now(), wallNow: () => t.wallNow(), sleep: (ms, signal) => sleep(t, Math.max(0, ms), signal) };
+}
+
+export const systemClock: Clock = clockOf(systemTime);

@@ -1,13 +1,13 @@
 // The one fake time for every test: a manual monotonic clock, wall clock, timer queue and sleep
-// (it satisfies src/core/time.ts's Clock and Timers and the heartbeat's Clock). Time moves only
+// (it is src/core/time.ts's Time, and satisfies the heartbeat's Clock). Time moves only
 // when a test calls advance(); due timers and sleepers fire in order, and promise chains they
 // start settle between them: by default only promise callbacks (`flush`: real I/O started by a
 // timer is still in flight when advance returns), or with `{ io: true }` a few event-loop turns
 // too (`settle`: local file and loopback I/O usually completes), for code that awaits real I/O
 // between sleeps.
-import type { Clock, Timers } from './time.js';
+import { sleep, type Time } from './time.js';
 
-export class FakeTime implements Clock, Timers {
+export class FakeTime implements Time {
   private t = 0;
   private q: Array<{ at: number; fn: () => void; id: number }> = [];
   private ids = 0;
@@ -38,16 +38,9 @@ export class FakeTime implements Clock, Timers {
     this.q = this.q.filter((x) => x.id !== h);
   }
 
-  /** Resolve after `ms` of fake time (early, without error, when `signal` aborts). */
+  /** src/core/time.ts's sleep on this fake: after `ms` of fake time; an abort rejects with the signal's reason. */
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      if (signal?.aborted) return resolve();
-      const id = this.set(resolve, ms);
-      signal?.addEventListener('abort', () => {
-        this.clear(id);
-        resolve();
-      });
-    });
+    return sleep(this, ms, signal);
   }
 
   /** Timers and sleepers waiting now. */

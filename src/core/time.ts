@@ -1,6 +1,8 @@
-// Time as lastseen injects it: one declaration of the clock and timer ports, used by the agent,
-// the informer, the simulator (simulated time) and the tests (fake time). Production code never
-// reads the time or sets a timer any other way, so every schedule can be driven by a fake.
+// Time as lastseen injects it: one declaration of the clock and timer ports (`Time`: monotonic
+// now, wall time, timers), one `sleep` and one periodic helper (`every`) over them, used by the
+// agent, the informer, the heartbeat (src/channels/channel.ts's Clock is cut from it), the
+// simulator (simulated time) and the tests (fake time). Production code never reads the time or
+// sets a timer any other way, so every schedule can be driven by a fake.
 
 export interface Clock {
   /** Monotonic milliseconds: deadlines and intervals, never compared with another machine's time. */
@@ -18,6 +20,14 @@ export const realTimers: Timers = {
 };
 
 export const monotonicClock: Clock = { now: () => Math.floor(performance.now()) };
+
+/** The whole port: what a component that both measures and stamps time takes. */
+export interface Time extends Clock, Timers {
+  /** Wall-clock milliseconds since the epoch: only for what is written out (a beat's renewTime), never for deadlines. */
+  wallNow(): number;
+}
+
+export const systemTime: Time = { now: monotonicClock.now, wallNow: () => Date.now(), set: realTimers.set, clear: realTimers.clear };
 
 export interface Periodic {
   /** No further run starts; a run in progress finishes (await it through the returned promise). */
@@ -67,7 +77,10 @@ export function every(
   };
 }
 
-/** Wait `ms` on `timers`; an aborted `signal` ends it with the signal's reason (an AbortError). */
+/**
+ * Wait `ms` on `timers`; an aborted `signal` ends it at once by rejecting with the signal's reason
+ * (an AbortError). The one sleep: a caller that treats an abort as "wake up" catches it.
+ */
 export function sleep(timers: Timers, ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);

@@ -149,7 +149,8 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
       next += intervalMs;
       const now = clock.now();
       if (next <= now) next += Math.ceil((now - next) / intervalMs) * intervalMs || intervalMs;
-      if (!stopping) await clock.sleep(next - now, wake.signal);
+      // stop() wakes the loop: the aborted sleep rejects, and the loop ends.
+      if (!stopping) await clock.sleep(next - now, wake.signal).catch(() => undefined);
     }
   })();
 

@@ -33,6 +33,7 @@ import type { Logger } from 'pino';
 import { type InformerTransport, type KubeObject, makeInformer } from '../../kube/informer.js';
 import { defaultPolicy, type Policy, type PolicyError, parsePolicyText } from '../../policy/policy.js';
 import type { Clock, Timers } from '../agent.js';
+import { every, type Periodic } from '../../core/time.js';
 
 export const POLICY_CONFIGMAP_NAME = 'lastseen-policy';
 export const POLICY_CONFIGMAP_KEY = 'policy.yaml';
@@ -209,7 +210,7 @@ export function filePolicySource(opts: FilePolicyOptions): FilePolicySource {
   const tracker = new PolicyTracker(log, opts, opts.lastGood ?? null);
   const origin = `file ${opts.path}`;
   let started = false;
-  let timer: unknown = null;
+  let poll: Periodic | null = null;
   let running: Promise<void> | null = null;
 
   async function read(): Promise<Observation> {
@@ -240,24 +241,16 @@ export function filePolicySource(opts: FilePolicyOptions): FilePolicySource {
     return running;
   };
 
-  const tick = () => {
-    timer = null;
-    if (tracker.stopped) return;
-    void checkNow().then(() => {
-      if (!tracker.stopped) timer = opts.timers.set(tick, pollMs);
-    });
-  };
-
   return {
     start() {
       if (started || tracker.stopped) return;
       started = true;
-      tick();
+      void checkNow();
+      poll = every(opts.timers, pollMs, checkNow);
     },
     async stop() {
       tracker.stopped = true;
-      if (timer !== null) opts.timers.clear(timer);
-      timer = null;
+      await poll?.stop();
       await running;
     },
     current: () => tracker.current(),
