@@ -77,7 +77,8 @@ const FULL: Config = {
   activationTrials: 30,
   cost: { sizes: [1, 10, 100], warmupMs: 3000, measureMs: 15_000, concurrentChannels: false },
   idleMs: 60_000,
-  footprint: { counts: [1, 10, 50], measureMs: 120_000, concurrent: false, settleMs: 5000 },
+  // 200: the largest parent count the README's sizing table covers (issue 28: RSS over 10 minutes).
+  footprint: { counts: [1, 10, 50, 200], measureMs: 120_000, concurrent: false, settleMs: 5000 },
   startRuns: 7,
   sidecar: { runs: 5, idleMs: 20_000, settleMs: 5000 },
   scale: { agents: 100, warmupMs: 6000, measureMs: 20_000 },
@@ -105,8 +106,17 @@ function parseArgs(argv: string[]): { cfg: Config; only: Set<Section> } {
       for (const s of list) if (!(SECTIONS as readonly string[]).includes(s)) throw new Error(`--only: unknown section "${s}" (${SECTIONS.join(', ')})`);
       only = new Set(list as Section[]);
     } else if (a === '--trials') cfg.activationTrials = Number(argv[++i]);
-    else if (a === '--help' || a === '-h') {
-      console.log('npm run bench [-- --quick] [--only sim,activation,cost,footprint,scale,runtime] [--trials N]');
+    else if (a === '--footprint') {
+      // e.g. --footprint 200:600 : the footprint section for 200 parents only, measured 600 s (one agent at a time)
+      const [counts, seconds] = (argv[++i] ?? '').split(':');
+      cfg.footprint.counts = (counts ?? '').split(',').map(Number);
+      if (cfg.footprint.counts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--footprint: "${counts}" is not a list of parent counts`);
+      if (seconds) cfg.footprint.measureMs = Number(seconds) * 1000;
+      cfg.footprint.concurrent = false;
+      cfg.startRuns = 0;
+      cfg.sidecar.runs = 0;
+    } else if (a === '--help' || a === '-h') {
+      console.log('npm run bench [-- --quick] [--only sim,activation,cost,footprint,scale,runtime] [--trials N] [--footprint COUNTS[:SECONDS]]');
       process.exit(0);
     } else if (a !== '--quick') throw new Error(`unknown argument ${a}`);
   }
@@ -516,14 +526,14 @@ async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Resul
 
 async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promise<void> {
   const agents = await footprint(cp, cfg.footprint.counts, cfg.footprint.measureMs, cfg.footprint.concurrent, cfg.footprint.settleMs);
-  const start = await startComparison(cp, cfg.startRuns);
-  const sidecar = await sidecarFootprint(cp, cfg.sidecar.runs, cfg.sidecar.idleMs, cfg.sidecar.settleMs);
+  const start = cfg.startRuns > 0 ? await startComparison(cp, cfg.startRuns) : [];
+  const sidecar = cfg.sidecar.runs > 0 ? await sidecarFootprint(cp, cfg.sidecar.runs, cfg.sidecar.idleMs, cfg.sidecar.settleMs) : [];
   res.footprint = { agents, start, sidecar };
   const one = agents.find((a) => a.parents === 1);
   print(
     table(
       `4. Agent footprint (bundled agent process, lease channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s)`,
-      ['parents', 'seconds', 'CPU % of a core', 'CPU vs 1 parent', 'RSS MiB p50', 'RSS MiB max', 'RSS vs 1 parent', 'Healthy', 'captured'],
+      ['parents', 'seconds', 'CPU % of a core', 'CPU vs 1 parent', 'RSS MiB p50', 'RSS MiB max', 'RSS vs 1 parent', 'Healthy', 'captured', 'NodeCheckpoint kB'],
       agents.map((a) => [
         a.parents,
         fmt(a.seconds, 1),
@@ -534,6 +544,7 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
         ratio(a.rssMiB.p50, one?.rssMiB.p50),
         a.healthy,
         a.captured,
+        fmt(a.nodeCheckpointBytes / 1000, 1),
       ]),
       [
         cfg.footprint.concurrent

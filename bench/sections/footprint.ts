@@ -30,6 +30,8 @@ export interface FootprintFigures {
   healthy: number;
   /** Parents whose checkpoint the agent captured (its "checkpoint captured" log lines, distinct parents). */
   captured: number;
+  /** The agent's NodeCheckpoint as the api-server returns it, in bytes of JSON (at the end). */
+  nodeCheckpointBytes: number;
   concurrent: boolean;
 }
 
@@ -39,7 +41,7 @@ export async function readyAgent(p: Proc): Promise<number> {
   return Date.now();
 }
 
-async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agent: Proc; hbs: Heartbeat[]; ns: string }> {
+async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agent: Proc; hbs: Heartbeat[]; ns: string; node: string }> {
   const kc = cp.kc();
   const ns = await createNamespace(kc, `fp${parents}`);
   const node = `fp-node-${parents}`;
@@ -64,7 +66,18 @@ async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agen
       }),
     );
   }
-  return { agent, hbs, ns };
+  return { agent, hbs, ns, node };
+}
+
+/** Bytes of the node's NodeCheckpoint as the api-server returns it (0: not there). */
+async function nodeCheckpointBytes(cp: ControlPlane, node: string): Promise<number> {
+  const { CustomObjectsApi } = await import('@kubernetes/client-node');
+  const o = await cp
+    .kc()
+    .makeApiClient(CustomObjectsApi)
+    .getClusterCustomObject({ group: 'lastseen.dev', version: 'v1alpha1', plural: 'nodecheckpoints', name: node })
+    .catch(() => null);
+  return o === null ? 0 : Buffer.byteLength(JSON.stringify(o));
 }
 
 function capturedCount(agent: Proc): number {
@@ -79,7 +92,7 @@ function healthyCount(agent: Proc): number {
 
 /** Measures the given parent counts, one after another, or all at once (quick mode). */
 export async function footprint(cp: ControlPlane, counts: number[], measureMs: number, concurrent: boolean, settleMs: number): Promise<FootprintFigures[]> {
-  const run = async (setups: Array<{ agent: Proc; hbs: Heartbeat[]; parents: number }>) => {
+  const run = async (setups: Array<{ agent: Proc; hbs: Heartbeat[]; parents: number; node: string }>) => {
     progress('footprint: heartbeats running; measuring');
     await sleep(settleMs); // captures, Events and status writes of the first beats settle
     const first = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
@@ -93,6 +106,7 @@ export async function footprint(cp: ControlPlane, counts: number[], measureMs: n
       });
     }
     const last = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
+    const ncBytes = await Promise.all(setups.map((s) => nodeCheckpointBytes(cp, s.node)));
     return setups.map(
       (s, i): FootprintFigures => ({
         parents: s.parents,
@@ -101,6 +115,7 @@ export async function footprint(cp: ControlPlane, counts: number[], measureMs: n
         rssMiB: summarize(rss[i]!),
         healthy: healthyCount(s.agent),
         captured: capturedCount(s.agent),
+        nodeCheckpointBytes: ncBytes[i]!,
         concurrent,
       }),
     );
