@@ -372,7 +372,7 @@ export const OWN_SPEC_BIND_SLACK_MS = 5_000;
  * which was Ready, a sign that the ports are not shared after all ('own spec': overlapFallback).
  * Exits while an exclusive copy ran or drained, or reported after an outage, are not counted.
  */
-function exitedBesideSharingCheckpoint(s: ParentState): 'other spec' | 'own spec' | null {
+function exitedBesideSharingCheckpoint(s: ParentState, now: number): 'other spec' | 'own spec' | null {
   const pod = s.pod;
   const base = s.exitWatch.base;
   if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return null;
