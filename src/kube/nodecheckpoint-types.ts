@@ -106,10 +106,31 @@ export function newNodeCheckpoint(node: string, owner?: NodeOwner): NodeCheckpoi
  * A complete status for `node`: parents sorted by namespace and key, counts filled in.
  * `observedAt` is the writer's wall clock (an ISO string), passed in: time is never read here.
  */
+/**
+ * The most parents a NodeCheckpoint lists. At about 0.65 kB a parent (127 kB measured at 200), 500
+ * keep the object near 330 kB, well inside etcd's 1.5 MiB request limit (and the CRD's maxItems of
+ * 1000). Beyond it the status lists the parents that most need a look (not Healthy first), keeps
+ * the counts of all of them, and says so in a `ParentsListed` condition.
+ */
+export const MAX_STATUS_PARENTS = 500;
+
 export function summarize(node: string, parents: ParentStatus[], conditions: Condition[], observedAt: string): NodeCheckpointStatus {
-  const sorted = [...parents].sort((a, b) => a.namespace.localeCompare(b.namespace) || a.key.localeCompare(b.key));
+  const all = [...parents].sort((a, b) => a.namespace.localeCompare(b.namespace) || a.key.localeCompare(b.key));
+  const sorted = all.length <= MAX_STATUS_PARENTS ? all : listedFirst(all);
+  if (all.length > MAX_STATUS_PARENTS) {
+    conditions = [
+      ...conditions,
+      {
+        type: 'ParentsListed',
+        status: 'False',
+        lastTransitionTime: observedAt,
+        reason: 'TooManyParents',
+        message: `${all.length} parents on this node, more than the ${MAX_STATUS_PARENTS} a NodeCheckpoint lists: ${all.length - MAX_STATUS_PARENTS} Healthy ones are left out (the counts cover all of them; lastseen_parents has every state)`,
+      },
+    ];
+  }
   let oldest: string | null = null;
-  for (const p of sorted) {
+  for (const p of all) {
     if (!SILENT_STATES.has(p.state)) continue;
     // A silent parent never seen since the agent started counts from its transition instead.
     const since = p.lastSeen ?? p.lastTransitionTime ?? null;
@@ -118,11 +139,19 @@ export function summarize(node: string, parents: ParentStatus[], conditions: Con
   return {
     node,
     observedAt,
-    parentCount: sorted.length,
-    activeCount: sorted.filter((p) => p.checkpointActive === true).length,
-    silentCount: sorted.filter((p) => SILENT_STATES.has(p.state)).length,
+    parentCount: all.length,
+    activeCount: all.filter((p) => p.checkpointActive === true).length,
+    silentCount: all.filter((p) => SILENT_STATES.has(p.state)).length,
     oldestSilenceSince: oldest,
     parents: sorted,
     conditions,
   };
+}
+
+/** The first MAX_STATUS_PARENTS of `all` (sorted by id), those not Healthy first, then in id order. */
+function listedFirst(all: ParentStatus[]): ParentStatus[] {
+  const urgent = all.filter((p) => p.state !== 'Healthy');
+  const rest = all.filter((p) => p.state === 'Healthy');
+  const keep = new Set([...urgent, ...rest].slice(0, MAX_STATUS_PARENTS));
+  return all.filter((p) => keep.has(p));
 }
