@@ -1,5 +1,5 @@
 // A hand-over's deadline is durable before its checkpoint is retired (docs/architecture.md,
-// docs/decisions/0002): the agent with production's HandoverRecords over a store that fails.
+// docs/decisions/0002-hand-over.md): the agent with production's HandoverRecords over a store that fails.
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { FakeTime } from '../core/fake-time.test-helpers.js';

@@ -238,7 +238,7 @@ describe('an agent and its parent SIGKILLed together', () => {
     const t0 = Date.now();
     s.agent = s.startAgent();
     const coverMs = await appears(s.manifest);
-    // The startupGrace of POLICY (2s) is the own-clock rule's price (docs/decisions/0001): a new
+    // The startupGrace of POLICY (2s) is the own-clock rule's price (docs/decisions/0001-own-clock.md): a new
     // process has seen no beat change yet. The lock adds nothing: the agent never stood by.
     process.stdout.write(`[measured] parent covered ${Date.now() - t0} ms after the agent restarted (startupGrace 2000 ms, window 1000 ms)\n`);
     expect(s.agent.logs.some((l) => l.msg === 'another agent holds the node lock; standing by')).toBe(false);

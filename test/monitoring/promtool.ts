@@ -1,4 +1,4 @@
-// The real promtool for the rule tests (test/unit/monitoring.test.ts, test/integration/alerts.test.ts),
+// The real promtool for the rule tests (test/unit/monitoring.test.ts; test/integration/faults.test.ts through alert-check.ts),
 // found through scripts/promtool, which builds it once from the Go module proxy. A missing promtool
 // fails the test that needs it, with the command that gets one: never a skip.
 import { spawnSync } from 'node:child_process';
