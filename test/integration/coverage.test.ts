@@ -11,7 +11,7 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { NODECHECKPOINT_GROUP, NODECHECKPOINT_PLURAL, NODECHECKPOINT_VERSION, type NodeCheckpoint } from '../../src/kube/nodecheckpoint-types.js';
 import { faultSetup, KEY, metric, metricsText } from './fault-helpers.js';
-import { controlPlane, kubeConfigFor, waitFor } from './harness.js';
+import { controlPlane, kubeConfigFor, kubectl, waitFor } from './harness.js';
 import { healthPort, runCommand } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -35,11 +35,9 @@ describe('a capture that keeps failing, and the covered check', () => {
         spec: { nodeName: s.node, automountServiceAccountToken: false, containers: [{ name: 'agent', image: 'lastseen:test' }] },
       },
     });
-    await core.patchNamespacedPodStatus({
-      name: `agent-${s.node}`,
-      namespace: s.ns,
-      body: { status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] } },
-    });
+    const ready = { status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }] } };
+    const patched = await kubectl(['-n', s.ns, 'patch', 'pod', `agent-${s.node}`, '--subresource=status', '--type=merge', '-p', JSON.stringify(ready)]);
+    expect(patched.stderr).toBe('');
     const port = await healthPort(s.agent);
     const hb = s.heartbeat();
     const covered = `lastseen_parent_covered{namespace="${s.ns}",parent="${KEY}"}`;
