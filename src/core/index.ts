@@ -1,3 +1,0 @@
-export * from './decide.js';
-export * from './names.js';
-export * from './types.js';

@@ -1,3 +1,0 @@
-export * from './duration.js';
-export * from './policy.js';
-export * from './schema.js';
