@@ -1,6 +1,6 @@
 // `npx tsx bench/idle-api.ts [--rounds N] [--measure-ms MS]`: the idle agent's api-server requests
 // per minute (bench section 3b's measurement) with calm probing (the default) and without
-// (`--api-probe-calm 0s`, the behaviour before issue 14), alternating in one run against one
+// (`--api-probe-calm 0s`, the behaviour before calm probing), alternating in one run against one
 // kube-apiserver, background subtracted (measured first, no lastseen process running).
 import { controlPlaneUp, delta } from './lib/cp.js';
 import { buildBundle, killAll, removeTemps } from './lib/procs.js';

@@ -57,7 +57,7 @@ const QUICK: Config = {
   footprint: { counts: [1, 10, 50], measureMs: 20_000, concurrent: true, settleMs: 2000 },
   startRuns: 2,
   sidecar: { runs: 3, idleMs: 20_000, settleMs: 5000 },
-  // 5 s: one /readyz period of every agent before calm probing (issue 14); calm agents probe every
+  // 5 s: one /readyz period of every agent before calm probing; calm agents probe every
   // 30 s, so with 10 agents the idle rate over 5 s is a sample, not a rate (bench/idle-api.ts is).
   scale: { agents: 10, warmupMs: 2000, measureMs: 5000 },
   speed: {
@@ -77,7 +77,7 @@ const FULL: Config = {
   activationTrials: 30,
   cost: { sizes: [1, 10, 100], warmupMs: 3000, measureMs: 15_000, concurrentChannels: false },
   idleMs: 60_000,
-  // 200: the largest parent count the README's sizing table covers (issue 28: RSS over 10 minutes).
+  // 200: the largest parent count the README's sizing table covers (RSS over 10 minutes).
   footprint: { counts: [1, 10, 50, 200], measureMs: 120_000, concurrent: false, settleMs: 5000 },
   startRuns: 7,
   sidecar: { runs: 5, idleMs: 20_000, settleMs: 5000 },

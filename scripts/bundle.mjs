@@ -17,7 +17,7 @@
 //
 // Memory, not disk, is why the default output is compacted and ASCII: Node keeps the whole
 // source of the bundle in memory for the process's life, and V8 stores a source with a single
-// non-ASCII character as UTF-16, two bytes per character. Measured (issue 14, Node 24, an idle
+// non-ASCII character as UTF-16, two bytes per character. Measured (Node 24, an idle
 // `heartbeat` 10 s after spawn): 105 MiB with the readable 8.9 MB output (comments kept by
 // esbuild, some with non-ASCII), 96 MiB with the same made ASCII, 91 MiB compacted (4.6 MB) and
 // ASCII. Full minification was no better (101 MiB) and loses the names.

@@ -1,5 +1,5 @@
 // The last good policy on disk: written atomically, read back validated, refused with a reason when
-// damaged, absent when never written (issue 11, item 3).
+// damaged, absent when never written (a restart must not fall back to the built-in defaults).
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,7 +1,7 @@
 // The last good policy, kept in the state folder so that it survives an agent restart.
 //
 // A policy ConfigMap or file that disappears must not hand the node to the built-in defaults
-// (issue 11): the agent keeps the last good policy in memory (observe/policy-source.ts) and here,
+// (a deleted ConfigMap would otherwise change every parent's rules at once): the agent keeps the last good policy in memory (observe/policy-source.ts) and here,
 // so a restart while the policy is missing, or while no api-server answers the ConfigMap watch,
 // starts from it instead of the defaults. The file holds the policy document's text exactly as it
 // was validated; it is validated again when read, so a file from another version, hand-edited or

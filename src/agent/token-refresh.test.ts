@@ -1,4 +1,4 @@
-// A running checkpoint's tokens outlive their one-hour copies (issue 17 item 4): with a short
+// A running checkpoint's tokens outlive their one-hour copies (a copy that runs for hours must keep talking to the api-server): with a short
 // token lifetime and a fake wall clock, a token near expiry is minted again and written in place,
 // whatever the parent's state; with no api-server answering nothing is written.
 import { mkdtempSync } from 'node:fs';

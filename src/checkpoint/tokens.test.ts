@@ -1,4 +1,4 @@
-// Copied tokens refreshed in place (issue 17 item 4): the file inside the existing folder is
+// Copied tokens refreshed in place (a running copy's token must not expire): the file inside the existing folder is
 // replaced by a rename within that folder, so a running container's hostPath mount of the folder
 // sees it; the folders keep their inodes; a crash at any step leaves a loadable copy.
 import { mkdtempSync } from 'node:fs';

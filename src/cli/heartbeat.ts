@@ -21,7 +21,7 @@ import { CliError, exitCodesHelp, usageError } from './errors.js';
 const POD_LOOKUP_ATTEMPTS = 3;
 const POD_LOOKUP_TIMEOUT_MS = 2_000;
 
-/** `heartbeat --help`'s section on what each probe mode proves (issue 11, item 4; issue 17, item 2). */
+/** `heartbeat --help`'s section on what each probe mode proves (what a Ready beat may be trusted for). */
 export const PROBE_MODES = `
 Probe modes (--probe), checked every interval:
   http://HOST:PORT/PATH, https://…

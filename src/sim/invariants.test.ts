@@ -1,4 +1,4 @@
-// The invariants added for issue 10, shown to hold for lastseen and to fire where they should.
+// The invariants of the overlap hand-over and the reboot stories, shown to hold for lastseen and to fire where they should.
 import { describe, expect, it } from 'vitest';
 import { manifestFile } from '../core/names.js';
 import { unservedBudgetMs } from './bounds.js';

@@ -1,6 +1,6 @@
 /**
- * The test control plane is a real cluster's admission chain (issue 17, item 6), and what the agent
- * records about a gone parent gets through it (issue 17, item 1).
+ * The test control plane is a real cluster's admission chain, and what the agent
+ * records about a gone parent gets through it.
  *
  * The api-server runs the default admission plugins (ServiceAccount among them) plus
  * NodeRestriction, with `--authorization-mode=Node,RBAC`: a pod gets the `kube-api-access-*`

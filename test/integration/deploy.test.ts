@@ -181,7 +181,7 @@ describe('the kustomize base', () => {
       capabilities: { drop: ['ALL'] },
       seccompProfile: { type: 'RuntimeDefault' },
     });
-    // Only what copies of non-root parents need (owner, group and mode of their volumes; issue 17, item 3).
+    // Only what copies of non-root parents need (owner, group and mode of their volumes).
     expect(c.securityContext.capabilities.add).toEqual(['CHOWN', 'FOWNER', 'DAC_READ_SEARCH']);
     expect(c.securityContext.privileged).toBe(false);
     expect(c.resources).toEqual({ requests: { cpu: '20m', memory: '128Mi' }, limits: { cpu: '200m', memory: '256Mi' } });

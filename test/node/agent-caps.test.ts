@@ -1,7 +1,7 @@
 // The agent's capabilities (deploy/base/agent-daemonset.yaml) are enough for copies of non-root
 // parents, and needed: the store's work for a runAsUser 1000 / fsGroup 1000 parent (files given to
 // that user and group, a mode put back, a token replaced in place) run as root with exactly the
-// DaemonSet's capability set, and with none (every capability dropped, as before issue 17 item 3).
+// DaemonSet's capability set, and with none (every capability dropped, as before copies of non-root parents got their owners and modes).
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

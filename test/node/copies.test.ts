@@ -1,4 +1,4 @@
-// A non-root parent's checkpoint on a real kubelet (issue 17, item 3): the parent runs as uid 1000
+// A non-root parent's checkpoint on a real kubelet (its copies get the owner and modes its own volumes give it): the parent runs as uid 1000
 // with fsGroup 1000 and mounts a Secret and the usual kube-api-access volume; lastseen captures it
 // (the library the agent uses, run here as root, as the agent is) and the kubelet runs the copy as a
 // static pod. The copy must read its files, and see each with the owner, group and mode the parent

@@ -1,4 +1,4 @@
-// `handover: overlap` for a parent that cannot share its port, on a real kubelet (issue 10).
+// `handover: overlap` for a parent that cannot share its port, on a real kubelet.
 //
 // The policy says overlap for the small demo parent (test/node/manifests.ts demoParent), but this
 // spec binds its port without SO_REUSEPORT, as a kube-apiserver started without

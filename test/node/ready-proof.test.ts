@@ -1,4 +1,4 @@
-// "Ready" is the parent's own process, not its checkpoint (issue 17, item 2), on a real kubelet.
+// "Ready" is the parent's own process, not its checkpoint, on a real kubelet.
 //
 // A small parent on the host network (test/node/manifests.ts demoParent) serves a port with
 // SO_REUSEPORT and is handed over by overlap. A rollout replaces it with a spec whose main process

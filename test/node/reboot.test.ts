@@ -10,7 +10,7 @@ const REBOOTS = Number(process.env.LASTSEEN_NODE_REBOOTS ?? 3);
 const HEARTBEATS = '/run/lastseen/heartbeats';
 
 /**
- * Every retired checkpoint's own local beat file goes with it (issue 17, item 5). The agent removes
+ * Every retired checkpoint's own local beat file goes with it (a stale Ready must not greet the next activation). The agent removes
  * it when it retires the copy, but the kubelet stops the copy's sidecar only afterwards, and its
  * last (Stopping) beat used to write the file again.
  */

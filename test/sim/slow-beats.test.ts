@@ -1,5 +1,5 @@
 // Slow beats: a parent whose heartbeat sidecar beats every `window - 1s` (`beatInterval`, the
-// writer reading another policy than the agent, issue 11). The beat declares its interval and the
+// writer reading another policy than the agent). The beat declares its interval and the
 // core judges the parent by max(window, 2 x that interval): never activated against while it beats,
 // activated once its beats stop, but only after the widened window.
 import { readFileSync } from 'node:fs';

@@ -11,7 +11,7 @@
 // Each probe is aborted after `timeoutMs` (< intervalMs, checked), so probes never pile up.
 // `probeNow()` runs one at once and feeds the same counting. Nothing throws into the agent.
 //
-// Calm periods (issue 14): with `calmIntervalMs` and `calm()`, the next probe waits
+// Calm periods (fewer idle requests to the api-server): with `calmIntervalMs` and `calm()`, the next probe waits
 // `calmIntervalMs` instead while the api-server is reachable, the last probe succeeded and
 // `calm()` says the agent's watches are open (the agent passes its informers' health). A watch
 // that breaks is immediate evidence: the agent calls `nudge()`, which probes at once and goes back
