@@ -25,7 +25,7 @@ import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { parentsOnNode } from './parents.js';
-import { type HeldLock, holdNodeLock } from './run-lock.js';
+import { type HeldLock, holdNodeLock, type StateProblem } from './run-lock.js';
 import { type Observers, startObservers } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
 import { nodeCheckpointDisk, recoverFromDisk } from './run-recover.js';
@@ -67,7 +67,7 @@ export interface AgentRunOptions {
   localPollMs?: number;
   apiProbeMs?: number;
   /**
-   * Probe period while the pod and Lease watches are open and the api-server answers (issue 14):
+   * Probe period while the pod and Lease watches are open and the api-server answers (calm probing):
    * default API_PROBE_CALM_FACTOR x the probe period; 0 probes at the probe period always.
    */
   apiProbeCalmMs?: number;
@@ -91,6 +91,9 @@ export interface RunningAgent {
   lost: Promise<void>;
 }
 
+/** Gauges and coverage after a decision are refreshed at most this late (decisions in a burst share one pass). */
+export const OBSERVE_COALESCE_MS = 200;
+
 export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   const log = o.logger;
   const clock = o.clock ?? monotonicClock;
@@ -103,6 +106,9 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     for (const s of stops.splice(0).reverse()) await Promise.resolve(s()).catch(() => {});
   };
   let lock: HeldLock | null = null;
+  // A state folder that takes no writes (run-lock.ts): /readyz says so, and an Event once the actuators exist.
+  let stateProblem: StateProblem | null = null;
+  let reportStateProblem: (p: StateProblem | null) => void = () => {};
   let observers: Observers | null = null;
   let stopping: Promise<void> | null = null;
 
@@ -115,7 +121,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           !lock?.isHeld()
             ? { ok: false, reason: 'standby: another agent holds the node lock' }
             : observers?.synced() && !stopping
-              ? { ok: true, reason: '' }
+              ? { ok: true, reason: stateProblem ? `the state folder takes no writes (${stateProblem.code}): ${stateProblem.message}` : '' }
               : { ok: false, reason: 'observers not synced yet' },
         registry: metrics.registry,
       });
@@ -133,7 +139,18 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     });
 
     // 2. One acting agent per node: stand by until the lock is ours.
-    const held = await holdNodeLock({ stateDir, holder: `${o.podName}-${process.pid}`, timers, log, ...(o.signal ? { signal: o.signal } : {}) });
+    const held = await holdNodeLock({
+      stateDir,
+      holder: `${o.podName}-${process.pid}`,
+      timers,
+      log,
+      ...(o.signal ? { signal: o.signal } : {}),
+      onStateProblem: (p) => {
+        stateProblem = p;
+        metrics.stateFolderWritable.set(p ? 0 : 1);
+        reportStateProblem(p);
+      },
+    });
     lock = held;
     stops.push(() => held.release());
     const health = early ?? (await listenHealth());
@@ -155,6 +172,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     let policySource: PolicySource | null = null;
     let agent: Agent | null = null;
     const views = () => agent?.views() ?? [];
+    let observeQueued = false;
     const conditions = (): Condition[] => {
       const now = new Date().toISOString();
       return [
@@ -239,6 +257,10 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
         return specHashOf({ node: o.node, store }, `${md.namespace}/${p?.key ?? md.name}`, p?.key ?? md.name ?? '', pod);
       },
       hooks: {
+        onBeatRefused: (_p, a) => {
+          metrics.refusedBeats.inc({ channel: a.channel, why: a.why });
+          metrics.badInputs.inc({ source: a.channel });
+        },
         onTransition: (_p, a) => {
           if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.code });
           if (a.to === 'HandingOver') metrics.handovers.inc({ result: 'started' });
@@ -250,9 +272,17 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           status.poke();
         },
         onNote: () => status.poke(),
+        // A pass over every parent per decision was O(parents) each time: at 200 parents beating
+        // every second, 200 x 200 view copies and 600 x 200 gauge sets a second (the agent's CPU and
+        // its RSS sawtooth). Decisions in a burst share one pass, at most OBSERVE_COALESCE_MS late.
         onDecision: () => {
-          metrics.observe(views(), clock.now());
-          coverage.observe(views());
+          if (observeQueued) return;
+          observeQueued = true;
+          timers.set(() => {
+            observeQueued = false;
+            metrics.observe(views(), clock.now());
+            coverage.observe(views());
+          }, OBSERVE_COALESCE_MS);
         },
         onForget: (id) => {
           metrics.forget(id);
@@ -268,6 +298,14 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     // checkpoints restored below are judged on the answer at once instead of after the observers'
     // first probe (about 0.5 s later on the real node). Never slower: that probe has the same timeout.
     const firstLook = boot.rebooted ? firstReadyz(kc) : null;
+
+    reportStateProblem = (p) => {
+      const message = p
+        ? `the state folder ${stateDir} takes no writes (${p.code}: ${p.message}): the stored checkpoints still cover their parents; no new copy or hand-over record is kept until it does`
+        : null;
+      if (message) void actuators.nodeEvent({ type: 'event', eventType: 'Warning', reason: 'StateFolderNotWritable', message });
+    };
+    reportStateProblem(stateProblem);
 
     // 5. The policy (waits briefly for its first read; see run-policy.ts).
     const policy = await startPolicy({
