@@ -66,13 +66,13 @@ const table: Array<{ name: string; steps: Step[] }> = [
     ],
   },
   {
-    name: 'a sequence going down never counts; a restart at 1 does',
+    name: 'a sequence going down is refused; a restart at 1 counts',
     steps: [
       [b('local', 20), L, 'baseline'],
       [b('local', 21), L, 'change'],
-      [b('local', 19), L, 'restart'],
-      [b('local', 18), L, 'restart'],
-      [b('local', 17), L, 'restart'],
+      [b('local', 19), L, 'refused:frozen'],
+      [b('local', 18), L, 'refused:frozen'],
+      [b('local', 17), L, 'refused:frozen'],
       [b('local', 1), L, 'change'],
       [b('local', 2), L, 'change'],
     ],

@@ -16,8 +16,9 @@
 // - Order. Each holder numbers its rounds (one sequence for all channels of a round). On one
 //   channel the sequence must move forward: the same sequence with another renew time or phase is
 //   not a beat (a frozen writer, or a copy that only refreshes renewTime) and is refused; a lower
-//   one is a writer restart: its first round (sequence 1, where every run starts) counts, any
-//   other lower number (a replay, a writer counting down) sets a new baseline without counting. Across
+//   one is a writer restart: its first round (sequence 1, where every run starts) counts; any
+//   other lower number below a counted round (a replay, a writer counting down) is refused, below a
+//   first sighting (the last run's numbers, after a reboot) it is a new baseline. Across
 //   channels, a round counts only if it is newer than every round already counted from that
 //   holder: a Lease write that surfaces late (queued in a frozen api-server, a slow etcd) is older
 //   than what the local file already showed and cannot revive a parent the local channel has seen
@@ -43,6 +44,8 @@ export interface HolderRecord {
   high: number;
   /** Last sequence seen per channel. */
   seq: Partial<Record<Channel, number>>;
+  /** Channels whose last sequence was a first sighting (not counted: it may be a run long over). */
+  firstSeen?: Channel[];
   /** Phase of its latest counted change, whether that Ready was unprobed, and when (observer time). */
   phase: Phase | null;
   unprobed: boolean;
@@ -154,9 +157,12 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
   if (listedNow) rec.trusted = true;
   const before = rec.seq[b.channel];
   rec.seq[b.channel] = b.sequence;
+  const fromFirstSighting = rec.firstSeen?.includes(b.channel) === true;
+  rec.firstSeen = (rec.firstSeen ?? []).filter((c) => c !== b.channel);
 
   if (!trust.channels.includes(b.channel)) {
     trust.channels = [...trust.channels, b.channel];
+    rec.firstSeen = [...rec.firstSeen, b.channel];
     return { trust, verdict: { kind: 'baseline' } };
   }
   if (before !== undefined && b.sequence === before) {
@@ -164,12 +170,18 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
     return refuse('frozen', `${b.channel} beat of holder ${who(b)} changed but its sequence ${b.sequence} did not: not a new beat (a frozen or copied writer)`);
   }
   if (before !== undefined && b.sequence < before) {
-    // A new run. Its first round (sequence 1) is a sign of life; a lower number that is not is a
-    // new baseline only, so a writer counting down never counts.
+    // A new run. Its first round (sequence 1) is a sign of life. A lower number below a first
+    // sighting is a new run seen late (after a reboot the Lease still holds the last run's
+    // numbers): a new baseline. Below a counted round it is a writer counting down (or a replay):
+    // refused and reported, though it is still the baseline the next round is compared with.
     rec.high = b.sequence - 1;
     if (b.sequence !== 1) {
       rec.high = b.sequence;
-      return { trust, verdict: { kind: 'restart' } };
+      if (fromFirstSighting) return { trust, verdict: { kind: 'restart' } };
+      return refuse(
+        'frozen',
+        `${b.channel} beat of holder ${who(b)} went back from sequence ${before} to ${b.sequence}: not a new beat (a writer restart starts at 1)`,
+      );
     }
   }
   if (b.sequence <= rec.high) return { trust, verdict: { kind: 'old' } };
