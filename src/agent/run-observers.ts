@@ -267,7 +267,7 @@ export function startObservers(w: ObserverWiring): Observers {
   });
   watchesOpen = () => pods.isHealthy() && leases.isHealthy();
   const leaseChanged = (l: V1Lease) => {
-    const parent = leaseParent(l as never, node);
+    const parent = leaseParent(l, node);
     const r = beatFromLease(l, node);
     const subject = `${l.metadata?.namespace}/${l.metadata?.name}`;
     if (!r.ok || !parent) return feed.leaseBeat({ ok: false, reason: r.ok ? `Lease ${subject} has no parent label` : r.reason, subject });
