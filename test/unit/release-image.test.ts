@@ -4,7 +4,7 @@
 // architecture runs `lastseen --version` on its own Node.js and libraries.
 // Needs crane (scripts/crane ensure), apt-get, dpkg-deb and GNU tar; the first run downloads
 // Node.js from npm and the .debs from Debian into ~/.cache/lastseen/release-image.
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,24 +38,62 @@ const blob = (layout: string, digest: string) => join(layout, 'blobs', ...digest
 const json = <T>(file: string) => JSON.parse(readFileSync(file, 'utf8')) as T;
 const topIndex = (layout: string) => json<{ manifests: Descriptor[] }>(join(layout, 'index.json')).manifests;
 
-async function build(out: string): Promise<void> {
+// Both builds are of one commit: the one checked out when the test starts (a commit made while it
+// runs must not count as a change; in CI nothing moves). Sources edited between the two builds
+// would still differ, as they should.
+const git = async (...args: string[]) => (await run('git', ['-C', root, ...args])).stdout.trim();
+let pinned: NodeJS.ProcessEnv = {};
+
+async function build(out: string, ...more: string[]): Promise<void> {
   try {
-    await run(process.execPath, [join(root, 'scripts/release-image.mjs'), '--out', out], { cwd: root, maxBuffer: 16 << 20 });
+    const env = { ...process.env, ...pinned };
+    await run(process.execPath, [join(root, 'scripts/release-image.mjs'), '--out', out, ...more], { cwd: root, env, maxBuffer: 16 << 20 });
   } catch (e) {
     const err = e as { stderr?: string };
     throw new Error(`scripts/release-image.mjs --out ${out} failed (crane comes from \`scripts/crane ensure\`): ${err.stderr ?? String(e)}`);
   }
 }
 
+let registry: ChildProcess | undefined;
+let pushedTo = '';
+
+/** crane's own registry on a loopback port, for the first build to push to. */
+async function serveRegistry(): Promise<string> {
+  const crane = (await run(join(root, 'scripts/crane'), ['path'])).stdout.trim();
+  registry = spawn(crane, ['registry', 'serve', '--address', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = registry;
+  return new Promise((resolve, reject) => {
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      err += d.toString();
+      const m = err.match(/serving on port (\d+)/);
+      if (m) resolve(`127.0.0.1:${m[1]}`);
+    });
+    child.on('exit', (code) => reject(new Error(`crane registry serve exited ${code}: ${err}`)));
+  });
+}
+
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'lastseen-release-image-test-'));
+  const head = await git('rev-parse', 'HEAD');
+  const dirty = (await git('status', '--porcelain', '--untracked-files=no')) !== '';
+  pinned = { LASTSEEN_COMMIT: dirty ? `${head}-dirty` : head, SOURCE_DATE_EPOCH: await git('log', '-1', '--format=%ct', head) };
+  pushedTo = `${await serveRegistry()}/lastseen:test`;
+  // Each build gets its own bundles (scripts/bundle.mjs run twice, back to back), so the whole
+  // path from the sources is covered, without a minute-long image build between the two bundlings.
   for (const name of ['a', 'b']) {
-    await build(join(work, name));
-    layouts.push(join(work, name));
+    const out = join(work, `bundles-${name}`);
+    await run(process.execPath, [join(root, 'scripts/bundle.mjs'), '--outfile', join(out, 'lastseen.mjs'), '--metafile', join(out, 'meta.json')], {
+      env: { ...process.env, ...pinned },
+    });
   }
+  await build(join(work, 'a'), '--bundles', join(work, 'bundles-a'), '--push', pushedTo);
+  await build(join(work, 'b'), '--bundles', join(work, 'bundles-b'));
+  layouts.push(join(work, 'a'), join(work, 'b'));
 }, BUILD_TIMEOUT_MS);
 
 afterAll(() => {
+  registry?.kill();
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
@@ -65,7 +103,17 @@ describe('release image', () => {
     expect(a).toHaveLength(1);
     expect(a![0]!.mediaType).toBe('application/vnd.oci.image.index.v1+json');
     expect(a![0]!.annotations?.['org.opencontainers.image.ref.name']).toBe(`ghcr.io/lastseen/lastseen:${VERSION}`);
+    for (const f of ['lastseen.mjs', 'lastseen-heartbeat.mjs']) {
+      const same = readFileSync(join(work, 'bundles-a', f)).equals(readFileSync(join(work, 'bundles-b', f)));
+      expect(same, `${f}: both bundlings gave the same bytes (a source edited while the test ran changes them)`).toBe(true);
+    }
     expect(b![0]!.digest).toBe(a![0]!.digest);
+  });
+
+  it('--push puts the same index into a registry', async () => {
+    const crane = (await run(join(root, 'scripts/crane'), ['path'])).stdout.trim();
+    const { stdout } = await run(crane, ['digest', pushedTo]);
+    expect(stdout.trim()).toBe(topIndex(layouts[0]!)[0]!.digest);
   });
 
   it('holds linux/amd64 and linux/arm64 with the Dockerfile user, entrypoint and working folder', () => {
