@@ -203,7 +203,9 @@ describe('lease channel', () => {
     // live comparison race (CI once saw 14 written of 15 rounds).
     const s = hb.stats();
     expect(s.local!.failed).toBe(0);
-    expect(s.local!.written).toBe(hb.beats());
+    // Every round reached the file, or was skipped while the previous local write still ran (a
+    // loaded machine's fsync): no round waits for another channel's write.
+    expect(s.local!.written + s.local!.skipped).toBe(hb.beats());
     expect(s.lease!.failed).toBeGreaterThan(0);
     expect(lines.some((l) => l.msg === 'heartbeat channel write failed' && l.channel === 'lease')).toBe(true);
     expect(lines.some((l) => l.msg === 'heartbeat channel recovered' && l.channel === 'lease')).toBe(true);

@@ -11,12 +11,12 @@ import { controlPlane, kubeConfigFor, restartApiserver, waitFor } from './harnes
 import { lastseen } from './processes.js';
 
 const POLICY =
-  '{ interval: 250ms, window: 1s, startupGrace: 4s, startTimeout: 30s, handoverTimeout: 2s, handoverBackoff: { initial: 1s, max: 4s }, channels: [lease] }';
+  '{ interval: 250ms, window: 1s, startupGrace: 4s, startTimeout: 30s, handoverTimeout: 2s, handoverBackoff: { initial: 1s, max: 4s }, channels: [lease, local] }';
 
 describe('watches after the api-server returns', () => {
   it('api-server killed and restarted, a parent created right after the return: no Silent transition', async () => {
     const s = await faultSetup('trust-watch', { policy: POLICY });
-    const hb = s.heartbeat('lease');
+    const hb = s.heartbeat('lease,local'); // beats throughout the outage (local file)
     await captured(s);
     await healthy(s.agent);
     const mark = s.agent.logs.length;
@@ -29,7 +29,18 @@ describe('watches after the api-server returns', () => {
     const hb2 = lastseen([
       'heartbeat',
       ...['--node', s.node, '--pod-name', name2, '--namespace', s.ns, '--parent-key', key2],
-      ...['--channels', 'lease', '--interval', '250ms', '--probe', s.main.probe(), '--heartbeat-dir', s.dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
+      ...[
+        '--channels',
+        'lease,local',
+        '--interval',
+        '250ms',
+        '--probe',
+        s.main.probe(),
+        '--heartbeat-dir',
+        s.dirs.heartbeats,
+        '--kubeconfig',
+        cp.adminKubeconfig,
+      ],
     ]);
     const leases = kubeConfigFor('admin').makeApiClient(CoordinationV1Api);
     await waitFor(async () => (await leases.readNamespacedLease({ name: leaseName(key2, s.node), namespace: s.ns })) !== undefined, {
