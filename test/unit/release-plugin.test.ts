@@ -3,15 +3,16 @@
 // at all). The real kubectl (scripts/control-plane's) finds and runs each, and the flags kubectl
 // users type after `kubectl lastseen status` reach it: --kubeconfig and --context pick the cluster
 // (the api-server it called is named in the error when none answers there), an unknown --context
-// is a usage error naming the known ones.
+// is a usage error naming the known ones. krew's own validator accepts the krew manifest.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { VERSION } from '../../src/version.js';
-import { kubectlPath, ROOT } from './release-tools.js';
+import { kubectlPath, krewValidatorPath, ROOT, tool } from './release-tools.js';
 
 let dir: string;
 let kubeconfig: string;
@@ -46,8 +47,9 @@ function kubectl(install: Install, args: string[]) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-// A bundle, then a single executable (postject copies a 120 MB Node.js): about a minute on two busy cores.
-const BUILD_TIMEOUT_MS = 5 * 60_000;
+// A bundle, then a single executable (postject copies a 120 MB Node.js) and its krew archive:
+// about 100 s on two busy cores.
+const BUILD_TIMEOUT_MS = 8 * 60_000;
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'lastseen-plugin-'));
@@ -58,10 +60,11 @@ beforeAll(() => {
   copyFileSync(join(out, 'lastseen.mjs'), join(dir, 'bundle', 'kubectl-lastseen'));
   chmodSync(join(dir, 'bundle', 'kubectl-lastseen'), 0o755);
   const arch = process.arch === 'x64' ? 'amd64' : process.arch;
-  const sea = spawnSync(process.execPath, [join(ROOT, 'scripts/release-plugin.mjs'), '--out', out, '--arch', arch], { encoding: 'utf8' });
+  const sea = spawnSync(process.execPath, [join(ROOT, 'scripts/release-plugin.mjs'), '--out', out, '--arch', arch, '--krew'], { encoding: 'utf8' });
   if (sea.status !== 0) throw new Error(`scripts/release-plugin.mjs failed: ${sea.stderr}`);
   mkdirSync(join(dir, 'sea'));
-  renameSync(join(out, `kubectl-lastseen-linux-${arch}`), join(dir, 'sea', 'kubectl-lastseen'));
+  copyFileSync(join(out, `kubectl-lastseen-linux-${arch}`), join(dir, 'sea', 'kubectl-lastseen'));
+  chmodSync(join(dir, 'sea', 'kubectl-lastseen'), 0o755);
   kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, twoClusters());
 }, BUILD_TIMEOUT_MS);
@@ -95,5 +98,18 @@ describe.each(Object.keys(INSTALLS) as Install[])('kubectl lastseen (%s)', (inst
     const r = kubectl(install, ['lastseen', 'status', '--context=prod', '--kubeconfig', kubeconfig]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--context "prod": no such context in the kubeconfig (it has: a, b)');
+  });
+});
+
+describe('krew', () => {
+  it("krew's own validator accepts the plugin manifest, whose sha256 is its archive's", () => {
+    const manifest = join(dir, 'dist', 'lastseen.yaml');
+    tool(krewValidatorPath(), ['-skip-install', '-manifest', manifest]);
+    const arch = process.arch === 'x64' ? 'amd64' : process.arch;
+    const archive = join(dir, 'dist', `kubectl-lastseen-linux-${arch}.tar.gz`);
+    const sha256 = createHash('sha256').update(readFileSync(archive)).digest('hex');
+    expect(readFileSync(manifest, 'utf8')).toContain(`sha256: ${sha256}`);
+    const listed = spawnSync('tar', ['--list', '--gzip', '--file', archive], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+    expect(listed.sort()).toEqual(['LICENSE', 'kubectl-lastseen']);
   });
 });

@@ -28,6 +28,15 @@ export function helmPath(): string {
   return r.stdout.trim();
 }
 
+export function krewValidatorPath(): string {
+  const r = spawnSync(join(ROOT, 'scripts/krew'), ['path'], { encoding: 'utf8' });
+  if (r.status !== 0)
+    throw new Error(
+      `krew's validate-krew-manifest is not available: ${r.stderr.trim()}\nBuild it once (minutes, cached in ~/.cache/lastseen): scripts/krew ensure`,
+    );
+  return r.stdout.trim();
+}
+
 /** Runs a tool; a non-zero exit throws with its output. */
 export function tool(bin: string, args: string[]): string {
   const r = spawnSync(bin, args, { cwd: ROOT, encoding: 'utf8', timeout: TOOL_TIMEOUT_MS });
