@@ -87,6 +87,9 @@ try {
       const r = await runCase(c, name, i, { offS: Number(o.off), limitS: Number(o.limit), settleS: Number(o.settle), holdS: Number(o.hold) });
       results.push(r);
       log(`${name} ${i}: ${JSON.stringify(r)}`);
+      // What is measured so far, in case the run is cut short.
+      if (o.out)
+        writeFileSync(`${o.out}.partial`, `${JSON.stringify({ cases: results, staticS: staticRuns.map((x) => x.lbServedAfterS), commit }, null, 2)}\n`);
     }
   }
 } catch (e) {
