@@ -38,7 +38,9 @@ function actuators(captureError: Error | null) {
     retire: async () => {},
     collect: async () => {},
     readLive: async () => ({ unavailable: 'connect ECONNREFUSED 127.0.0.1:6443' }),
-    fence: async () => ({ killed: 0, detail: 'not hung' }),
+    fence: async () => {
+      throw Object.assign(new Error('EPERM: operation not permitted, kill'), { code: 'EPERM' });
+    },
     event: async (_p, e) => {
       events.push(e);
     },
@@ -76,11 +78,13 @@ describe('failed actions', () => {
     const v = view(false);
     for (let i = 0; i < 4; i++) await expect(w.capture(v, POD, R)).rejects.toBe(enospc);
     await expect(w.activate(v, R)).rejects.toThrow('EROFS');
+    await expect(w.fence(v, 'uid-1', R)).rejects.toThrow('EPERM');
     expect(await w.readLive(v, ['lease'])).toEqual({ unavailable: expect.any(String) });
     const text = await series(metrics, 'lastseen_action_failures_total{');
     expect(text).toContain('lastseen_action_failures_total{action="capture",reason="ENOSPC"} 4');
     expect(text).toContain('lastseen_action_failures_total{action="activate",reason="EROFS"} 1');
     expect(text).toContain('lastseen_action_failures_total{action="confirm",reason="Unreachable"} 1');
+    expect(text).toContain('lastseen_action_failures_total{action="fence",reason="EPERM"} 1');
   });
 
   it('reasons are bounded codes: errno on the cause chain, else the kind of api answer', () => {

@@ -3,7 +3,7 @@
 //
 // Promises:
 // - `wrap(actuators)` counts every failed action in `lastseen_action_failures_total{action,reason}`
-//   (a rejection, or a live read that found no api-server), `reason` a bounded code: the errno
+//   (a rejection, a fence included, or a live read that found no api-server), `reason` a bounded code: the errno
 //   (ENOSPC, EROFS, ECONNREFUSED), else the api-server's answer (Forbidden, NotFound, Unreachable,
 //   Invalid, ...). The wrapped actuators behave exactly as the given ones (same results, same
 //   rejections).
@@ -123,6 +123,7 @@ export class CoverageWatch {
           (e: unknown) => fail('confirm', p, e),
         ),
       event: (p, e) => a.event(p, e).catch((err: unknown) => fail('event', p, err)),
+      fence: (p, podUid, reason) => a.fence(p, podUid, reason).catch((e: unknown) => fail('fence', p, e)),
     };
   }
 
