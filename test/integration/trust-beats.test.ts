@@ -224,10 +224,13 @@ describe('a Lease write that surfaces late', () => {
     // the sidecar is at then, older than every local beat it writes afterwards.
     const lease = await leases.readNamespacedLease({ name, namespace: s.ns });
     const leaseSeqBefore = lease.metadata!.annotations![ANNOTATION_SEQUENCE];
+    const renewBefore = String(lease.spec!.renewTime);
     process.kill(pid, 'SIGSTOP');
     let stale: Promise<unknown> = Promise.resolve();
     try {
-      const queuedSeq = (JSON.parse(await readFile(localFile, 'utf8')) as { sequence: number }).sequence;
+      // The round after the Lease's last (the sidecar's next write), no newer than the local file's.
+      const localSeq = (JSON.parse(await readFile(localFile, 'utf8')) as { sequence: number }).sequence;
+      const queuedSeq = Math.min(Number(leaseSeqBefore) + 1, localSeq);
       const ann = lease.metadata!.annotations!;
       ann[ANNOTATION_SEQUENCE] = String(queuedSeq);
       lease.spec!.renewTime = microTime(Date.now()) as never;
@@ -261,7 +264,7 @@ describe('a Lease write that surfaces late', () => {
     await waitFor(
       async () => {
         const l = await leases.readNamespacedLease({ name, namespace: s.ns });
-        return l.metadata?.annotations?.[ANNOTATION_SEQUENCE] !== leaseSeqBefore || undefined;
+        return String(l.spec?.renewTime) !== renewBefore || undefined;
       },
       { timeoutMs: 30_000, what: `the queued Lease write applied (its answer: ${answer})` },
     );
