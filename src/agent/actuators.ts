@@ -17,6 +17,7 @@ import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
 import { beatFromLease } from '../channels/lease.js';
 import { type Actuators, CollectRefusedError, type LiveRead, type ParentView } from './agent.js';
+import { fenceThroughSidecar } from './fence.js';
 import { parentsOnNode } from './parents.js';
 
 export const COMPONENT = 'lastseen-agent';
@@ -195,6 +196,10 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       await d.manifests.retire(p.id);
       await removeCheckpointBeat(p);
       await d.store.remove(p.id);
+    },
+    async fence(p, podUid, reason) {
+      if (!d.heartbeatDir) throw new Error("no heartbeat folder: the agent cannot ask a parent's sidecar to fence it (--heartbeat-dir)");
+      return fenceThroughSidecar({ heartbeatDir: d.heartbeatDir }, p, podUid, reason);
     },
     async readLive(p, channels): Promise<LiveRead> {
       const fresh = d.freshKube?.() ?? null;

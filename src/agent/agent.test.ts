@@ -35,6 +35,10 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
       return live();
     },
     event: async (_p, e) => void calls.push(`event:${e.reason}`),
+    fence: async (_p, uid) => {
+      calls.push(`fence:${uid}`);
+      return { killed: 1, detail: 'SIGKILL' };
+    },
   };
   const agent = new Agent({
     node: 'n1',

@@ -54,6 +54,11 @@ export interface Actuators {
   collect(p: ParentView, reason: Reason): Promise<void>;
   /** Read the parent's api channels live (no cache). */
   readLive(p: ParentView, channels: Channel[]): Promise<LiveRead>;
+  /**
+   * Take the hung main process of pod `podUid` (this parent's) off its port, only if it still does
+   * not answer (src/core/fence.ts); `killed`: processes stopped (0: none was hung any more).
+   */
+  fence(p: ParentView, podUid: string, reason: Reason): Promise<{ killed: number; detail: string }>;
   event(p: ParentView, e: Extract<Action, { type: 'event' }>): Promise<void>;
 }
 
@@ -426,6 +431,13 @@ export class Agent {
         run(
           'retire',
           this.handoverWritten.then(() => A.retire(e, a.reason)).then(() => ({ type: 'retired' }) as Input),
+        );
+        return;
+      case 'fence':
+        log.warn({ parent: e.id, pod: a.podUid, reason: a.reason.code, message: a.reason.message }, 'fencing a hung parent');
+        run(
+          'fence',
+          A.fence(e, a.podUid, a.reason).then((r): Input => ({ type: 'fenced', podUid: a.podUid, killed: r.killed, detail: r.detail })),
         );
         return;
       case 'collect':

@@ -48,8 +48,11 @@ interface Entry {
   /** false: no hand-over in progress, the entry keeps only the known-bad verdict (absent: true). */
   inProgress?: boolean;
   /** The spec that failed a hand-over (or exited beside an overlap checkpoint): not handed over to again. */
-  knownBad?: { specHash: string; podUid: string };
+  knownBad?: { specHash: string; podUid: string; strikes?: number; untilWall?: number };
 }
+
+/** A verdict's probation end on the wall clock, to the second: a record that only keeps it is not rewritten on every transition. */
+const VERDICT_WALL_RESOLUTION_MS = 1000;
 
 export class HandoverRecords {
   private entries = new Map<string, Entry>();
@@ -77,7 +80,16 @@ export class HandoverRecords {
         if (typeof e?.deadlineWall !== 'number' || typeof e.attempts !== 'number' || typeof e.nextBackoffMs !== 'number') continue;
         const kb = e.knownBad;
         const knownBad =
-          kb && typeof kb.specHash === 'string' && typeof kb.podUid === 'string' ? { knownBad: { specHash: kb.specHash, podUid: kb.podUid } } : {};
+          kb && typeof kb.specHash === 'string' && typeof kb.podUid === 'string'
+            ? {
+                knownBad: {
+                  specHash: kb.specHash,
+                  podUid: kb.podUid,
+                  ...(typeof kb.strikes === 'number' ? { strikes: kb.strikes } : {}),
+                  ...(typeof kb.untilWall === 'number' ? { untilWall: kb.untilWall } : {}),
+                },
+              }
+            : {};
         this.entries.set(id, {
           deadlineWall: e.deadlineWall,
           attempts: e.attempts,
@@ -100,7 +112,7 @@ export class HandoverRecords {
       attempts: e.attempts,
       nextBackoffMs: e.nextBackoffMs,
       ...(e.inProgress === false ? { inProgress: false } : {}),
-      ...(e.knownBad ? { knownBad: { ...e.knownBad } } : {}),
+      ...(e.knownBad ? { knownBad: verdictOut(e.knownBad, this.wallNow()) } : {}),
     };
   }
 
@@ -119,7 +131,7 @@ export class HandoverRecords {
         attempts: h.attempts,
         nextBackoffMs: h.nextBackoffMs,
         ...(h.inProgress === false ? { inProgress: false } : {}),
-        ...(h.knownBad ? { knownBad: { ...h.knownBad } } : {}),
+        ...(h.knownBad ? { knownBad: verdictIn(h.knownBad, this.wallNow()) } : {}),
       });
     } else this.entries.delete(id);
     if (!this.unwritten && JSON.stringify(this.entries.get(id) ?? null) === before) return this.writing;
@@ -153,4 +165,25 @@ export class HandoverFile extends HandoverRecords {
     super(store, wallNow);
     this.path = store.where;
   }
+}
+
+type VerdictRecord = NonNullable<RecoveredHandover['knownBad']>;
+
+function verdictIn(v: VerdictRecord, wallNow: number): NonNullable<Entry['knownBad']> {
+  const untilWall = v.remainingMs === undefined ? undefined : Math.ceil((wallNow + v.remainingMs) / VERDICT_WALL_RESOLUTION_MS) * VERDICT_WALL_RESOLUTION_MS;
+  return {
+    specHash: v.specHash,
+    podUid: v.podUid,
+    ...(v.strikes !== undefined ? { strikes: v.strikes } : {}),
+    ...(untilWall !== undefined ? { untilWall } : {}),
+  };
+}
+
+function verdictOut(e: NonNullable<Entry['knownBad']>, wallNow: number): VerdictRecord {
+  return {
+    specHash: e.specHash,
+    podUid: e.podUid,
+    ...(e.strikes !== undefined ? { strikes: e.strikes } : {}),
+    ...(e.untilWall !== undefined ? { remainingMs: e.untilWall - wallNow } : {}),
+  };
 }

@@ -28,6 +28,18 @@ export class AgentMetrics {
     registers: [this.registry],
   });
   readonly retirements = new Counter({ name: 'lastseen_retirements_total', help: 'Checkpoint retirements', registers: [this.registry] });
+  readonly fences = new Counter({
+    name: 'lastseen_fences_total',
+    help: "A hung parent's main process stopped by its sidecar at the agent's request (src/core/fence.ts)",
+    labelNames: ['namespace', 'parent'],
+    registers: [this.registry],
+  });
+  readonly specProbation = new Gauge({
+    name: 'lastseen_spec_probation',
+    help: "1 while a parent's new spec is held on probation (a rollout held by lastseen: src/core/probation.ts)",
+    labelNames: ['namespace', 'parent'],
+    registers: [this.registry],
+  });
   readonly collections = new Counter({ name: 'lastseen_collections_total', help: 'Checkpoints garbage-collected', registers: [this.registry] });
   readonly actionFailures = new Counter({
     name: 'lastseen_action_failures_total',
@@ -151,6 +163,8 @@ export class AgentMetrics {
       if (last !== null) this.beatAge.set({ parent: v.id }, (now - last) / 1000);
       this.checkpointActive.set({ parent: v.id }, v.state.checkpoint.active ? 1 : 0);
       this.windowBelowInterval.set({ parent: v.id }, v.state.windowNotedMs !== null ? 1 : 0);
+      const kb = v.state.knownBad;
+      this.specProbation.set({ namespace: v.namespace, parent: v.key }, kb !== null && now < kb.until ? 1 : 0);
     }
   }
 
@@ -158,5 +172,7 @@ export class AgentMetrics {
     this.beatAge.remove({ parent: id });
     this.checkpointActive.remove({ parent: id });
     this.windowBelowInterval.remove({ parent: id });
+    const [namespace = '', parent = ''] = id.split('/');
+    this.specProbation.remove({ namespace, parent });
   }
 }

@@ -271,7 +271,10 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           coverage.onTransition(_p, a, clock.now());
           status.poke();
         },
-        onNote: () => status.poke(),
+        onNote: (p, a) => {
+          if (a.reason.code === 'ParentFenced') metrics.fences.inc({ namespace: p.namespace, parent: p.key });
+          status.poke();
+        },
         // A pass over every parent per decision was O(parents) each time: at 200 parents beating
         // every second, 200 x 200 view copies and 600 x 200 gauge sets a second (the agent's CPU and
         // its RSS sawtooth). Decisions in a burst share one pass, at most OBSERVE_COALESCE_MS late.

@@ -36,6 +36,7 @@ describe('beatFromPod', () => {
           'lastseen.dev/role': 'parent',
           'lastseen.dev/holder-uid': uid,
           'lastseen.dev/unprobed': 'false',
+          'lastseen.dev/unanswered': 'false',
         },
       },
     });

@@ -7,7 +7,15 @@
 // clock and compares renew times for equality only (DESIGN: clocks across nodes disagree, and a
 // node rebooted without a real-time clock may write 1970 until NTP answers, while its parent is
 // very much alive). Only values that cannot be a clock reading at all are refused.
-import { ANNOTATION_HOLDER_UID, ANNOTATION_INTERVAL_MS, ANNOTATION_PHASE, ANNOTATION_ROLE, ANNOTATION_SEQUENCE, ANNOTATION_UNPROBED } from '../core/names.js';
+import {
+  ANNOTATION_HOLDER_UID,
+  ANNOTATION_INTERVAL_MS,
+  ANNOTATION_PHASE,
+  ANNOTATION_ROLE,
+  ANNOTATION_SEQUENCE,
+  ANNOTATION_UNANSWERED,
+  ANNOTATION_UNPROBED,
+} from '../core/names.js';
 import type { Beat, Phase, Role } from '../core/types.js';
 import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
 
@@ -38,12 +46,28 @@ const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, rea
 /** The beat a channel read, from its checked fields (an undeclared interval stays absent). */
 export function beatOf(
   channel: Beat['channel'],
-  f: { holder: string; holderUid: string; role: Role; phase: Phase; sequence: number; renewTime: string; intervalMs: number | undefined; unprobed?: boolean },
+  f: {
+    holder: string;
+    holderUid: string;
+    role: Role;
+    phase: Phase;
+    sequence: number;
+    renewTime: string;
+    intervalMs: number | undefined;
+    unprobed?: boolean;
+    unanswered?: boolean;
+  },
 ): BeatResult {
-  const { intervalMs, unprobed, ...rest } = f;
+  const { intervalMs, unprobed, unanswered, ...rest } = f;
   return {
     ok: true,
-    beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...(unprobed && f.phase === 'Ready' ? { unprobed: true } : {}) },
+    beat: {
+      channel,
+      ...rest,
+      ...(intervalMs !== undefined ? { intervalMs } : {}),
+      ...(unprobed && f.phase === 'Ready' ? { unprobed: true } : {}),
+      ...(unanswered && f.phase === 'Starting' ? { unanswered: true } : {}),
+    },
   };
 }
 
@@ -147,6 +171,9 @@ export function beatAnnotations(beat: Beat): Record<string, string> {
     [ANNOTATION_HOLDER_UID]: beat.holderUid,
     ...(beat.intervalMs !== undefined ? { [ANNOTATION_INTERVAL_MS]: String(beat.intervalMs) } : {}),
     [ANNOTATION_UNPROBED]: String(beat.unprobed === true),
+    // Always written, as unprobed is: a merge patch (annotation channel) or an update from the
+    // cached Lease would otherwise keep a stale "true" after the process answers again.
+    [ANNOTATION_UNANSWERED]: String(beat.unanswered === true),
   };
 }
 
@@ -158,6 +185,7 @@ export interface BeatAnnotationFields {
   holderUid: string;
   intervalMs: number | undefined;
   unprobed: boolean;
+  unanswered: boolean;
 }
 
 export function parseBeatAnnotations(ann: Record<string, string>): Field<BeatAnnotationFields> {
@@ -181,6 +209,7 @@ export function parseBeatAnnotations(ann: Record<string, string>): Field<BeatAnn
       holderUid: uid.value,
       intervalMs: interval.value,
       unprobed: ann[ANNOTATION_UNPROBED] === 'true',
+      unanswered: ann[ANNOTATION_UNANSWERED] === 'true',
     },
   };
 }

@@ -55,6 +55,7 @@ export function localBeatText(t: LocalTarget, beat: Beat): string {
     renewTime: beat.renewTime,
     ...(beat.intervalMs !== undefined ? { intervalMs: beat.intervalMs } : {}),
     ...(beat.unprobed ? { unprobed: true } : {}),
+    ...(beat.unanswered ? { unanswered: true } : {}),
   })}\n`;
 }
 
@@ -108,6 +109,7 @@ export function beatFromFile(text: string, expected: ExpectedLocal): BeatResult 
     renewTime: renew.value,
     intervalMs: interval.value,
     unprobed: doc.unprobed === true,
+    unanswered: doc.unanswered === true,
   });
 }
 

@@ -11,6 +11,7 @@ import {
   judgingWindowMs,
   OWN_SPEC_BIND_SLACK_MS,
 } from './decide.js';
+import { OVERLAP_EXITS_FOR_VERDICT, PROBATION } from './probation.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import { type Action, type Input, type ParentState, reasonText } from './types.js';
 
@@ -468,25 +469,26 @@ describe('decide: rules over time', () => {
       return { state: s, handovers, events, last };
     }
 
-    it('a new spec that fails its hand-over is on probation: tried again after 1m, then 2m, each failure a strike; the good copy keeps the node', () => {
-      const r = run(BAD, 400_000);
-      // Verdict at 17 s (the 10 s window); probation 60 s -> 77 s; fails at 87 s, 120 s -> 207 s;
-      // the third window is 20 s (handoverWindowMs grows): fails at 227 s, 240 s -> 467 s, after the run.
-      expect(r.handovers).toEqual([7000, 77_000, 207_000]);
+    it('a new spec that fails its hand-over is on probation: tried again after 5m, then 10m, each failure a strike; the good copy keeps the node', () => {
+      expect(PROBATION.release.initialMs).toBe(5 * 60_000);
+      const r = run(BAD, 1_000_000);
+      // Verdict at 17 s (the 10 s window); probation 5 min -> 317 s; fails at 327 s, 10 min -> 927 s;
+      // the third window is 20 s (handoverWindowMs grows): fails at 947 s, 20 min more, after the run.
+      expect(r.handovers).toEqual([7000, 317_000, 927_000]);
       expect(r.events.filter((e) => e === 'KnownBadSpec')).toHaveLength(3);
       expect(r.events.filter((e) => e === 'ProbationEnded')).toHaveLength(2);
       expect(r.state.state).toBe('Active');
       expect(r.state.checkpoint.active).toBe(true);
-      expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 227_000, strikes: 3, until: 227_000 + 4 * 60_000 });
+      expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 947_000, strikes: 3, until: 947_000 + 20 * 60_000 });
       expect(reasonText(r.state.reason)).toMatch(/^KnownBadSpec: rollout held/);
     });
 
     it('the held spec wakes the core when its probation ends, and the Event names the spec and the next try', () => {
       const r = run(BAD, 20_000);
-      expect(r.state.knownBad).toMatchObject({ strikes: 1, until: 77_000 });
+      expect(r.state.knownBad).toMatchObject({ strikes: 1, until: 317_000 });
       const d = decide(r.state, { type: 'tick' }, 20_000);
       expect(d.wakeAt).not.toBeNull();
-      expect(d.wakeAt!).toBeLessThanOrEqual(77_000);
+      expect(d.wakeAt!).toBeLessThanOrEqual(317_000);
       const bad = run(BAD, 18_000);
       expect(bad.last.actions).toEqual([]);
       const all = run(BAD, 17_400);
@@ -530,12 +532,12 @@ describe('decide: rules over time', () => {
       });
       expect(restarted.state).toBe('Active');
       expect(restarted.knownBad).toMatchObject({ specHash: 'h-bad', podUid: 'u2' });
-      // Strike 2 at 87 s holds the spec until 207 s; the record kept 107 s of it at 100 s, so the
-      // restarted agent (same boot) tries it again 107 s after its start, not before.
-      const after = run(BAD, 400_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
-      expect(after.handovers).toEqual([307_000]);
+      // Strike 1 at 17 s holds the spec until 317 s; the record kept 217 s of it at 100 s, so the
+      // restarted agent (same boot) tries it again 217 s after its start, not before.
+      const after = run(BAD, 500_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
+      expect(after.handovers).toEqual([417_000]);
       expect(after.state.checkpoint.active).toBe(true);
-      expect(after.state.knownBad).toMatchObject({ strikes: 3 });
+      expect(after.state.knownBad).toMatchObject({ strikes: 2 });
       // Without the record (the earlier behaviour) the restarted agent hands over to it again.
       const forgetful = initialState({
         namespace: 'kube-system',
@@ -569,6 +571,10 @@ describe('decide: rules over time', () => {
         type: 'beat',
         beat: beat('Ready', { role: 'checkpoint', holder: 'kube-apiserver-checkpoint-n1', holderUid: 'cp1', channel: 'local' }),
       });
+      // A verdict needs OVERLAP_EXITS_FOR_VERDICT exits of another spec: one step of these tables is
+      // that many restarts of the bad spec (x), one restart of the checkpoint's own spec.
+      const N = OVERLAP_EXITS_FOR_VERDICT;
+      const x = (spec: { specHash: string }) => (spec.specHash === BAD.specHash ? N : 1);
       function overlapRun(restarts: number[], spec = BAD, copySeenReady = true) {
         let s = fixtures(overlap).Active!.state;
         if (copySeenReady) s = decide(s, copyReady(), 6900).state;
@@ -577,7 +583,7 @@ describe('decide: rules over time', () => {
         for (const r of restarts) {
           t += 1000;
           let d = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid, holder: spec.name }) }, t);
-          d = decide(d.state, { type: 'pod', pod: { ...spec, restarts: r } }, t + 1);
+          d = decide(d.state, { type: 'pod', pod: { ...spec, restarts: r * x(spec) } }, t + 1);
           for (const a of d.actions) {
             actions.push(a);
             if (a.type === 'activate') d = decide(d.state, a.exclusive ? { type: 'activated', exclusive: true } : { type: 'activated' }, t + 2);
@@ -612,9 +618,9 @@ describe('decide: rules over time', () => {
         s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 0 } }, 7000).state;
         s = decide(s, { type: 'api', reachable: false }, 7100).state;
         s = decide(s, { type: 'api', reachable: true }, 7200).state;
-        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 2 } }, 7300).state;
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 2 * N } }, 7300).state;
         expect(s.knownBad).toBeNull();
-        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 3 } }, 7400).state;
+        s = decide(s, { type: 'pod', pod: { ...BAD, restarts: 3 * N } }, 7400).state;
         expect(s.knownBad).toMatchObject({ specHash: 'h-bad' });
         // The rewritten (exclusive) manifest starts the watch again: the copy that ran before it does not count.
         expect(s.exitWatch.ready).toBe(true);
@@ -646,13 +652,13 @@ describe('decide: rules over time', () => {
           let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
           s = decide(s, { type: 'beat', beat: beat('Starting', { holderUid: spec.uid, holder: spec.name }) }, 7000).state;
           // The status the api-server kept from before the reboot, then the kubelet's first report of this boot.
-          s = decide(s, { type: 'pod', pod: { ...spec, restarts: 2 } }, 7100).state;
-          const d = decide(s, { type: 'pod', pod: { ...spec, restarts: 3, lastExitUnknown: true } }, 7200);
+          s = decide(s, { type: 'pod', pod: { ...spec, restarts: 2 * x(spec) } }, 7100).state;
+          const d = decide(s, { type: 'pod', pod: { ...spec, restarts: 3 * x(spec), lastExitUnknown: true } }, 7200);
           expect(d.state.knownBad).toBeNull();
           expect(d.state.overlapFallback).toBeNull();
           expect(d.actions.filter((a) => a.type === 'event' || a.type === 'activate' || a.type === 'retire')).toEqual([]);
           // A real exit after it still counts.
-          const later = decide(d.state, { type: 'pod', pod: { ...spec, restarts: 4 } }, 7300).state;
+          const later = decide(d.state, { type: 'pod', pod: { ...spec, restarts: 4 * x(spec) } }, 7300).state;
           expect(later.knownBad !== null || later.overlapFallback !== null).toBe(true);
         }
       });
@@ -680,7 +686,7 @@ describe('decide: rules over time', () => {
         let b = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
         b = decide(b, { type: 'beat', beat: beat('Starting', { holderUid: BAD.uid, holder: BAD.name }) }, 7000).state;
         b = decide(b, { type: 'pod', pod: { ...BAD, restarts: 0 } }, 7100).state;
-        expect(decide(b, { type: 'pod', pod: { ...BAD, restarts: 1, lastExitRanMs: 61_000 } }, 7200).state.knownBad).toMatchObject({ specHash: 'h-bad' });
+        expect(decide(b, { type: 'pod', pod: { ...BAD, restarts: 1 * N, lastExitRanMs: 61_000 } }, 7200).state.knownBad).toMatchObject({ specHash: 'h-bad' });
       });
 
       it('a new spec ends the verdict: the checkpoint shares its ports again for the overlap hand-over', () => {

@@ -22,7 +22,8 @@
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
 import { backoffMs } from './backoff.js';
-import { holds, holdsPod, nextTry, recovered as recoveredVerdict, strike } from './probation.js';
+import { copyHang, copyRestarted, emptyHang, FENCE_REPEAT_MS, fenceAllowed, hungPod, observeCopyBeat, observeParentBeat } from './fence.js';
+import { holds, holdsPod, nextTry, OVERLAP_EXITS_FOR_VERDICT, PROBATION, recovered as recoveredVerdict, strike } from './probation.js';
 import { copyTrust, emptyTrust, judgeBeat, leadingBeat, takePending } from './beats.js';
 import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
@@ -155,12 +156,13 @@ export function initialState(a: InitialStateArgs): ParentState {
           nextBackoffMs: a.handover!.nextBackoffMs,
         }
       : { attempts: 0, deadline: null, notBefore: a.now, nextBackoffMs: a.policy.handoverBackoff.initialMs },
-    knownBad: a.handover?.knownBad ? recoveredVerdict(a.handover.knownBad, a.now, a.recordFromEarlierBoot === true) : null,
+    knownBad: a.handover?.knownBad ? recoveredVerdict(a.handover.knownBad, a.now, a.recordFromEarlierBoot === true, PROBATION[a.policy.handover]) : null,
     exitWatch: { notHolder: null, ready: false, base: null, since: null, readyAfterMs: null },
     overlapFallback: null,
     checkpointHolder: null,
     retry: {},
     beatTrust: emptyTrust(),
+    hang: emptyHang(),
   };
 }
 
@@ -179,6 +181,7 @@ function copy(s: ParentState): ParentState {
     exitWatch: { ...s.exitWatch, base: s.exitWatch.base ? { ...s.exitWatch.base } : null },
     overlapFallback: s.overlapFallback ? { ...s.overlapFallback } : null,
     beatTrust: copyTrust(s.beatTrust),
+    hang: copyHang(s.hang),
   };
 }
 
@@ -202,6 +205,7 @@ export function decide(prev: ParentState, input: Input, now: number): Decision {
   const s = copy(prev);
   const actions: Action[] = [];
   observe(s, input, now);
+  if (input.type === 'fenced') fencedEvent(s, input, actions);
   if (s.beatRefused) actions.push(s.beatRefused);
   delete s.beatRefused;
   noteWindow(s, actions);
@@ -305,8 +309,16 @@ function observe(s: ParentState, input: Input, now: number): void {
       // A new pod's beat that came before the list naming it counts now (its channel has seen it).
       if (held && s.seen[held.channel] === beatFingerprint(held)) s.seen[held.channel] = 'held';
       if (held) observeBeat(s, held, now);
+      const before = s.exitWatch.base;
       const exited = exitedBesideSharingCheckpoint(s, now);
-      if (exited === 'other spec') s.knownBad = strike(s.knownBad, s.pod!, now);
+      if (exited === 'other spec' && before !== null) {
+        // Exits of another spec are counted; the verdict comes at OVERLAP_EXITS_FOR_VERDICT (probation.ts).
+        s.exitWatch.exits = (s.exitWatch.exits ?? 0) + (s.pod!.restarts! - before.restarts);
+        if (s.exitWatch.exits >= OVERLAP_EXITS_FOR_VERDICT) {
+          s.knownBad = strike(s.knownBad, s.pod!, now, PROBATION.overlap);
+          s.exitWatch.exits = 0;
+        }
+      }
       if (exited === 'own spec' && s.overlapFallback === null) s.overlapFallback = { announced: false };
       s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
       // A new spec is a new candidate: the verdict on the old one does not carry over.
@@ -332,12 +344,26 @@ function observe(s: ParentState, input: Input, now: number): void {
       delete s.retry.activate;
       s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: now, readyAfterMs: null };
+      copyRestarted(s.hang);
       return;
     case 'retired':
       delete s.inflight.retire;
       delete s.retry.retire;
       s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: null, readyAfterMs: null };
+      copyRestarted(s.hang);
+      return;
+    case 'fenced':
+      delete s.inflight.fence;
+      delete s.retry.fence;
+      if (s.hang.fence?.podUid === input.podUid) s.hang.fence.killed = input.killed;
+      if (input.killed > 0) {
+        // The hung process is gone; the kubelet restarts it. Its sidecar's next rounds say how it
+        // does, and it gets a fresh start to be seen again, as after an agent restart.
+        s.hang.since = null;
+        s.hang.rounds = 0;
+        s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
+      }
       return;
     case 'collected':
       delete s.inflight.collect;
@@ -346,9 +372,10 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     case 'actionFailed': {
       const a = input.action;
-      if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect') return;
+      if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect' && a !== 'fence') return;
       delete s.inflight[a];
       if (a === 'capture') s.capturingHash = null;
+      if (a === 'fence') s.hang.fence = null; // asked again after the action's back-off
       const failures = (s.retry[a]?.failures ?? 0) + 1;
       s.retry[a] = { at: now + backoffMs(failures, { initialMs: ACTION_RETRY_MS, maxMs: ACTION_RETRY_MAX_MS }), failures };
       return;
@@ -388,7 +415,7 @@ function exitedBesideSharingCheckpoint(s: ParentState, now: number): 'other spec
     const limit = s.exitWatch.readyAfterMs === null ? null : s.exitWatch.readyAfterMs + OWN_SPEC_BIND_SLACK_MS;
     return pod.lastExitRanMs === undefined || limit === null || pod.lastExitRanMs <= limit ? 'own spec' : null;
   }
-  // A spec tried again after its probation is judged again: one more strike.
+  // Another spec's exits are counted towards a verdict (observe), not while its verdict holds.
   return holdsPod(s.knownBad, pod, now) ? null : 'other spec';
 }
 
@@ -396,6 +423,7 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   if (b.role === 'checkpoint') {
     s.checkpointPhase = b.phase;
     s.checkpointHolder = b.holderUid;
+    if (s.checkpoint.active && b.holderUid !== s.exitWatch.notHolder) observeCopyBeat(s.hang, b.phase === 'Ready', now);
     // A copy started from the manifest as last written, serving: from now on exits count.
     if (b.phase === 'Ready' && !s.exitWatch.ready && b.holderUid !== s.exitWatch.notHolder && s.checkpoint.active && s.checkpoint.exclusive !== true) {
       s.exitWatch.ready = true;
@@ -420,6 +448,8 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   }
   // 'unlisted': judged again when the next pod list arrives (takePending).
   if (v.kind === 'old' || v.kind === 'unlisted') return;
+  // An unanswered beat (the sidecar runs, its process does not answer) is no sign of life (fence.ts).
+  const unanswered = observeParentBeat(s.hang, b, now);
   // Even a baseline declares how the parent beats: the first judgement already needs it.
   const judgingBefore = judgingWindowMs(s);
   s.declaredIntervalMs = b.intervalMs ?? null;
@@ -444,6 +474,7 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
   const round = `${b.holderUid}|${b.sequence}|${b.renewTime}`;
   if (s.rounds.includes(round)) return; // this round was already counted on another channel
   s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);
+  if (unanswered) return;
   s.lastChangeAt = now;
   if (b.channel === 'local') s.lastLocalChangeAt = now;
   // Two live pods of the key: the parent's phase is the best of their fresh beats (beats.ts).
@@ -555,6 +586,8 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
     case 'Pending':
     case 'Healthy':
     case 'Starting': {
+      const hung = hungPod(s);
+      if (hung !== null && s.phase !== 'Stopping') return coverHung(s, hung, now, actions);
       if (isFresh) {
         if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
         if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
@@ -576,6 +609,8 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       );
     }
     case 'Silent': {
+      const hung = hungPod(s);
+      if (hung !== null && s.phase !== 'Stopping') return coverHung(s, hung, now, actions);
       if (isFresh && s.lastChangeAt! >= s.since) {
         if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
         return enter(s, liveState(s.phase), R('BeatResumed', 'a changed beat arrived'), now, actions);
@@ -605,6 +640,10 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       return false;
     }
     case 'Active': {
+      const hung = hungPod(s);
+      // Overlap: only beside a copy proven Ready; release: the hung process holds the whole port.
+      // (A hung parent is not fresh: its run of unanswered rounds began after its last answered beat.)
+      if (hung !== null && (p.handover === 'release' || s.hang.copyReadyAt !== null)) requestFence(s, hung, now, actions);
       if (!freshSinceEntered(s, now)) return false;
       if (s.phase === 'Ready' && !readyProven(s)) {
         holdNote(
@@ -671,7 +710,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         // Only a spec other than the checkpoint's is judged: the copy's own spec has been Ready.
         const bad = s.pod !== null && s.pod.specHash !== s.checkpoint.specHash ? s.pod : null;
         if (bad) {
-          s.knownBad = strike(s.knownBad, bad, now);
+          s.knownBad = strike(s.knownBad, bad, now, PROBATION[p.handover]);
           event(
             actions,
             'Warning',
@@ -719,6 +758,55 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       }
       return false;
     }
+  }
+}
+
+/**
+ * The parent's own sidecar says its process has stopped answering (fence.ts). Overlap: activate
+ * the checkpoint at once (the fence follows once the copy is Ready beside the hung process).
+ * Release: the hung process holds the whole port, no copy could bind: fence it, and let the
+ * kubelet restart it; the ordinary rules cover it if it does not come back.
+ */
+function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean {
+  const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
+  if (s.policy.handover === 'overlap') {
+    return activate(
+      s,
+      'ParentHung',
+      `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung})`,
+      now,
+      actions,
+    );
+  }
+  requestFence(s, podUid, now, actions);
+  return false;
+}
+
+/** Ask for the fence of pod `podUid` (once per FENCE_REPEAT_MS, after the action back-off when one failed). */
+function requestFence(s: ParentState, podUid: string, now: number, actions: Action[]): void {
+  if (!fenceAllowed(s.hang, podUid, now) || !due(s, 'fence', now)) return;
+  s.hang.fence = { podUid, at: now, killed: null };
+  s.inflight.fence = now;
+  const why = R(
+    'ParentHung',
+    `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
+  );
+  actions.push({ type: 'fence', podUid, reason: why });
+  holdNote(s, why, actions);
+}
+
+/** A fence's result, claimed once it is known: a Warning Event when a process was stopped. */
+function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fenced' }>, actions: Action[]): void {
+  if (input.killed > 0) {
+    event(
+      actions,
+      'Warning',
+      'ParentFenced',
+      `${s.id}: pod ${input.podUid} held its port without answering; its main process was stopped (${input.detail}) so ${s.policy.handover === 'overlap' ? 'the checkpoint serves alone until the kubelet restarts it' : 'the kubelet restarts it on a free port'}`,
+    );
+    holdNote(s, R('ParentFenced', `pod ${input.podUid}: ${input.detail}`), actions);
+  } else {
+    holdNote(s, R('FenceNotNeeded', `pod ${input.podUid}: ${input.detail}`), actions);
   }
 }
 
@@ -874,6 +962,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   if (s.confirm && s.state === 'Silent') add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
   if (s.state === 'Active') add(s.handover.notBefore);
   if (s.knownBad !== null) add(s.knownBad.until);
+  if (s.hang.fence !== null && s.hang.since !== null) add(s.hang.fence.at + FENCE_REPEAT_MS);
   add(s.handover.deadline);
   for (const r of Object.values(s.retry)) add(r.at);
   for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);

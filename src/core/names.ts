@@ -15,6 +15,8 @@ export const ANNOTATION_INTERVAL_MS = 'lastseen.dev/interval-ms';
  * runs. Written on every beat (Lease and pod); absent (an older writer) reads as probed.
  */
 export const ANNOTATION_UNPROBED = 'lastseen.dev/unprobed';
+/** "true" on a Starting beat whose probe got no answer at all (a hung process: src/core/fence.ts). */
+export const ANNOTATION_UNANSWERED = 'lastseen.dev/unanswered';
 /** On a heartbeat's Lease: why its policy file is not in use (invalid, unreadable); removed once it is. */
 export const ANNOTATION_POLICY_PROBLEM = 'lastseen.dev/policy-problem';
 export const LABEL_NODE = 'lastseen.dev/node';
@@ -61,6 +63,17 @@ export function leaseName(key: string, node: string, role: 'parent' | 'checkpoin
 /** File name (no folder) of a parent's local heartbeat, or of its checkpoint's. */
 export function localBeatFile(namespace: string, key: string, role: 'parent' | 'checkpoint' = 'parent'): string {
   return role === 'parent' ? `${namespace}_${key}.json` : `${namespace}_${key}.checkpoint.json`;
+}
+
+/**
+ * The fence request the agent writes beside a parent's local beat, and the answer its sidecar
+ * writes back (src/agent/fence.ts, src/heartbeat/fence.ts). Dot-free of `.json` beat names' role part.
+ */
+export function fenceRequestFile(namespace: string, key: string): string {
+  return `${namespace}_${key}.fence-request.json`;
+}
+export function fenceAnswerFile(namespace: string, key: string): string {
+  return `${namespace}_${key}.fence-answer.json`;
 }
 
 /** Static-pod manifest file of an active checkpoint. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { initialState } from './decide.js';
 import { POLICY } from './fixtures.test-helpers.js';
-import { holds, holdsPod, nextTry, PROBATION_INITIAL_MS, PROBATION_MAX_MS, probationMs, recovered, strike } from './probation.js';
+import { holds, holdsPod, nextTry, PROBATION, PROBATION_INITIAL_MS, PROBATION_MAX_MS, probationMs, recovered, strike } from './probation.js';
 
 const BAD = { specHash: 'h-bad', uid: 'u2' };
 
@@ -36,10 +36,11 @@ describe('probation: a verdict that expires on a back-off schedule', () => {
 
   it('says when the spec is tried again', () => {
     const v = strike(null, BAD, 0);
-    expect(nextTry(v, 0)).toBe('in 1m');
-    expect(nextTry(v, 30_000)).toBe('in 30s');
-    expect(nextTry(v, 120_000)).toBe('now');
-    expect(nextTry(strike(v, BAD, 0), 10_000)).toBe('in 1m50s');
+    expect(nextTry(v, 0)).toBe('in 5m');
+    expect(nextTry(v, 270_000)).toBe('in 30s');
+    expect(nextTry(v, 400_000)).toBe('now');
+    expect(nextTry(strike(v, BAD, 0), 10_000)).toBe('in 9m50s');
+    expect(nextTry(strike(null, BAD, 0, PROBATION.overlap), 0)).toBe('in 30m');
   });
 
   it('read back from the record: strikes kept; the time left kept within a boot, a full probation after a reboot or when unreadable', () => {

@@ -8,18 +8,43 @@
 // spec is one more strike and doubles the next probation. The verdict ends at once when the spec
 // changes (a new candidate) or the parent reports Ready on its own.
 //
-// What one more try costs bounds the schedule: under `release` a hand-over window with the node on
-// the parent's failing pod, under `overlap` the spec's share of the port until its next exit, plus
-// the rewrite of the copy with sharing and back. The first probation is short, so a spec that
-// stumbled a few times while starting gets through within minutes; the cap keeps a spec that never
-// gets Ready from costing more than one try per PROBATION_MAX_MS.
+// What one more try costs sets the schedule. Under `release` a try is a hand-over window with the
+// node on the parent's pod: a spec that stumbled while starting has usually come through within its
+// window already, so a verdict means a window lost; the first probation is a few such windows.
+// Under `overlap` a try is the spec's share of the port until its next exit (about a second for an
+// api-server that fails as it starts), but a verdict rewrites the copy without sharing and a try
+// rewrites it back, each a stop and a start of the copy (about 30 s dark in the simulator). So under
+// overlap exits are tolerated before any verdict (OVERLAP_EXITS_FOR_VERDICT: a spec that stumbles
+// up to three times gets through with no rewrite at all), and the verdict, once given, holds long.
 //
 // Pure: times are the observer's monotonic milliseconds, like every other deadline of the core.
 
-/** The first probation: about two of the kubelet's crash-loop restarts of a starting parent. */
-export const PROBATION_INITIAL_MS = 60_000;
-/** The longest probation: a spec that never gets Ready is tried at most once per half hour. */
-export const PROBATION_MAX_MS = 30 * 60_000;
+/**
+ * Overlap: exits of a new spec beside the sharing copy before it is judged. Each costs its share of
+ * the port for about a second; a spec that crashed up to three times while a dependency came up
+ * then serves alone within its kubelet back-off (about a minute), no rewrite of the copy needed.
+ */
+export const OVERLAP_EXITS_FOR_VERDICT = 4;
+
+export interface ProbationSchedule {
+  initialMs: number;
+  maxMs: number;
+}
+
+/**
+ * Release: a verdict cost a whole hand-over window (handoverTimeout, 2 min by default) without
+ * service; five minutes, doubling to an hour, keeps a never-Ready spec below one lost window per
+ * hour while a good one that failed for a passing reason is back within minutes.
+ * Overlap: a verdict came after OVERLAP_EXITS_FOR_VERDICT exits, and a try costs two rewrites of
+ * the copy: half an hour, doubling to four hours.
+ */
+export const PROBATION: Record<'release' | 'overlap', ProbationSchedule> = {
+  release: { initialMs: 5 * 60_000, maxMs: 60 * 60_000 },
+  overlap: { initialMs: 30 * 60_000, maxMs: 4 * 60 * 60_000 },
+};
+/** The first probation and the cap of the default (release) schedule. */
+export const PROBATION_INITIAL_MS = PROBATION.release.initialMs;
+export const PROBATION_MAX_MS = PROBATION.release.maxMs;
 
 export interface Verdict {
   specHash: string;
@@ -32,15 +57,15 @@ export interface Verdict {
   until: number;
 }
 
-/** How long the `strikes`-th verdict on a spec holds it: doubling from PROBATION_INITIAL_MS, capped. */
-export function probationMs(strikes: number): number {
-  return Math.min(PROBATION_MAX_MS, PROBATION_INITIAL_MS * 2 ** Math.max(0, strikes - 1));
+/** How long the `strikes`-th verdict on a spec holds it: doubling from the schedule's first probation, capped. */
+export function probationMs(strikes: number, schedule: ProbationSchedule = PROBATION.release): number {
+  return Math.min(schedule.maxMs, schedule.initialMs * 2 ** Math.max(0, strikes - 1));
 }
 
 /** A new strike against `pod`'s spec: one more than the last verdict on the same spec, if any. */
-export function strike(prev: Verdict | null, pod: { specHash: string; uid: string }, now: number): Verdict {
+export function strike(prev: Verdict | null, pod: { specHash: string; uid: string }, now: number, schedule: ProbationSchedule = PROBATION.release): Verdict {
   const strikes = prev !== null && prev.specHash === pod.specHash ? prev.strikes + 1 : 1;
-  return { specHash: pod.specHash, podUid: pod.uid, since: now, strikes, until: now + probationMs(strikes) };
+  return { specHash: pod.specHash, podUid: pod.uid, since: now, strikes, until: now + probationMs(strikes, schedule) };
 }
 
 /** The verdict holds now (its probation has not ended). */
@@ -58,9 +83,14 @@ export function holdsPod(v: Verdict | null, pod: { specHash: string } | null, no
  * kept; the time left is not when the node rebooted since (a boot voids deadlines), nor beyond one
  * full probation for its strikes (the wall clock the record keeps can step).
  */
-export function recovered(v: { specHash: string; podUid: string; strikes?: number; remainingMs?: number }, now: number, rebooted: boolean): Verdict {
+export function recovered(
+  v: { specHash: string; podUid: string; strikes?: number; remainingMs?: number },
+  now: number,
+  rebooted: boolean,
+  schedule: ProbationSchedule = PROBATION.release,
+): Verdict {
   const strikes = Number.isInteger(v.strikes) && v.strikes! > 0 ? v.strikes! : 1;
-  const full = probationMs(strikes);
+  const full = probationMs(strikes, schedule);
   const left = rebooted || v.remainingMs === undefined || !Number.isFinite(v.remainingMs) ? full : Math.min(full, Math.max(0, v.remainingMs));
   return { specHash: v.specHash, podUid: v.podUid, since: now, strikes, until: now + left };
 }

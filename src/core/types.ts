@@ -7,6 +7,7 @@
 // strings to the core: compared for equality only, never for age.
 import type { ParentPolicy } from '../policy/policy.js';
 import type { Channel } from '../policy/schema.js';
+import type { HangState } from './fence.js';
 import type { Verdict } from './probation.js';
 import type { BeatTrust } from './beats.js';
 
@@ -39,6 +40,12 @@ export interface Beat {
    * also reports the pod Ready (decide.ts). Absent: the phase came from a probe.
    */
   unprobed?: boolean;
+  /**
+   * The sidecar's probe got no answer at all from the main container (a timeout, not a refusal nor
+   * an error status): the process holds its port and does not answer, a hang. Not a proof of life:
+   * the parent may be fenced (src/core/fence.ts). Absent: the probe was answered or refused.
+   */
+  unanswered?: boolean;
 }
 
 /** What the api-server says about pods for this parent key on this node. */
@@ -92,7 +99,7 @@ export interface CheckpointInfo {
 }
 
 /** The actions that change files on the node (each tracked in flight and retried on its own). */
-export type ActionKind = 'capture' | 'activate' | 'retire' | 'collect';
+export type ActionKind = 'capture' | 'activate' | 'retire' | 'collect' | 'fence';
 
 /**
  * Why: a CamelCase `code` programs may match (status REASON, metric labels, the simulator's
@@ -203,7 +210,15 @@ export interface ParentState {
    * long the copy then took to beat Ready: the same spec, started beside it, binds its ports
    * within about that long, so only an exit that quick reads as "not shared".
    */
-  exitWatch: { notHolder: string | null; ready: boolean; base: { uid: string; restarts: number } | null; since: number | null; readyAfterMs: number | null };
+  exitWatch: {
+    notHolder: string | null;
+    ready: boolean;
+    base: { uid: string; restarts: number } | null;
+    since: number | null;
+    readyAfterMs: number | null;
+    /** Exits of another spec counted beside this copy towards a verdict (absent: none; src/core/probation.ts). */
+    exits?: number;
+  };
   /**
    * Overlap that does not work: the parent's container exited while it started beside its
    * port-sharing checkpoint although it runs the checkpoint's own spec, the spec that was Ready. So
@@ -226,6 +241,8 @@ export interface ParentState {
   beatTrust: BeatTrust;
   /** A beat the input just observed refused (reported as a `beatRefused` action by decide, then cleared). */
   beatRefused?: Extract<Action, { type: 'beatRefused' }>;
+  /** A hung parent and its fence (src/core/fence.ts). */
+  hang: HangState;
 }
 
 /** Inputs: everything the core can be told. */
@@ -252,7 +269,9 @@ export type Input =
   | { type: 'activated'; exclusive?: boolean }
   | { type: 'retired' }
   | { type: 'collected' }
-  | { type: 'actionFailed'; action: Action['type']; error: string };
+  | { type: 'actionFailed'; action: Action['type']; error: string }
+  /** The fence was carried out: `killed` processes of pod `podUid` ended (0: none hung any more, nothing done). */
+  | { type: 'fenced'; podUid: string; killed: number; detail: string };
 
 export type EventType = 'Normal' | 'Warning';
 
@@ -271,6 +290,11 @@ export type Action =
   | { type: 'retire'; reason: Reason }
   /** Delete the checkpoint: manifest and stored copy. */
   | { type: 'collect'; reason: Reason }
+  /**
+   * Take the hung main process of the parent's pod `podUid` off its port (src/core/fence.ts): only
+   * that pod's own process, and only if it still does not answer when the fence is carried out.
+   */
+  | { type: 'fence'; podUid: string; reason: Reason }
   | { type: 'event'; eventType: EventType; reason: string; message: string }
   /** The state changed; status objects should be rewritten. */
   | { type: 'transition'; from: ParentStateName; to: ParentStateName; reason: Reason }

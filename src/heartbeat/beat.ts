@@ -20,7 +20,9 @@ export interface BeatCounter {
  * A probe's verdict. `unprobed`: Ready only because nothing was probed (`--probe none`); the beat
  * says so, and the agent wants the pod's own Ready condition before calling it last known good.
  */
-export type ProbeResult = { ok: true; unprobed?: boolean } | { ok: false; error: string };
+export type ProbeResult = { ok: true; unprobed?: boolean } | { ok: false; error: string; unanswered?: boolean };
+// `unanswered`: no answer at all within the probe's timeout (the process holds the port and hangs);
+// a refused connection or an error status is an answer. Beats say so (Beat.unanswered).
 
 /** Phase for this beat: a stopping writer says so; otherwise the probe decides. */
 export function choosePhase(probe: ProbeResult, stopping: boolean): Phase {
@@ -47,9 +49,11 @@ export function nextBeat(
   wallMs: number,
   intervalMs: number,
   unprobed = false,
+  unanswered = false,
 ): Beat {
   return {
     ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}),
+    ...(unanswered && phase === 'Starting' ? { unanswered: true } : {}),
     channel,
     holder: id.podName,
     holderUid: id.podUid,

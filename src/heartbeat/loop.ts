@@ -121,7 +121,8 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     counter = advance(counter);
     const wallMs = clock.wallNow();
     const unprobed = probe.ok && probe.unprobed === true;
-    const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed);
+    const unanswered = !probe.ok && probe.unanswered === true;
+    const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed, unanswered);
     if (stop) {
       // The last beat goes to each channel once its write in flight is done, without waiting for the others.
       await Promise.all(

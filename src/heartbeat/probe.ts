@@ -74,8 +74,9 @@ async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, in
       resolve(code >= 200 && code < 400 ? { ok: true } : { ok: false, error: `GET ${url.href}: HTTP ${code}` });
     });
     req.on('error', (e: NodeJS.ErrnoException) => {
-      const why = e.name === 'AbortError' ? `no answer within ${timeoutMs}ms` : (e.code ?? e.message);
-      resolve({ ok: false, error: `GET ${url.href}: ${why}` });
+      const timedOut = e.name === 'AbortError' || e.name === 'TimeoutError';
+      const why = timedOut ? `no answer within ${timeoutMs}ms` : (e.code ?? e.message);
+      resolve({ ok: false, error: `GET ${url.href}: ${why}`, ...(timedOut ? { unanswered: true } : {}) });
     });
     req.end();
   });

@@ -87,6 +87,7 @@ export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
     if (left <= 0)
       return {
         ok: false,
+        // Not `unanswered`: the round's time went on the scan or on slow answers, which is no hang.
         error: `${i - 1} of ${needed} probes answered within ${d.timeoutMs}ms (port ${d.port} is shared by ${o.listeners.length} listeners)`,
       };
     const r = await d.once(left);
@@ -96,6 +97,7 @@ export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
         : {
             ok: false,
             error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)`,
+            ...(r.unanswered ? { unanswered: true } : {}),
           };
   }
   return { ok: true };

@@ -156,7 +156,8 @@ function apply(w: World, f: FaultSpec): void {
       const def = w.parentDef(f.key);
       const gen = (w.api.desired.get(f.key)?.generation ?? 0) + 1;
       const { maxUnavailable, maxSurge, minReadySeconds } = f;
-      w.api.rollout(w.scenario.spec.faults.indexOf(f), specFor(def, gen, f.healthy, f.startTime ?? def.startMs), { maxUnavailable, maxSurge, minReadySeconds });
+      const spec = specFor(def, gen, f.healthy, f.startTime ?? def.startMs);
+      w.api.rollout(w.scenario.spec.faults.indexOf(f), f.crashes > 0 ? { ...spec, crashes: f.crashes } : spec, { maxUnavailable, maxSurge, minReadySeconds });
       return;
     }
     case 'agent-restart': {
@@ -178,7 +179,7 @@ function apply(w: World, f: FaultSpec): void {
         return;
       }
       if (f.type === 'kill') k.exit(p, 'killed (SIGKILL, no last beat)');
-      else k.hang(p, f.duration);
+      else k.hang(p, f.duration, f.scope === 'pod');
       return;
     }
   }

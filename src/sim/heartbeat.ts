@@ -28,16 +28,20 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
   const rng = world.rng(`sidecar/${pod.uid}`);
 
   const round = (stopping: boolean) => {
-    // A hung process (fault `hang`) writes nothing, not even a last Stopping beat.
-    if (pod.hung) return;
+    // A whole hung pod (fault `hang`, scope pod: frozen with its sidecar) writes nothing, not even a
+    // last Stopping beat. A hung process (scope process) leaves its sidecar running: its probe gets
+    // no answer, and its beats say so (`unanswered`, src/core/fence.ts).
+    if (pod.hung && pod.hungWhole) return;
     const now = world.q.now;
-    const ready = pod.state === 'running' && !pod.removed;
-    const phase = choosePhase(ready ? { ok: true } : { ok: false, error: 'main container not ready' }, stopping);
+    const unanswered = pod.hung && !pod.removed;
+    const ready = !unanswered && pod.state === 'running' && !pod.removed;
+    const phase = choosePhase(ready ? { ok: true } : { ok: false, error: unanswered ? 'no answer' : 'main container not ready' }, stopping);
     // A write lands once its request arrives (network.ts); the node's agent sees it only while it
     // talks to the api-server both ways (its probe and its watch).
     const reach = world.api.writesFrom(node);
     for (const channel of policy.channels) {
-      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs);
+      const written = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs);
+      const beat = unanswered && phase !== 'Stopping' ? { ...written, unanswered: true } : written;
       if (channel === 'local') {
         node.files.set(localBeatFile(spec.namespace, spec.key, role), beat);
         world.onLocalBeat(node);

@@ -50,7 +50,8 @@ export interface Violation {
     | 'not-served'
     | 'unserved-total'
     | 'checkpoint-not-retired'
-    | 'handover-backoff';
+    | 'handover-backoff'
+    | 'fence-while-fresh';
   message: string;
 }
 
@@ -184,6 +185,24 @@ export class Invariants {
     if (this.world.check === 'full') return;
     if (r) this.reachableNow.add(node.name);
     else if (this.reachableNow.delete(node.name)) this.lastReachable.set(node.name, this.lastCheckAt);
+  }
+
+  /**
+   * The core asked to fence pod `podUid`: never a parent fresh on any channel (its latest visible
+   * beat a Ready one, well within the window), never a pod other than this key's on this node.
+   */
+  fencing(node: SimNode, key: string, podUid: string): void {
+    const k = this.world.kubelets.get(node.name);
+    const pod = k?.pods.get(podUid);
+    if (!pod || pod.spec?.key !== key || pod.role !== 'parent') {
+      this.violate(node.name, key, 'fence-while-fresh', `fence of pod ${podUid}, which is not a ${key} parent on this node`);
+      return;
+    }
+    const lv = this.lastVisible.get(`${node.name}/${key}`);
+    const p = judged(this.world.parentDef(key));
+    const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
+    if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && !pod.hung)
+      this.violate(node.name, key, 'fence-while-fresh', `fence ${(age / 1000).toFixed(1)}s after a visible Ready beat of a process that answers`);
   }
 
   /** The core asked to collect: the api-server must have been reachable (within one probe period). */

@@ -70,9 +70,30 @@ export interface KPod {
   exits: number;
   /** staleStatus: the container exited while the kubelet had no api-server; not yet noticed. */
   unnoticed: { why: string; at: number } | null;
-  /** Hung (scenario fault `hang`): the process holds its ports and stays "running", but neither serves nor beats. */
+  /** Hung (scenario fault `hang`): the process holds its ports and stays "running", but neither serves nor answers. */
   hung: boolean;
+  /** The whole pod hangs, its sidecar too (fault `hang` with scope pod): no beat at all. */
+  hungWhole: boolean;
+  /** Starts that crashed so far although the spec is good (PodSpec.crashes). */
+  stumbles: number;
   stopSidecar: (() => void) | null;
+}
+
+/**
+ * A container's liveness probe. An api-server has the one kubeadm writes for kube-apiserver (GET
+ * /livez every 10 s, 15 s timeout, 8 failures), which self-hosted manifests copy; other parents
+ * none. A probe that times out holds the prober for its timeout, so a hung process fails once per
+ * max(period, timeout): about two minutes before the kubelet restarts it.
+ */
+export interface Liveness {
+  periodMs: number;
+  timeoutMs: number;
+  failureThreshold: number;
+}
+const APISERVER_LIVENESS: Liveness = { periodMs: 10_000, timeoutMs: 15_000, failureThreshold: 8 };
+
+export function livenessOf(spec: PodSpec): Liveness | null {
+  return spec.apiServer ? APISERVER_LIVENESS : null;
 }
 
 export class Kubelet {
@@ -84,6 +105,8 @@ export class Kubelet {
   private readonly agentRng: Rng;
   /** Its own stream, so the notice delays never shift the pod workers' jitter. */
   private readonly noticeRng: Rng;
+  /** Its own stream: the liveness probe's phase. */
+  private readonly livenessRng: Rng;
   readonly model: KubeletModel;
   /** The kubelet v1.5 status cache (see the header). */
   readonly staleStatus: boolean;
@@ -100,6 +123,7 @@ export class Kubelet {
     this.rng = world.rng(`kubelet/${node.name}/${bootId}`);
     this.noticeRng = world.rng(`kubelet/${node.name}/${bootId}/notice`);
     this.agentRng = world.rng(`kubelet/${node.name}/${bootId}/agent-start`);
+    this.livenessRng = world.rng(`kubelet/${node.name}/${bootId}/liveness`);
     this.model = world.scenario.kubelet;
     this.staleStatus = this.model.staleStatus;
   }
@@ -172,7 +196,8 @@ export class Kubelet {
         source: 'static',
         manifestFile: file,
         spec: m.spec,
-        uid: `${this.node.name}/static/${++this.nextUid}`,
+        // A uid as the channels accept it (letters, digits, dashes): the copy's beats name it.
+        uid: `${this.node.name}-static-${++this.nextUid}`,
         identity: `static/${file}/${m.spec?.hash ?? ''}${m.exclusive ? '/exclusive' : ''}`,
       });
     }
@@ -249,6 +274,8 @@ export class Kubelet {
       everStarted: false,
       unnoticed: null,
       hung: false,
+      hungWhole: false,
+      stumbles: 0,
       stopSidecar: null,
     };
     this.pods.set(p.uid, p);
@@ -293,6 +320,10 @@ export class Kubelet {
       this.after(spec.startMs - spec.bindMs, () => {
         if (!same()) return;
         if (!spec.healthy) return this.exit(p, 'crashed while starting (bad build)');
+        if (p.stumbles < (spec.crashes ?? 0)) {
+          p.stumbles++;
+          return this.exit(p, `crashed while starting (a dependency not ready yet: crash ${p.stumbles} of ${spec.crashes})`);
+        }
         p.state = 'running';
         this.world.markReady(this.node, p);
         this.report(p);
@@ -371,17 +402,49 @@ export class Kubelet {
    * sees it running, so the kubelet neither notices nor restarts it, but it stops serving and its
    * heartbeat stops. It resumes after `ms` unless its container ended meanwhile.
    */
-  hang(p: KPod, ms: number): void {
+  hang(p: KPod, ms: number, whole = false): void {
     this.touch();
     if (p.removed || p.state === 'waiting') return;
     p.hung = true;
+    p.hungWhole = whole;
     const run = p.runId;
-    this.world.log(this.node.name, 'kubelet', `${p.name} hangs: holds its ports, neither serves nor beats (${ms / 1000}s)`, p.spec?.key);
+    this.world.log(
+      this.node.name,
+      'kubelet',
+      `${p.name} hangs: holds its ports, neither serves nor answers${whole ? ', its sidecar frozen too' : ''} (${ms / 1000}s)`,
+      p.spec?.key,
+    );
     this.after(ms, () => {
       if (p.runId !== run || p.removed || !p.hung) return;
       p.hung = false;
+      p.hungWhole = false;
       this.world.log(this.node.name, 'kubelet', `${p.name} resumes after its hang${p.state === 'running' ? ': serving again' : ''}`, p.spec?.key);
     });
+    // The liveness probe (as kubeadm writes it for kube-apiserver): a hung process fails it until
+    // the kubelet restarts the container.
+    const live = p.spec ? livenessOf(p.spec) : null;
+    if (live && p.role === 'parent') {
+      const killAfter = this.livenessRng.next() * live.periodMs + live.failureThreshold * Math.max(live.periodMs, live.timeoutMs);
+      if (killAfter < ms) {
+        this.after(killAfter, () => {
+          if (p.runId !== run || p.removed || !p.hung) return;
+          this.exit(p, `liveness probe failed ${live.failureThreshold} times (no answer within ${live.timeoutMs / 1000}s): restarted`);
+        });
+      }
+    }
+  }
+
+  /**
+   * The fence (src/core/fence.ts), as the parent's own sidecar carries it out: the main process of
+   * pod `uid` is killed if it still does not answer; the kubelet restarts the container. Returns
+   * the processes killed.
+   */
+  fence(uid: string): number {
+    this.touch();
+    const p = this.pods.get(uid);
+    if (!p || p.removed || !p.hung || p.hungWhole) return 0;
+    this.exit(p, 'fenced by lastseen (its process held the port without answering): SIGKILL');
+    return 1;
   }
 
   /** Remove a pod: graceful termination, then the ports are free. */

@@ -448,6 +448,16 @@ export class SimLastseen implements AgentProcess {
         w.log(node.name, 'event', `${e.eventType} ${e.reason}: ${e.message}`, p.key);
         return this.settled(undefined);
       },
+      // The fence request file written, noticed by the parent's sidecar (fs.watch), which kills its
+      // own main process if it still does not answer (src/agent/fence.ts, src/heartbeat/fence.ts).
+      fence: (p, podUid) => {
+        w.invariants.fencing(node, p.key, podUid);
+        return this.work(T.actuatorMs + T.agentFileNoticeMs, () => {
+          const killed = w.kubelets.get(node.name)?.fence(podUid) ?? 0;
+          w.log(node.name, 'agent', `fence of pod ${podUid}: ${killed > 0 ? 'its hung process was killed' : 'nothing hung to kill'}`, p.key);
+          return { killed, detail: killed > 0 ? 'SIGKILL of the main process by its sidecar' : 'the main process answers (or is gone)' };
+        });
+      },
     };
   }
 }

@@ -26,6 +26,8 @@ export interface PodSpec {
   bindMs: number;
   /** A bad build crashes at the end of its start instead of becoming Ready. */
   healthy: boolean;
+  /** A good build that stumbles: each pod crashes at the end of its first `crashes` starts (absent: 0). */
+  crashes?: number;
   /**
    * Graceful termination: from the kubelet's SIGTERM until the process exits. The container stops
    * being Ready at once (an api-server stops serving), but keeps its host ports bound until it exits.

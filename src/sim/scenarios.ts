@@ -281,6 +281,77 @@ NAMED['surge-rollout-three-masters'] = {
   faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: true, maxSurge: 1, maxUnavailable: 0 }],
 };
 
+// ---- coverage without blind spots: a hung parent, a reboot mid-hand-over, a rollout that stumbles ----
+
+// A kube-apiserver that hangs holding its port (a deadlock, a stuck disk): it neither serves nor
+// answers, its sidecar runs on and reports the probe that gets no answer. lastseen fences it
+// (src/core/fence.ts): under overlap once its copy serves beside it, under release at once (the
+// kubelet restarts it). Without lastseen only the kubelet's liveness probe restarts it (~2 min).
+NAMED['apiserver-hang'] = {
+  name: 'apiserver-hang',
+  description:
+    "The only master's api-server (port sharing, handover: overlap) hangs holding its port for 2 minutes; its sidecar reports the probe that gets no answer. lastseen activates the copy and, once it serves, fences the hung process.",
+  duration: '15m',
+  kubelet: { model: 'v1.36' },
+  nodes: one,
+  parents: [sharedApiserver],
+  faults: [{ type: 'hang', at: '3m', key: 'kube-apiserver', node: 'm1', duration: '2m' }],
+  focus: { node: 'm1', key: 'kube-apiserver' },
+  expect: { served: true, parentServed: true, maxUnserved: '30s' },
+};
+NAMED['apiserver-hang-release'] = {
+  ...NAMED['apiserver-hang']!,
+  name: 'apiserver-hang-release',
+  description:
+    'apiserver-hang with handover: release: the hung process holds the whole port, so no copy could bind; lastseen fences it at once and the kubelet restarts it.',
+  parents: [apiserver],
+};
+// A second power cycle while a release hand-over is in progress: the first reboot's recovery hands
+// the node back, and the master loses power again while the parent starts. A boot voids deadlines:
+// the saved hand-over is not resumed after the second boot.
+NAMED['reboot-mid-handover'] = {
+  name: 'reboot-mid-handover',
+  description:
+    'The master reboots; while the release hand-over back to the real api-server is in progress it reboots again. The hand-over saved under the first boot is void after the second.',
+  duration: '20m',
+  kubelet: { model: 'v1.36' },
+  nodes: one,
+  parents: [apiserver],
+  faults: [
+    { type: 'reboot', at: '3m', node: 'm1', down: '40s' },
+    // v1.36: the copy serves about 61 s after the fault, and the release hand-over to the starting
+    // parent runs from about 80 s to 125 s after it (seed 1: 4m20.7s to 5m05.7s); 4m40s is inside it.
+    { type: 'reboot', at: '4m40s', node: 'm1', down: '40s' },
+  ],
+  focus: { node: 'm1', key: 'kube-apiserver' },
+  expect: { served: true, parentServed: true },
+};
+NAMED['reboot-loop'] = {
+  name: 'reboot-loop',
+  description: 'A master that reboots every 60 s for 10 minutes (a flapping power supply), then stays up.',
+  duration: '25m',
+  kubelet: { model: 'v1.36' },
+  nodes: one,
+  parents: [apiserver],
+  faults: Array.from({ length: 10 }, (_, i) => ({ type: 'reboot' as const, at: `${3 + i}m`, node: 'm1', down: '20s' })),
+  focus: { node: 'm1', key: 'kube-apiserver' },
+  expect: { served: true, parentServed: true },
+};
+// A good spec that crashes twice while it starts (a dependency not ready yet), then runs: its
+// first exit beside the sharing copy is a strike, and probation lets it try again.
+NAMED['stumbling-rollout'] = {
+  name: 'stumbling-rollout',
+  description:
+    'A rollout of a good api-server spec (port sharing, handover: overlap) that crashes in its first two starts (a dependency not ready), then runs. Probation, not a ban: it serves alone within minutes.',
+  duration: '30m',
+  kubelet: { model: 'v1.36' },
+  nodes: one,
+  parents: [sharedApiserver],
+  faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: true, crashes: 2 }],
+  focus: { node: 'm1', key: 'kube-apiserver' },
+  expect: { served: true, parentServed: true, checkpointGeneration: 2 },
+};
+
 export const SCENARIO_NAMES = Object.keys(NAMED);
 
 export function namedScenario(name: string): Scenario | null {

@@ -139,6 +139,11 @@ const fault = z.discriminatedUnion('type', [
     maxUnavailable: intOrPercent.default(1),
     maxSurge: intOrPercent.default(0),
     minReadySeconds: z.number().int().min(0).default(0),
+    /**
+     * A good spec that stumbles: each of its pods crashes in its first `crashes` starts (at the end
+     * of the start, after binding: a dependency not ready yet), then becomes Ready. Needs healthy.
+     */
+    crashes: z.number().int().min(0).max(10).default(0),
   }),
   z.strictObject({ type: z.literal('agent-restart'), at, node: z.string() }),
   /**
@@ -146,8 +151,19 @@ const fault = z.discriminatedUnion('type', [
    * heartbeat sidecar and the agent stay up; the kubelet restarts it per its model (crash-loop back-off).
    */
   z.strictObject({ type: z.literal('kill'), at, key: z.string(), node: z.string() }),
-  /** The parent's process hangs for `duration`: it holds its ports and stays "running", but stops serving and beating. */
-  z.strictObject({ type: z.literal('hang'), at, key: z.string(), node: z.string(), duration: duration() }),
+  /**
+   * The parent's process hangs for `duration`: it holds its ports and stays "running", but stops
+   * serving and answering. `scope: process` (default): its sidecar runs on and reports the probe
+   * that gets no answer; `scope: pod`: the whole pod is frozen, its sidecar too (no beat at all).
+   */
+  z.strictObject({
+    type: z.literal('hang'),
+    at,
+    key: z.string(),
+    node: z.string(),
+    duration: duration(),
+    scope: z.enum(['process', 'pod']).default('process'),
+  }),
   z.strictObject({ type: z.literal('clock-step'), at, node: z.string(), step: duration(true) }),
 ]);
 

@@ -72,7 +72,7 @@ describe('fault kill', () => {
 
 describe('fault hang', () => {
   it('a hang shorter than the window: no activation, no restart, unserved exactly the hang', async () => {
-    const r = await run({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '10s' }] });
+    const r = await run({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '10s', scope: 'pod' }] });
     expect(r.verdict).toBe('pass');
     expect(activated(r.logs, 'app')).toBe(false);
     expect(sinceFault(r.logs, 'app').some((l) => /exited|removed/.test(l.text))).toBe(false);
@@ -82,7 +82,7 @@ describe('fault hang', () => {
   });
 
   it('a long hang: lastseen covers it after the window; the checkpoint retires once the process resumes', async () => {
-    const r = await run({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m' }] });
+    const r = await run({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m', scope: 'pod' }] });
     expect(r.verdict).toBe('pass');
     expect(sinceFault(r.logs, 'app').find((l) => /CheckpointActivated/.test(l.text))?.text).toMatch(
       /no beat changed within the window, confirmed by a live read/,
@@ -96,13 +96,13 @@ describe('fault hang', () => {
     expect(r.outcome.parentServedAt!).toBeLessThan(130);
     expect(sinceFault(r.logs, 'app').some((l) => /CheckpointRetired/.test(l.text))).toBe(true);
     // The runtime still lists the hung process as running: runtime-poll never covers it.
-    const poll = await run({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m' }] }, 'runtime-poll');
+    const poll = await run({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m', scope: 'pod' }] }, 'runtime-poll');
     expect(poll.outcome.servedAt).toBe(120);
     expect(poll.outcome.unservedSeconds).toBe(120);
   });
 
   it('a hung api-server holds its port: a port-sharing checkpoint runs beside it but cannot win its share back; an exclusive one cannot bind', async () => {
-    const fault = { type: 'hang', at: '3m', key: 'kube-apiserver', node: 'm1', duration: '2m' } as const;
+    const fault = { type: 'hang', at: '3m', key: 'kube-apiserver', node: 'm1', duration: '2m', scope: 'pod' } as const;
     const shared = await run({ parents: [apiserver], faults: [fault] });
     expect(shared.verdict).toBe('pass');
     // The checkpoint is activated and serves beside it, but the hung process keeps taking its share
@@ -123,7 +123,7 @@ describe('schema of the process faults', () => {
     ['kill without a key', { type: 'kill', at: '1m', node: 'm1' }, 'faults[0].key'],
     ['kill of an unknown key', { type: 'kill', at: '1m', node: 'm1', key: 'nope' }, 'faults[0].key'],
     ['hang without a duration', { type: 'hang', at: '1m', node: 'm1', key: 'kube-apiserver' }, 'faults[0].duration'],
-    ['hang with a bad duration', { type: 'hang', at: '1m', node: 'm1', key: 'kube-apiserver', duration: 'long' }, 'faults[0].duration'],
+    ['hang with a bad duration', { type: 'hang', at: '1m', node: 'm1', key: 'kube-apiserver', duration: 'long', scope: 'pod' }, 'faults[0].duration'],
   ])('%s is refused at %s', (_name, fault, path) => {
     const r = parseScenario({ ...base, faults: [fault] });
     expect(r.ok).toBe(false);

@@ -142,7 +142,7 @@ describe('outcome per fault and totals', () => {
       ],
       faults: [
         { type: 'clock-step', at: '3m', node: 'm1', step: '0s' },
-        { type: 'hang', at: '6m', node: 'm1', key: 'cni', duration: '2m' },
+        { type: 'hang', at: '6m', node: 'm1', key: 'cni', duration: '2m', scope: 'pod' },
       ],
       focus: { node: 'm1', key: 'cni' },
     });

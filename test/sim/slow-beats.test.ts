@@ -29,7 +29,7 @@ describe('a parent beating every window - 1s (beatInterval)', () => {
   });
 
   it.each([1, 2, 3])('is activated against once its beats stop (a 2m hang, seed %i), after the widened window, not the policy one', async (seed) => {
-    const r = await runScenario(scenario({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m' }] }), { seed });
+    const r = await runScenario(scenario({ faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m', scope: 'pod' }] }), { seed });
     expect(r.verdict).toBe('pass');
     const a = activations(r.logs).filter((l) => l.t >= HANG_AT);
     expect(a).toHaveLength(1);
@@ -43,7 +43,7 @@ describe('a parent beating every window - 1s (beatInterval)', () => {
   it('the same parent beating at the policy interval is covered sooner (the widening is what delays it)', async () => {
     const fast = scenario({
       parents: [apiserver, { ...slow, beatInterval: undefined }],
-      faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m' }],
+      faults: [{ type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '2m', scope: 'pod' }],
     });
     const r = await runScenario(fast);
     const a = activations(r.logs).filter((l) => l.t >= HANG_AT);

@@ -456,6 +456,7 @@ describe('the agent loop fed malformed heartbeats', () => {
           retire: async () => void calls.push('retire'),
           collect: async () => void calls.push('collect'),
           readLive: async (): Promise<LiveRead> => ({ beats: [real] }),
+          fence: async () => ({ killed: 0, detail: 'not hung' }),
           event: async (_p, e) => void calls.push(`event:${e.reason}`),
         };
         const agent = new Agent({ node: NODE, clock: time, timers: time, logger: pino({ level: 'silent' }), actuators, specHash: () => 'h1', policy });

@@ -1,0 +1,128 @@
+// The coverage scenarios' figures as their goals state them, over many seeds, with the baselines
+// beside lastseen (`npm run bench:coverage -- [A..B]`, default seeds 1..200). Prints one table per
+// scenario: p50 / p90 / max over seeds, and how many seeds meet the goal.
+//
+// - apiserver-hang, apiserver-hang-release: unserved seconds after the hang starts (goal <= 30 s).
+// - reboot-mid-handover: served again after the second power cycle, minus the plain reboot's
+//   served-again time on the same seed (master-reboot on the same kubelet model; goal <= 5 s).
+// - reboot-loop: unserved seconds over the run, and lastseen / kubelet-pods per seed (goal <= 0.8).
+// - stumbling-rollout: from the new spec's last crash to the parent serving alone (goal <= 300 s).
+// - bad-rollout-overlap-30m: share of the 30 minutes after the rollout served (goal >= 99%).
+import { namedScenario, type RunResult, runScenario, withKubeletModel } from '../src/sim/index.js';
+import { parseScenario } from '../src/sim/schema.js';
+import { NAMED } from '../src/sim/scenarios.js';
+import { type Summary, summarize } from './lib/util.js';
+
+type Strategy = 'lastseen' | 'kubelet-pods' | 'runtime-poll';
+const STRATEGIES: Strategy[] = ['lastseen', 'kubelet-pods', 'runtime-poll'];
+
+function seedRange(arg: string | undefined): number[] {
+  const m = /^(\d+)\.\.(\d+)$/.exec(arg ?? '1..200');
+  if (!m) throw new Error(`seeds: expected A..B, got ${arg}`);
+  const out: number[] = [];
+  for (let s = Number(m[1]); s <= Number(m[2]); s++) out.push(s);
+  return out;
+}
+
+async function run(name: string, seed: number, strategy: Strategy, keepLogs = false): Promise<RunResult> {
+  const sc = namedScenario(name) ?? badRollout30m(name);
+  return runScenario(sc, { seed, strategy, keepLogs });
+}
+
+/** bad-rollout-overlap held 30 minutes after the rollout. */
+function badRollout30m(name: string) {
+  if (name !== 'bad-rollout-overlap-30m') throw new Error(`no scenario ${name}`);
+  const r = parseScenario({ ...NAMED['bad-rollout-overlap']!, name, duration: '33m' });
+  if (!r.ok) throw new Error(r.errors.map((e) => e.message).join('; '));
+  return r.scenario;
+}
+
+function fmt(s: Summary): string {
+  const f = (v: number | null) => (v === null ? '-' : String(Math.round(v * 10) / 10));
+  return `${f(s.p50)} / ${f(s.p90)} / ${f(s.max)}`;
+}
+
+const seeds = seedRange(process.argv[2]);
+const rows: string[] = [];
+const line = (scenario: string, strategy: string, what: string, values: number[], goal: (v: number) => boolean, violations: number) =>
+  rows.push(`| ${scenario} | ${strategy} | ${what} | ${fmt(summarize(values))} | ${values.filter(goal).length}/${values.length} | ${violations} |`);
+
+for (const name of ['apiserver-hang', 'apiserver-hang-release']) {
+  for (const st of STRATEGIES) {
+    const v: number[] = [];
+    let bad = 0;
+    for (const seed of seeds) {
+      const r = await run(name, seed, st);
+      v.push(r.outcome.perFault[0]!.unservedSeconds);
+      bad += r.invariantViolations.length > 0 ? 1 : 0;
+    }
+    line(name, st, 'unserved s after the hang starts', v, (x) => x <= 30, bad);
+  }
+}
+
+for (const st of STRATEGIES) {
+  const diff: number[] = [];
+  const second: number[] = [];
+  let bad = 0;
+  for (const seed of seeds) {
+    const r = await run('reboot-mid-handover', seed, st);
+    const plain = await runScenario(withKubeletModel(namedScenario('master-reboot')!, 'v1.36'), { seed, strategy: st, keepLogs: false });
+    const a = r.outcome.perFault[1]!.servedAt;
+    const b = plain.outcome.perFault[0]!.servedAt;
+    second.push(a ?? Number.POSITIVE_INFINITY);
+    diff.push(a === null || b === null ? Number.POSITIVE_INFINITY : a - b);
+    bad += r.invariantViolations.length > 0 ? 1 : 0;
+  }
+  line('reboot-mid-handover', st, 'served again after the 2nd reboot (s)', second, () => true, bad);
+  line('reboot-mid-handover', st, '... minus a plain reboot, same seed (s)', diff, (x) => x <= 5, bad);
+}
+
+{
+  const base = new Map<number, number>();
+  for (const st of ['kubelet-pods', 'lastseen', 'runtime-poll'] as Strategy[]) {
+    const v: number[] = [];
+    const ratio: number[] = [];
+    let bad = 0;
+    for (const seed of seeds) {
+      const r = await run('reboot-loop', seed, st);
+      const u = r.outcome.unservedSeconds;
+      v.push(u);
+      if (st === 'kubelet-pods') base.set(seed, u);
+      else ratio.push(u / (base.get(seed) ?? Number.NaN));
+      bad += r.invariantViolations.length > 0 ? 1 : 0;
+    }
+    line('reboot-loop', st, 'unserved s (whole run)', v, () => true, bad);
+    if (st !== 'kubelet-pods') line('reboot-loop', st, '... / kubelet-pods, same seed', ratio, (x) => x <= 0.8, bad);
+  }
+}
+
+for (const st of STRATEGIES) {
+  const v: number[] = [];
+  let bad = 0;
+  for (const seed of seeds) {
+    const r = await run('stumbling-rollout', seed, st, true);
+    const crashes = r.logs.filter((l) => l.kind === 'kubelet' && /crash \d+ of \d+/.test(l.text));
+    const last = crashes.length ? crashes[crashes.length - 1]!.t : null;
+    const f = r.outcome.perFault[0]!;
+    const alone = f.parentServedAt === null ? null : f.at + f.parentServedAt;
+    v.push(last === null || alone === null ? Number.POSITIVE_INFINITY : (alone * 1000 - last) / 1000);
+    bad += r.invariantViolations.length > 0 ? 1 : 0;
+  }
+  line('stumbling-rollout', st, 'last crash -> parent serves alone (s)', v, (x) => x <= 300, bad);
+}
+
+for (const st of STRATEGIES) {
+  const v: number[] = [];
+  let bad = 0;
+  for (const seed of seeds) {
+    const r = await run('bad-rollout-overlap-30m', seed, st);
+    v.push(100 * (1 - r.outcome.perFault[0]!.unservedSeconds / 1800));
+    bad += r.invariantViolations.length > 0 ? 1 : 0;
+  }
+  line('bad-rollout-overlap (30 min)', st, 'served % of the 30 min', v, (x) => x >= 99, bad);
+}
+
+console.log(`seeds ${seeds[0]}..${seeds[seeds.length - 1]}; p50 / p90 / max; "goal": seeds meeting it; violations: seeds with any\n`);
+console.log('| scenario | strategy | figure | p50 / p90 / max | goal | violations |');
+console.log('|---|---|---|---|---|---|');
+for (const r of rows) console.log(r);

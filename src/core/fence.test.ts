@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { decide } from './decide.js';
+import { FENCE_REPEAT_MS, HANG_CONFIRM_ROUNDS } from './fence.js';
+import { beat, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
+import type { Action, Input, ParentState } from './types.js';
+
+const overlap = { ...POLICY, handover: 'overlap' as const };
+const hungBeat = () => beat('Starting', { unanswered: true });
+const kinds = (as: Action[]) => as.map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
+
+function feed(s: ParentState, steps: Array<[number, Input]>) {
+  const actions: Action[] = [];
+  for (const [t, input] of steps) {
+    const d = decide(s, input, t);
+    actions.push(...d.actions);
+    s = d.state;
+  }
+  return { state: s, actions };
+}
+
+describe('fencing a hung parent (src/core/fence.ts)', () => {
+  it('overlap: two unanswered rounds activate the checkpoint (ParentHung); the fence waits for the copy to beat Ready', () => {
+    const h = fixtures(overlap).Healthy!.state; // a Ready beat at 2000
+    const one = feed(h, [[2500, { type: 'beat', beat: hungBeat() }]]);
+    expect(one.state.state).toBe('Healthy'); // one round may be a slow answer
+    expect(HANG_CONFIRM_ROUNDS).toBe(2);
+    const two = feed(one.state, [[3500, { type: 'beat', beat: hungBeat() }]]);
+    expect(two.state.state).toBe('Active');
+    expect(two.state.reason.code).toBe('ParentHung');
+    expect(kinds(two.actions)).toContain('activate');
+    expect(kinds(two.actions)).not.toContain('fence');
+    // The copy is written and beats Starting: still no fence (overlap waits for Ready).
+    const copyStarting = feed(two.state, [
+      [3600, { type: 'activated' }],
+      [4000, { type: 'beat', beat: beat('Starting', { role: 'checkpoint', holderUid: 'copy-1', holder: 'kube-apiserver-checkpoint' }) }],
+      [4500, { type: 'beat', beat: hungBeat() }],
+    ]);
+    expect(kinds(copyStarting.actions)).not.toContain('fence');
+    const ready = feed(copyStarting.state, [
+      [6000, { type: 'beat', beat: beat('Ready', { role: 'checkpoint', holderUid: 'copy-1', holder: 'kube-apiserver-checkpoint' }) }],
+    ]);
+    const fence = ready.actions.find((a) => a.type === 'fence');
+    expect(fence).toMatchObject({ type: 'fence', podUid: POD.uid });
+    // Asked once: more unanswered beats do not ask again while it is in flight.
+    expect(kinds(feed(ready.state, [[7000, { type: 'beat', beat: hungBeat() }]]).actions)).not.toContain('fence');
+    // Its result is claimed once known: a Warning Event and the reason.
+    const done = feed(ready.state, [[7200, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL of pid 42' }]]);
+    expect(kinds(done.actions)).toContain('event:ParentFenced');
+    expect(done.state.reason.code).toBe('ParentFenced');
+    expect(done.state.state).toBe('Active'); // the copy serves until the restarted parent is Ready
+  });
+
+  it('release: the hung process holds the whole port, so it is fenced at once, with no copy; the parent gets a fresh start', () => {
+    const h = fixtures(POLICY).Healthy!.state;
+    const r = feed(h, [
+      [2500, { type: 'beat', beat: hungBeat() }],
+      [3500, { type: 'beat', beat: hungBeat() }],
+    ]);
+    expect(kinds(r.actions)).toContain('fence');
+    expect(kinds(r.actions)).not.toContain('activate');
+    expect(r.state.state).toBe('Healthy');
+    const done = feed(r.state, [[3600, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL' }]]);
+    expect(done.state.graceUntil).toBe(3600 + POLICY.startupGraceMs);
+    // Not judged silent while it restarts (no answered beat since 2000, window 4000).
+    expect(feed(done.state, [[8000, { type: 'tick' }]]).state.state).toBe('Healthy');
+    // Restarted, it answers again: the hang is over.
+    const back = feed(done.state, [
+      [9000, { type: 'beat', beat: beat('Starting') }],
+      [12_000, { type: 'beat', beat: beat('Ready') }],
+    ]);
+    expect(back.state.state).toBe('Healthy');
+    expect(back.state.hang.since).toBeNull();
+  });
+
+  it('never while fresh: an answered beat between two unanswered ones starts the count again', () => {
+    const h = fixtures(POLICY).Healthy!.state;
+    const r = feed(h, [
+      [2500, { type: 'beat', beat: hungBeat() }],
+      [3000, { type: 'beat', beat: beat('Ready') }],
+      [3500, { type: 'beat', beat: hungBeat() }],
+    ]);
+    expect(kinds(r.actions)).not.toContain('fence');
+    expect(r.state.state).toBe('Healthy');
+  });
+
+  it('never a pod that never answered (a starting process, not a hang), and never the copy', () => {
+    const r = feed(start(POLICY), [
+      [1500, { type: 'beat', beat: hungBeat() }],
+      [2500, { type: 'beat', beat: hungBeat() }],
+      [3500, { type: 'beat', beat: hungBeat() }],
+    ]);
+    expect(kinds(r.actions)).not.toContain('fence');
+    const copy = feed(fixtures(POLICY).Healthy!.state, [
+      [2500, { type: 'beat', beat: beat('Starting', { role: 'checkpoint', unanswered: true, holderUid: 'c' }) }],
+      [3500, { type: 'beat', beat: beat('Starting', { role: 'checkpoint', unanswered: true, holderUid: 'c' }) }],
+    ]);
+    expect(kinds(copy.actions)).not.toContain('fence');
+  });
+
+  it('one round on two channels is one round; a failed fence is asked again after the back-off, a done one not before FENCE_REPEAT_MS', () => {
+    const h = fixtures(POLICY).Healthy!.state;
+    const b = hungBeat();
+    const dup = feed(h, [
+      [2500, { type: 'beat', beat: b }],
+      [2600, { type: 'beat', beat: { ...b, channel: 'local' } }],
+    ]);
+    expect(kinds(dup.actions)).not.toContain('fence');
+    const asked = feed(dup.state, [[3500, { type: 'beat', beat: hungBeat() }]]);
+    expect(kinds(asked.actions)).toContain('fence');
+    const failed = feed(asked.state, [[3600, { type: 'actionFailed', action: 'fence', error: 'EPERM' }]]);
+    expect(kinds(feed(failed.state, [[4500, { type: 'beat', beat: hungBeat() }]]).actions)).not.toContain('fence'); // back-off
+    expect(kinds(feed(failed.state, [[9000, { type: 'beat', beat: hungBeat() }]]).actions)).toContain('fence');
+    const none = feed(asked.state, [[3600, { type: 'fenced', podUid: POD.uid, killed: 0, detail: 'answers again' }]]);
+    expect(none.state.reason.code).toBe('FenceNotNeeded');
+    expect(kinds(feed(none.state, [[5000, { type: 'beat', beat: hungBeat() }]]).actions)).not.toContain('fence');
+    expect(kinds(feed(none.state, [[3600 + FENCE_REPEAT_MS, { type: 'beat', beat: hungBeat() }]]).actions)).toContain('fence');
+  });
+});
