@@ -41,10 +41,15 @@ export function beatFromPod(pod: unknown, expectedNode: string): BeatResult {
   if (!renew.ok) return refuse(renew.reason);
   const f = parseBeatAnnotations(ann);
   if (!f.ok) return refuse(f.reason);
-  if (f.value.holderUid && typeof md.uid === 'string' && md.uid !== '' && f.value.holderUid !== md.uid) {
+  // Every pod the api-server serves has a uid: the annotations are this pod's beat only if they
+  // name it (or name none, from an older writer). A pod object without one is not the api-server's,
+  // and its annotations cannot outrank the parent's own beats on other channels (src/core/beats.ts
+  // compares one holder's sequences across channels).
+  if (typeof md.uid !== 'string' || md.uid === '') return refuse('metadata.uid is missing: not a pod as the api-server serves it');
+  if (f.value.holderUid && f.value.holderUid !== md.uid) {
     return refuse(`annotation ${ANNOTATION_HOLDER_UID} ${f.value.holderUid} names another pod (this one is ${md.uid}): copied annotations, not a beat`);
   }
-  return beatOf('annotation', { holder: holder.value, renewTime: renew.value, ...f.value });
+  return beatOf('annotation', { holder: holder.value, renewTime: renew.value, ...f.value, holderUid: md.uid });
 }
 
 export interface AnnotationChannelOptions {

@@ -99,7 +99,7 @@ describe('parent recipes (deploy/components)', () => {
     const hb = sidecars[0]!;
     expect(hb.restartPolicy).toBe('Always');
     expect(hb.args).toContain(`--probe=${probe}`);
-    expect(hb.securityContext?.capabilities?.add?.sort()).toEqual(['DAC_READ_SEARCH', 'SYS_PTRACE']);
+    expect(hb.securityContext?.capabilities?.add?.sort()).toEqual(['DAC_READ_SEARCH', 'KILL', 'SYS_PTRACE']);
     expect(hb.env).toContainEqual({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' });
     // The parent's own container keeps its command, with port sharing added, and its own volumes.
     expect(pod.containers).toHaveLength(1);

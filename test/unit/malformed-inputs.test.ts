@@ -427,6 +427,12 @@ function feed(agent: Agent, j: Junk): boolean {
   if (j.kind === 'pod') {
     const r = beatFromPod(j.obj, NODE);
     if (!r.ok) return false;
+    // The parent's own pod object, annotations intact but for a value the parser accepts: a beat of
+    // the parent itself (its uid, a sequence). Not junk: one holder's sequences are comparable
+    // across channels (src/core/beats.ts), so its sequence 42 outranks the Lease's and can silence
+    // it, as a forged Stopping can stop it. Refusing it needs what only the api-server can tell (who
+    // wrote the annotation), so it is left out here, as the deliberate phases are.
+    if (r.beat.holderUid === UID && r.beat.role === 'parent') return false;
     agent.beat(NS, KEY, r.beat);
     return true;
   }
