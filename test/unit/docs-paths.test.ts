@@ -27,7 +27,7 @@ function filesUnder(dir: string, ext: string): string[] {
 }
 
 /** `file:line: path` for every path named in `file` that does not exist. */
-export function missingPaths(file: string, text: string, comments: boolean): string[] {
+function missingPaths(file: string, text: string, comments: boolean): string[] {
   const out: string[] = [];
   text.split('\n').forEach((line, i) => {
     if (comments && !COMMENT.test(line)) return;
