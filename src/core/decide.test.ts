@@ -469,26 +469,25 @@ describe('decide: rules over time', () => {
       return { state: s, handovers, events, last };
     }
 
-    it('a new spec that fails its hand-over is on probation: tried again after 5m, then 10m, each failure a strike; the good copy keeps the node', () => {
-      expect(PROBATION.release.initialMs).toBe(5 * 60_000);
-      const r = run(BAD, 1_000_000);
-      // Verdict at 17 s (the 10 s window); probation 5 min -> 317 s; fails at 327 s, 10 min -> 927 s;
-      // the third window is 20 s (handoverWindowMs grows): fails at 947 s, 20 min more, after the run.
-      expect(r.handovers).toEqual([7000, 317_000, 927_000]);
-      expect(r.events.filter((e) => e === 'KnownBadSpec')).toHaveLength(3);
-      expect(r.events.filter((e) => e === 'ProbationEnded')).toHaveLength(2);
+    it('a new spec that fails its hand-over is on probation: tried again after 30m, then 1h, each failure a strike; the good copy keeps the node', () => {
+      expect(PROBATION.release.initialMs).toBe(30 * 60_000);
+      const r = run(BAD, 2_000_000);
+      // Verdict at 17 s (the 10 s window); probation 30 min -> 1817 s; fails at 1827 s, 1 h more.
+      expect(r.handovers).toEqual([7000, 1_817_000]);
+      expect(r.events.filter((e) => e === 'KnownBadSpec')).toHaveLength(2);
+      expect(r.events.filter((e) => e === 'ProbationEnded')).toHaveLength(1);
       expect(r.state.state).toBe('Active');
       expect(r.state.checkpoint.active).toBe(true);
-      expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 947_000, strikes: 3, until: 947_000 + 20 * 60_000 });
+      expect(r.state.knownBad).toEqual({ specHash: 'h-bad', podUid: 'u2', since: 1_827_000, strikes: 2, until: 1_827_000 + 60 * 60_000 });
       expect(reasonText(r.state.reason)).toMatch(/^KnownBadSpec: rollout held/);
     });
 
     it('the held spec wakes the core when its probation ends, and the Event names the spec and the next try', () => {
       const r = run(BAD, 20_000);
-      expect(r.state.knownBad).toMatchObject({ strikes: 1, until: 317_000 });
+      expect(r.state.knownBad).toMatchObject({ strikes: 1, until: 1_817_000 });
       const d = decide(r.state, { type: 'tick' }, 20_000);
       expect(d.wakeAt).not.toBeNull();
-      expect(d.wakeAt!).toBeLessThanOrEqual(317_000);
+      expect(d.wakeAt!).toBeLessThanOrEqual(1_817_000);
       const bad = run(BAD, 18_000);
       expect(bad.last.actions).toEqual([]);
       const all = run(BAD, 17_400);
@@ -532,10 +531,10 @@ describe('decide: rules over time', () => {
       });
       expect(restarted.state).toBe('Active');
       expect(restarted.knownBad).toMatchObject({ specHash: 'h-bad', podUid: 'u2' });
-      // Strike 1 at 17 s holds the spec until 317 s; the record kept 217 s of it at 100 s, so the
-      // restarted agent (same boot) tries it again 217 s after its start, not before.
-      const after = run(BAD, 500_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
-      expect(after.handovers).toEqual([417_000]);
+      // Strike 1 at 17 s holds the spec until 1817 s; the record kept 1717 s of it at 100 s, so the
+      // restarted agent (same boot) tries it again 1717 s after its start, not before.
+      const after = run(BAD, 2_000_000, drive(restarted, [[200_000, { type: 'api', reachable: true }]]).state, 200_200);
+      expect(after.handovers).toEqual([1_917_000]);
       expect(after.state.checkpoint.active).toBe(true);
       expect(after.state.knownBad).toMatchObject({ strikes: 2 });
       // Without the record (the earlier behaviour) the restarted agent hands over to it again.

@@ -36,10 +36,10 @@ describe('probation: a verdict that expires on a back-off schedule', () => {
 
   it('says when the spec is tried again', () => {
     const v = strike(null, BAD, 0);
-    expect(nextTry(v, 0)).toBe('in 5m');
-    expect(nextTry(v, 270_000)).toBe('in 30s');
-    expect(nextTry(v, 400_000)).toBe('now');
-    expect(nextTry(strike(v, BAD, 0), 10_000)).toBe('in 9m50s');
+    expect(nextTry(v, 0)).toBe('in 30m');
+    expect(nextTry(v, 1_770_000)).toBe('in 30s');
+    expect(nextTry(v, 2_000_000)).toBe('now');
+    expect(nextTry(strike(v, BAD, 0), 10_000)).toBe('in 59m50s');
     expect(nextTry(strike(null, BAD, 0, PROBATION.overlap), 0)).toBe('in 30m');
   });
 

@@ -32,14 +32,15 @@ export interface ProbationSchedule {
 }
 
 /**
- * Release: a verdict cost a whole hand-over window (handoverTimeout, 2 min by default) without
- * service; five minutes, doubling to an hour, keeps a never-Ready spec below one lost window per
- * hour while a good one that failed for a passing reason is back within minutes.
- * Overlap: a verdict came after OVERLAP_EXITS_FOR_VERDICT exits, and a try costs two rewrites of
- * the copy: half an hour, doubling to four hours.
+ * Half an hour, doubling to four hours, in both modes: a try costs a whole hand-over window without
+ * service (release: handoverTimeout, 2 min by default) or two rewrites of the copy (overlap, about
+ * 30 s each), so a spec that never gets Ready is tried at most once in the first half hour after
+ * its verdict. A good spec that only stumbled gets through before any verdict: within its
+ * hand-over window (release, which grows per attempt) or its first OVERLAP_EXITS_FOR_VERDICT - 1
+ * exits (overlap).
  */
 export const PROBATION: Record<'release' | 'overlap', ProbationSchedule> = {
-  release: { initialMs: 5 * 60_000, maxMs: 60 * 60_000 },
+  release: { initialMs: 30 * 60_000, maxMs: 4 * 60 * 60_000 },
   overlap: { initialMs: 30 * 60_000, maxMs: 4 * 60 * 60_000 },
 };
 /** The first probation and the cap of the default (release) schedule. */

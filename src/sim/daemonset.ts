@@ -75,7 +75,7 @@ export class DaemonSetController {
   private readonly all: Rollout[] = [];
   private readonly strategies = new Map<string, RollingUpdate>();
   /** Each parent's nodes by name: the order the controller walks them in. */
-  private readonly order = new Map<string, string[]>();
+  private readonly order = new Map<string, { from: string[]; sorted: string[] }>();
 
   constructor(
     private readonly world: World,
@@ -134,12 +134,14 @@ export class DaemonSetController {
   }
 
   private nodesOf(def: ParentDef): string[] {
+    // Sorted once per node set: a parent's set can change (a DaemonSet that stops placing it on a
+    // node, as the garbage-collection tests do), and the controller follows the set it is given.
     let o = this.order.get(def.key);
-    if (!o) {
-      o = [...def.nodes].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    if (!o || o.from !== def.nodes) {
+      o = { from: def.nodes, sorted: [...def.nodes].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)) };
       this.order.set(def.key, o);
     }
-    return o;
+    return o.sorted;
   }
 
   /** IsPodAvailable: Ready in the api-server's view, for at least minReadySeconds. */

@@ -7,12 +7,16 @@ import { namedScenario, runScenario, withKubeletModel } from './index.js';
 import { World } from './world.js';
 
 describe('unserved-total: the unserved time over a whole run is bounded, however long the run', () => {
-  it('bad-rollout: an hour-long run leaves lastseen no more unserved than a 15-minute one (no hand-over to a known-bad spec)', async () => {
+  it('bad-rollout: an hour-long run costs lastseen one more try than a 15-minute one (probation: the known-bad spec is tried again once in the hour)', async () => {
     const s = namedScenario('bad-rollout')!;
     const short = await runScenario(s, { keepLogs: false });
     const long = await runScenario(s, { keepLogs: false, durationMs: 3_600_000 });
     expect(long.invariantViolations).toEqual([]);
-    expect(long.outcome.unservedSeconds).toBe(short.outcome.unservedSeconds);
+    // The verdict holds 30 minutes (src/core/probation.ts); the one try after it costs a hand-over
+    // window (handoverTimeout, 120 s) and the copy's restart, then the verdict holds an hour.
+    const extra = long.outcome.unservedSeconds - short.outcome.unservedSeconds;
+    expect(extra).toBeGreaterThan(100);
+    expect(extra).toBeLessThan(150);
     // The budget is finite and well under what repeated hand-overs to the crashing spec cost
     // (before the rule: unserved about 77% of the time, 2,600 s over this hour).
     const def = s.parents[0]!;
