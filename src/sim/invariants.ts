@@ -194,7 +194,8 @@ export class Invariants {
   fencing(node: SimNode, key: string, podUid: string): void {
     const k = this.world.kubelets.get(node.name);
     const pod = k?.pods.get(podUid);
-    if (!pod || pod.spec?.key !== key || pod.role !== 'parent') {
+    if (!pod) return; // gone already (deleted, or the node rebooted): the fence finds nothing to stop
+    if (pod.spec?.key !== key || pod.role !== 'parent') {
       this.violate(node.name, key, 'fence-while-fresh', `fence of pod ${podUid}, which is not a ${key} parent on this node`);
       return;
     }
