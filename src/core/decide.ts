@@ -359,10 +359,12 @@ function observe(s: ParentState, input: Input, now: number): void {
       if (s.hang.fence?.podUid === input.podUid) s.hang.fence.killed = input.killed;
       if (input.killed > 0) {
         // The hung process is gone; the kubelet restarts it. Its sidecar's next rounds say how it
-        // does, and it gets a fresh start to be seen again, as after an agent restart.
+        // does, and it gets a fresh start to be seen again, as after an agent restart. Without a
+        // copy serving (release), it must be Ready within a hand-over window, as after a retire.
         s.hang.since = null;
         s.hang.rounds = 0;
         s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
+        if (!s.checkpoint.active) s.hang.recoverBy = now + handoverWindowMs(s.policy, 1);
       }
       return;
     case 'collected':
@@ -588,6 +590,17 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
     case 'Starting': {
       const hung = hungPod(s);
       if (hung !== null && s.phase !== 'Stopping') return coverHung(s, hung, now, actions);
+      const recoverBy = s.hang.recoverBy ?? null;
+      if (recoverBy !== null && now >= recoverBy && s.phase !== 'Ready') {
+        s.hang.recoverBy = null;
+        return activate(
+          s,
+          'FencedNotBack',
+          `the fenced parent did not report Ready within ${Math.round((recoverBy - (s.hang.fence?.at ?? recoverBy)) / 1000)}s of its fence`,
+          now,
+          actions,
+        );
+      }
       if (isFresh) {
         if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
         if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
@@ -963,6 +976,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   if (s.state === 'Active') add(s.handover.notBefore);
   if (s.knownBad !== null) add(s.knownBad.until);
   if (s.hang.fence !== null && s.hang.since !== null) add(s.hang.fence.at + FENCE_REPEAT_MS);
+  add(s.hang.recoverBy);
   add(s.handover.deadline);
   for (const r of Object.values(s.retry)) add(r.at);
   for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);

@@ -72,6 +72,31 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     expect(back.state.hang.since).toBeNull();
   });
 
+  it('release: a fenced parent that does not report Ready within a hand-over window is covered by its checkpoint (a kubelet that does not restart it)', () => {
+    const h = fixtures(POLICY).Healthy!.state;
+    const r = feed(h, [
+      [2500, { type: 'beat', beat: hungBeat() }],
+      [3500, { type: 'beat', beat: hungBeat() }],
+      [3600, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL' }],
+    ]);
+    expect(r.state.hang.recoverBy).toBe(3600 + POLICY.handoverTimeoutMs);
+    // Its sidecar beats Starting (the process is gone, nothing restarts it): fresh, but not Ready.
+    const steps: Array<[number, Input]> = [];
+    for (let t = 4000; t <= 14_000; t += 1000) steps.push([t, { type: 'beat', beat: beat('Starting') }]);
+    const waiting = feed(
+      r.state,
+      steps.filter(([t]) => t < 13_600),
+    );
+    expect(waiting.state.state).toBe('Starting');
+    const late = feed(waiting.state, [[13_600, { type: 'tick' }]]);
+    expect(late.state.state).toBe('Active');
+    expect(late.state.reason.code).toBe('FencedNotBack');
+    // A Ready beat in time ends the wait.
+    const back = feed(r.state, [[5000, { type: 'beat', beat: beat('Ready') }]]);
+    expect(back.state.hang.recoverBy).toBeNull();
+    expect(feed(back.state, [[14_000, { type: 'beat', beat: beat('Ready') }]]).state.state).toBe('Healthy');
+  });
+
   it('never while fresh: an answered beat between two unanswered ones starts the count again', () => {
     const h = fixtures(POLICY).Healthy!.state;
     const r = feed(h, [

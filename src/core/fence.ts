@@ -41,6 +41,12 @@ export interface HangState {
   copyReadyAt: number | null;
   /** The last fence asked for: which pod, when, and its result (null: not reported yet). */
   fence: { podUid: string; at: number; killed: number | null } | null;
+  /**
+   * Release: a fenced parent must beat Ready again by then (a hand-over window after the fence), or
+   * the checkpoint is activated (a kubelet that does not restart it, a process that hangs again).
+   * null: no fence waiting for its parent. Cleared by a Ready beat.
+   */
+  recoverBy?: number | null;
 }
 
 export function emptyHang(): HangState {
@@ -60,6 +66,7 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
     h.since = null;
     h.rounds = 0;
     h.answeredBy = b.holderUid;
+    if (b.phase === 'Ready') h.recoverBy = null;
     return false;
   }
   // Only a process that answered before hangs; a pod that never answered is starting (or broken).
