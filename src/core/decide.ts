@@ -589,7 +589,10 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
     case 'Healthy':
     case 'Starting': {
       const hung = hungPod(s);
-      if (hung !== null && s.phase !== 'Stopping') return coverHung(s, hung, now, actions);
+      if (hung !== null && s.phase !== 'Stopping') {
+        const covered = coverHung(s, hung, now, actions);
+        if (covered !== null) return covered;
+      }
       const recoverBy = s.hang.recoverBy ?? null;
       if (recoverBy !== null && now >= recoverBy && s.phase !== 'Ready') {
         s.hang.recoverBy = null;
@@ -623,7 +626,10 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
     }
     case 'Silent': {
       const hung = hungPod(s);
-      if (hung !== null && s.phase !== 'Stopping') return coverHung(s, hung, now, actions);
+      if (hung !== null && s.phase !== 'Stopping') {
+        const covered = coverHung(s, hung, now, actions);
+        if (covered !== null) return covered;
+      }
       if (isFresh && s.lastChangeAt! >= s.since) {
         if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
         return enter(s, liveState(s.phase), R('BeatResumed', 'a changed beat arrived'), now, actions);
@@ -780,7 +786,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
  * Release: the hung process holds the whole port, no copy could bind: fence it, and let the
  * kubelet restart it; the ordinary rules cover it if it does not come back.
  */
-function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean {
+function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean | null {
   const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
   if (s.policy.handover === 'overlap') {
     return activate(
@@ -792,7 +798,10 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
     );
   }
   requestFence(s, podUid, now, actions);
-  return false;
+  // While the fence is out, wait for its answer; once it failed (retried on the action back-off) or
+  // found nothing to stop, the ordinary rules judge the parent (null): a hang must never keep the
+  // silence rules from covering it.
+  return s.hang.fence !== null && s.hang.fence.podUid === podUid && s.hang.fence.killed === null ? false : null;
 }
 
 /** Ask for the fence of pod `podUid` (once per FENCE_REPEAT_MS, after the action back-off when one failed). */

@@ -97,6 +97,20 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     expect(feed(back.state, [[14_000, { type: 'beat', beat: beat('Ready') }]]).state.state).toBe('Healthy');
   });
 
+  it('release: a fence that keeps failing never keeps the silence rules from covering the parent', () => {
+    const h = fixtures({ ...POLICY, whenApiUnreachable: 'activate' }).Healthy!.state;
+    let r = feed(h, [
+      [2500, { type: 'beat', beat: hungBeat() }],
+      [3500, { type: 'beat', beat: hungBeat() }],
+      [3600, { type: 'actionFailed', action: 'fence', error: 'EPERM' }],
+    ]);
+    const steps: Array<[number, Input]> = [];
+    for (let t = 4500; t <= 12_500; t += 1000) steps.push([t, { type: 'beat', beat: hungBeat() }]);
+    r = feed(r.state, [...steps, [12_600, { type: 'api', reachable: false }], [12_700, { type: 'tick' }]]);
+    expect(['Silent', 'Active']).toContain(r.state.state);
+    expect(kinds(r.actions)).toContain('fence'); // asked again after the back-off, too
+  });
+
   it('never while fresh: an answered beat between two unanswered ones starts the count again', () => {
     const h = fixtures(POLICY).Healthy!.state;
     const r = feed(h, [
