@@ -67,13 +67,14 @@ export function localBeatFile(namespace: string, key: string, role: 'parent' | '
 
 /**
  * The fence request the agent writes beside a parent's local beat, and the answer its sidecar
- * writes back (src/agent/fence.ts, src/heartbeat/fence.ts). Dot-free of `.json` beat names' role part.
+ * writes back (src/agent/fence.ts, src/heartbeat/fence.ts). Dot-prefixed, so the agent's scan of
+ * the folder for beat files (`<ns>_<key>.json`) never takes them for beats.
  */
 export function fenceRequestFile(namespace: string, key: string): string {
-  return `${namespace}_${key}.fence-request.json`;
+  return `.${namespace}_${key}.fence-request.json`;
 }
 export function fenceAnswerFile(namespace: string, key: string): string {
-  return `${namespace}_${key}.fence-answer.json`;
+  return `.${namespace}_${key}.fence-answer.json`;
 }
 
 /** Static-pod manifest file of an active checkpoint. */
