@@ -111,6 +111,20 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     expect(kinds(r.actions)).toContain('fence'); // asked again after the back-off, too
   });
 
+  it('never a process on its way up: unanswered rounds after a Starting beat (a slow start on a loaded node) are no hang', () => {
+    for (const policy of [POLICY, overlap]) {
+      const h = fixtures(policy).Healthy!.state;
+      const r = feed(h, [
+        [2500, { type: 'beat', beat: beat('Starting') }],
+        [3500, { type: 'beat', beat: hungBeat() }],
+        [4500, { type: 'beat', beat: hungBeat() }],
+        [5500, { type: 'beat', beat: hungBeat() }],
+      ]);
+      expect(kinds(r.actions)).not.toContain('fence');
+      expect(r.state.reason.code).not.toBe('ParentHung');
+    }
+  });
+
   it('never while fresh: an answered beat between two unanswered ones starts the count again', () => {
     const h = fixtures(POLICY).Healthy!.state;
     const r = feed(h, [

@@ -34,7 +34,7 @@ export interface HangState {
   since: { holderUid: string; at: number; sequence: number } | null;
   /** Unanswered rounds seen in the current run (by sequence: one round on several channels is one). */
   rounds: number;
-  /** The parent's latest answered beat came from this pod (a hang is a process that answered before). */
+  /** The parent's latest answered beat was this pod's Ready (a hang is a Ready process that stopped answering; null: none). */
   answeredBy: string | null;
   /** The copy started from the manifest as last written: its first beat (any phase) and first Ready beat. */
   copySeenAt: number | null;
@@ -65,11 +65,14 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
   if (b.unanswered !== true) {
     h.since = null;
     h.rounds = 0;
-    h.answeredBy = b.holderUid;
+    // Only a process that was Ready hangs: a Starting beat (refused, an error status) is a process
+    // on its way up, and one that is slow to answer while it starts (a loaded node: seen on the
+    // three-node test bed) is not fenced.
+    h.answeredBy = b.phase === 'Ready' ? b.holderUid : null;
     if (b.phase === 'Ready') h.recoverBy = null;
     return false;
   }
-  // Only a process that answered before hangs; a pod that never answered is starting (or broken).
+  // Only a process whose last answered beat was Ready hangs; one that never was is starting.
   if (h.answeredBy !== b.holderUid) return true;
   if (h.since === null || h.since.holderUid !== b.holderUid || b.sequence < h.since.sequence) {
     h.since = { holderUid: b.holderUid, at: now, sequence: b.sequence };
