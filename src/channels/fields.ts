@@ -16,7 +16,7 @@ import {
   ANNOTATION_UNANSWERED,
   ANNOTATION_UNPROBED,
 } from '../core/names.js';
-import type { Beat, Phase, Role } from '../core/types.js';
+import { type Beat, beatFlags, type Phase, type Role } from '../core/types.js';
 import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
 
 export type BeatResult = { ok: true; beat: Beat } | { ok: false; reason: string };
@@ -44,30 +44,11 @@ export type Field<T> = { ok: true; value: T } | { ok: false; reason: string };
 const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, reason });
 
 /** The beat a channel read, from its checked fields (an undeclared interval stays absent). */
-export function beatOf(
-  channel: Beat['channel'],
-  f: {
-    holder: string;
-    holderUid: string;
-    role: Role;
-    phase: Phase;
-    sequence: number;
-    renewTime: string;
-    intervalMs: number | undefined;
-    unprobed?: boolean;
-    unanswered?: boolean;
-  },
-): BeatResult {
+export function beatOf(channel: Beat['channel'], f: Omit<Beat, 'channel' | 'intervalMs'> & { intervalMs: number | undefined }): BeatResult {
   const { intervalMs, unprobed, unanswered, ...rest } = f;
   return {
     ok: true,
-    beat: {
-      channel,
-      ...rest,
-      ...(intervalMs !== undefined ? { intervalMs } : {}),
-      ...(unprobed && f.phase === 'Ready' ? { unprobed: true } : {}),
-      ...(unanswered && f.phase === 'Starting' ? { unanswered: true } : {}),
-    },
+    beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...beatFlags(f.phase, unprobed, unanswered) },
   };
 }
 

@@ -110,6 +110,14 @@ export interface Reason {
   message: string;
 }
 
+/**
+ * The flags a beat carries only in their own phase, whoever builds it (the writer, or a channel
+ * reading one back): `unprobed` on a Ready, `unanswered` on a Starting.
+ */
+export function beatFlags(phase: Phase, unprobed: boolean | undefined, unanswered: boolean | undefined): Pick<Beat, 'unprobed' | 'unanswered'> {
+  return { ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}), ...(unanswered && phase === 'Starting' ? { unanswered: true } : {}) };
+}
+
 /** One line for logs and timelines: `Code: message`. */
 export function reasonText(r: Reason): string {
   return `${r.code}: ${r.message}`;

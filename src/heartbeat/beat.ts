@@ -1,6 +1,6 @@
 // The heartbeat's own logic, shared by the real sidecar and the simulator: choose the phase from
 // the probe, number the beat, stamp it. Pure: the caller supplies the probe result and the time.
-import type { Beat, Channel, Phase, Role } from '../core/types.js';
+import { type Beat, beatFlags, type Channel, type Phase, type Role } from '../core/types.js';
 
 export interface HeartbeatIdentity {
   namespace: string;
@@ -52,8 +52,7 @@ export function nextBeat(
   unanswered = false,
 ): Beat {
   return {
-    ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}),
-    ...(unanswered && phase === 'Starting' ? { unanswered: true } : {}),
+    ...beatFlags(phase, unprobed, unanswered),
     channel,
     holder: id.podName,
     holderUid: id.podUid,

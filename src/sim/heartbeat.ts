@@ -40,8 +40,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): () => void
     // talks to the api-server both ways (its probe and its watch).
     const reach = world.api.writesFrom(node);
     for (const channel of policy.channels) {
-      const written = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs);
-      const beat = unanswered && phase !== 'Stopping' ? { ...written, unanswered: true } : written;
+      const beat = nextBeat(counter, id, channel, phase, node.clock.wall(now), def.beatIntervalMs, false, unanswered);
       if (channel === 'local') {
         node.files.set(localBeatFile(spec.namespace, spec.key, role), beat);
         world.onLocalBeat(node);
