@@ -1,6 +1,7 @@
 // What the three-master cases do to the test bed and what they measure (docs/real-cluster.md).
 // Every time is in seconds from the case's moment zero: the kubelets' start after a power cycle
 // (the earliest of the nodes started together), else the moment the disruption was made.
+import { loadavg } from 'node:os';
 import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
 import type { Cluster } from './cluster.js';
 import { NODES } from './manifests.js';
@@ -81,6 +82,8 @@ export interface CaseResult {
   /** Successful polls / all polls, in percent, over the case's window. */
   lbAvailabilityPct: number;
   durationS: number;
+  /** The machine's load average (1, 5, 15 min) at the case's end: the bed shares two cores with everyone's work. */
+  loadAvg: [number, number, number];
   nodes: NodeResult[];
   notes: string[];
 }
@@ -203,7 +206,8 @@ export async function staticPowerLoss(c: Cluster, offS = 2): Promise<{ lbServedA
 }
 
 function finish(name: CaseName, round: number, t0: number, lb: Poller, nodes: NodeResult[], recovered: boolean, notes: string[], from = t0): CaseResult {
-  return { case: name, round, recovered, ...lbFigures(lb, t0, from), durationS: round2((Date.now() - t0) / 1000), nodes, notes };
+  const loadAvg = loadavg().map(round2) as [number, number, number];
+  return { case: name, round, recovered, ...lbFigures(lb, t0, from), durationS: round2((Date.now() - t0) / 1000), loadAvg, nodes, notes };
 }
 
 const recoveredAll = (nodes: NodeResult[]) => nodes.every((n) => n.parentServedAfterS !== null && n.schedulerBack && n.controllerManagerBack && n.agentBack);

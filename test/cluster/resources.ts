@@ -3,6 +3,7 @@
 // resident set sizes (pages shared between processes count once per process, so it errs high);
 // CPU is the processes' user+system time between two samples (a process seen in both), in cores.
 import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 
 const PAGE = 4096;
@@ -14,11 +15,15 @@ export interface ResourcePeak {
   medianRssMiB: number;
   peakCpuCores: number;
   meanCpuCores: number;
+  /** The machine's 1-minute load average over the samples (everything on it, not only the bed). */
+  peakLoad1: number;
+  meanLoad1: number;
 }
 
 export class ResourceSampler {
   private readonly rss: number[] = [];
   private readonly cpu: number[] = [];
+  private readonly load: number[] = [];
   private last: { t: number; ticks: Map<number, number> } | null = null;
   private timer: NodeJS.Timeout | null = null;
 
@@ -39,6 +44,8 @@ export class ResourceSampler {
       medianRssMiB: mib(sorted[Math.floor(sorted.length / 2)] ?? 0),
       peakCpuCores: Math.round(Math.max(0, ...this.cpu) * 100) / 100,
       meanCpuCores: this.cpu.length ? Math.round((this.cpu.reduce((a, b) => a + b, 0) / this.cpu.length) * 100) / 100 : 0,
+      peakLoad1: Math.round(Math.max(0, ...this.load) * 100) / 100,
+      meanLoad1: this.load.length ? Math.round((this.load.reduce((a, b) => a + b, 0) / this.load.length) * 100) / 100 : 0,
     };
   }
 
@@ -74,6 +81,7 @@ export class ResourceSampler {
     }
     const t = Date.now();
     this.rss.push(rss);
+    this.load.push(loadavg()[0] ?? 0);
     if (this.last) {
       let used = 0;
       for (const [pid, v] of ticks) {
