@@ -25,6 +25,7 @@ import { backoffMs } from './backoff.js';
 import { copyHang, copyRestarted, emptyHang, FENCE_REPEAT_MS, fenceAllowed, hungPod, observeCopyBeat, observeParentBeat } from './fence.js';
 import { holds, holdsPod, nextTry, OVERLAP_EXITS_FOR_VERDICT, PROBATION, recovered as recoveredVerdict, strike } from './probation.js';
 import { copyTrust, emptyTrust, judgeBeat, leadingBeat, takePending } from './beats.js';
+import { cover, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
 import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
@@ -214,8 +215,6 @@ export function decide(prev: ParentState, input: Input, now: number): Decision {
   reconcile(s, now, actions);
   return { state: s, actions, wakeAt: wakeAt(s, now) };
 }
-
-const secs = (ms: number) => `${Math.round(ms / 100) / 10}s`;
 
 /** Announce (once per change) that the policy's window is shorter than the parent's interval allows. */
 function noteWindow(s: ParentState, actions: Action[]): void {
@@ -538,37 +537,6 @@ function gcDue(s: ParentState, now: number): boolean {
   return s.apiReachable && s.pod === null && s.unscheduledSince !== null && now - s.unscheduledSince >= s.policy.gcGraceMs;
 }
 
-function enter(s: ParentState, to: ParentStateName, reason: Reason, now: number, actions: Action[]): true {
-  actions.push({ type: 'transition', from: s.state, to, reason });
-  if (to === 'Silent') s.confirm = null; // every silence is confirmed afresh
-  s.state = to;
-  s.since = now;
-  s.reason = reason;
-  return true;
-}
-
-function event(actions: Action[], eventType: 'Normal' | 'Warning', reason: string, message: string): void {
-  actions.push({ type: 'event', eventType, reason, message });
-}
-
-function liveState(phase: Phase | null): ParentStateName {
-  return phase === 'Ready' ? 'Healthy' : 'Starting';
-}
-
-function activate(s: ParentState, why: string, message: string, now: number, actions: Action[]): boolean {
-  if (!s.checkpoint.stored) {
-    if (s.state === 'Silent' && s.reason.code === 'NoCheckpoint') return false;
-    event(actions, 'Warning', 'NoCheckpoint', `${s.id} is down (${message}) but no checkpoint has been captured from a Ready pod; nothing can cover it`);
-    if (s.state === 'Silent') {
-      holdNote(s, R('NoCheckpoint', message), actions);
-      return false;
-    }
-    return enter(s, 'Silent', R('NoCheckpoint', `${message}`), now, actions);
-  }
-  event(actions, 'Normal', 'CheckpointActivated', `${s.id}: ${message}; running the checkpoint as a static pod`);
-  return enter(s, 'Active', R(why, message), now, actions);
-}
-
 function step(s: ParentState, now: number, actions: Action[]): boolean {
   const p = s.policy;
   const isFresh = fresh(s, now);
@@ -596,7 +564,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
       const recoverBy = s.hang.recoverBy ?? null;
       if (recoverBy !== null && now >= recoverBy && s.phase !== 'Ready') {
         s.hang.recoverBy = null;
-        return activate(
+        return cover(
           s,
           'FencedNotBack',
           `the fenced parent did not report Ready within ${Math.round((recoverBy - (s.hang.fence?.at ?? recoverBy)) / 1000)}s of its fence`,
@@ -605,10 +573,10 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         );
       }
       if (isFresh) {
-        if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+        if (s.phase === 'Stopping') return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
         if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
           s.handover.notBefore = now + s.handover.nextBackoffMs;
-          return activate(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
+          return cover(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
         }
         const want = liveState(s.phase);
         if (want !== s.state)
@@ -631,28 +599,28 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
         if (covered !== null) return covered;
       }
       if (isFresh && s.lastChangeAt! >= s.since) {
-        if (s.phase === 'Stopping') return activate(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+        if (s.phase === 'Stopping') return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
         return enter(s, liveState(s.phase), R('BeatResumed', 'a changed beat arrived'), now, actions);
       }
       if (!graceOver) return false;
       // Nothing to cover with: say so now rather than after a live read.
-      if (!s.checkpoint.stored) return activate(s, 'NoCheckpoint', 'silent', now, actions);
+      if (!s.checkpoint.stored) return cover(s, 'NoCheckpoint', 'silent', now, actions);
       if (!s.apiReachable) {
         if (p.whenApiUnreachable === 'activate')
-          return activate(s, 'ApiUnreachable', 'silent and the api-server is unreachable (whenApiUnreachable: activate)', now, actions);
+          return cover(s, 'ApiUnreachable', 'silent and the api-server is unreachable (whenApiUnreachable: activate)', now, actions);
         holdNote(s, R('HoldApiUnreachable', 'silent, but the api-server is unreachable and the policy says hold'), actions);
         return false;
       }
-      if (!usesApiChannels(p)) return activate(s, 'Silent', 'no local beat changed within the window', now, actions);
+      if (!usesApiChannels(p)) return cover(s, 'Silent', 'no local beat changed within the window', now, actions);
       if (s.confirm === null || (s.confirm.result === 'pending' && now - s.confirm.since >= CONFIRM_TIMEOUT_MS)) {
         s.confirm = { since: now, result: 'pending' };
         actions.push({ type: 'confirm', channels: p.channels.filter((c) => c !== 'local') });
         return false;
       }
-      if (s.confirm.result === 'unchanged') return activate(s, 'SilenceConfirmed', 'no beat changed within the window, confirmed by a live read', now, actions);
+      if (s.confirm.result === 'unchanged') return cover(s, 'SilenceConfirmed', 'no beat changed within the window, confirmed by a live read', now, actions);
       if (s.confirm.result === 'unavailable') {
         if (p.whenApiUnreachable === 'activate')
-          return activate(s, 'ApiUnreachable', 'the live read could not reach the api-server (whenApiUnreachable: activate)', now, actions);
+          return cover(s, 'ApiUnreachable', 'the live read could not reach the api-server (whenApiUnreachable: activate)', now, actions);
         if (now - s.confirm.since >= CONFIRM_RETRY_MS) s.confirm = null; // ask again on the next step
         return s.confirm === null ? step(s, now, actions) : false;
       }
@@ -789,7 +757,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
 function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean | null {
   const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
   if (s.policy.handover === 'overlap') {
-    return activate(
+    return cover(
       s,
       'ParentHung',
       `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung})`,
@@ -842,22 +810,6 @@ function readyProven(s: ParentState): boolean {
   if (s.phaseUnprobed !== true) return true;
   const pod = s.pod;
   return s.apiReachable && pod !== null && pod.ready === true && (s.holderUid === pod.uid || s.holderUid === '');
-}
-
-/** The reason changes while the state stays: a note (status REASON and the log), not a transition. */
-function holdNote(s: ParentState, reason: Reason, actions: Action[]): void {
-  if (sameReason(s.reason, reason)) return;
-  actions.push({ type: 'note', state: s.state, reason });
-  s.reason = reason;
-}
-
-/** A reason as data: Kubernetes keeps the CamelCase reason and the human message apart. */
-function R(code: string, message: string): Reason {
-  return { code, message };
-}
-
-function sameReason(a: Reason, b: Reason): boolean {
-  return a.code === b.code && a.message === b.message;
 }
 
 function resetHandover(s: ParentState): void {

@@ -1,0 +1,63 @@
+// How a rule says what it decided: a transition (the state changes), a note (the reason changes
+// while the state stays), an Event, or a cover (the checkpoint takes over). Every rule module
+// speaks through these, so each transition carries its reason and each reason is said once.
+//
+// Pure: they change the ParentState they are given (decide() hands every rule its own copy) and
+// append to the actions of the current decision.
+import type { Action, ParentState, ParentStateName, Phase, Reason } from './types.js';
+
+/** A reason as data: Kubernetes keeps the CamelCase reason and the human message apart. */
+export function R(code: string, message: string): Reason {
+  return { code, message };
+}
+
+export function sameReason(a: Reason, b: Reason): boolean {
+  return a.code === b.code && a.message === b.message;
+}
+
+/** The reason changes while the state stays: a note (status REASON and the log), not a transition. */
+export function holdNote(s: ParentState, reason: Reason, actions: Action[]): void {
+  if (sameReason(s.reason, reason)) return;
+  actions.push({ type: 'note', state: s.state, reason });
+  s.reason = reason;
+}
+
+export function event(actions: Action[], eventType: 'Normal' | 'Warning', reason: string, message: string): void {
+  actions.push({ type: 'event', eventType, reason, message });
+}
+
+/** Enter state `to`; always true, so a rule's step can `return enter(...)` ("the state changed"). */
+export function enter(s: ParentState, to: ParentStateName, reason: Reason, now: number, actions: Action[]): true {
+  actions.push({ type: 'transition', from: s.state, to, reason });
+  if (to === 'Silent') s.confirm = null; // every silence is confirmed afresh
+  s.state = to;
+  s.since = now;
+  s.reason = reason;
+  return true;
+}
+
+/**
+ * The parent is down: cover it with its checkpoint (Active), or, with no copy stored, say once that
+ * nothing can cover it (Silent, NoCheckpoint). Returns whether the state changed.
+ */
+export function cover(s: ParentState, why: string, message: string, now: number, actions: Action[]): boolean {
+  if (!s.checkpoint.stored) {
+    if (s.state === 'Silent' && s.reason.code === 'NoCheckpoint') return false;
+    event(actions, 'Warning', 'NoCheckpoint', `${s.id} is down (${message}) but no checkpoint has been captured from a Ready pod; nothing can cover it`);
+    if (s.state === 'Silent') {
+      holdNote(s, R('NoCheckpoint', message), actions);
+      return false;
+    }
+    return enter(s, 'Silent', R('NoCheckpoint', `${message}`), now, actions);
+  }
+  event(actions, 'Normal', 'CheckpointActivated', `${s.id}: ${message}; running the checkpoint as a static pod`);
+  return enter(s, 'Active', R(why, message), now, actions);
+}
+
+/** The state a fresh parent is in, by the phase of its beats. */
+export function liveState(phase: Phase | null): ParentStateName {
+  return phase === 'Ready' ? 'Healthy' : 'Starting';
+}
+
+/** Milliseconds as seconds with one decimal, for messages: `12.5s`. */
+export const secs = (ms: number) => `${Math.round(ms / 100) / 10}s`;
