@@ -198,7 +198,7 @@ export function parsePolicy(doc: unknown): PolicyResult {
         ...errors,
         ...crossFieldOfTheRest(
           doc,
-          r.error.issues.map((i) => i.path),
+          r.error.issues.map((i) => ({ path: i.path, code: i.code, ...('keys' in i ? { keys: i.keys } : {}) })),
         ),
       ],
     };
@@ -208,32 +208,55 @@ export function parsePolicy(doc: unknown): PolicyResult {
 
 /**
  * Every error in one pass: with schema errors, the cross-field rules are still checked on the rest
- * of the document (each field with a schema error left out, so its built-in default stands in), and
- * what they find is reported too, except for the fields already named. Nothing when the rest does
- * not parse either (a broken document shape).
+ * of the document, and what they find is reported too, except for the fields already named. The
+ * rest is the document with each schema error taken out: a bad field left out (its default stands
+ * in), unknown keys dropped, a wrong apiVersion or kind set right, a bad override's name or selector
+ * replaced by a placeholder (only its policy block matters to the rules). Nothing when the shape
+ * itself is broken (the document, `defaults` or `overrides` not a map or a list).
  */
-function crossFieldOfTheRest(doc: unknown, paths: ReadonlyArray<readonly PropertyKey[]>): PolicyError[] {
+function crossFieldOfTheRest(doc: unknown, issues: ReadonlyArray<{ path: readonly PropertyKey[]; code?: string; keys?: readonly string[] }>): PolicyError[] {
   let rest: unknown;
   try {
     rest = structuredClone(doc);
   } catch {
     return [];
   }
+  if (!isMap(rest)) return [];
   const named = new Set<string>();
-  for (const p of paths) {
-    // The field a policy section holds: defaults.<field> or overrides[i].policy.<field>.
-    const depth = p[0] === 'defaults' ? 2 : p[0] === 'overrides' && p[2] === 'policy' ? 4 : 0;
-    if (depth === 0 || p.length < depth) return [];
-    let o = rest as Record<PropertyKey, unknown>;
-    for (const k of p.slice(0, depth - 1)) o = o?.[k as string] as Record<PropertyKey, unknown>;
-    if (o && typeof o === 'object') delete o[p[depth - 1] as string];
-    named.add(formatPath(p.slice(0, depth)));
+  const at = (path: readonly PropertyKey[]): unknown => path.reduce<unknown>((o, k) => (o as Record<PropertyKey, unknown> | undefined)?.[k], rest);
+  for (const { path: p, code, keys } of issues) {
+    if (code === 'unrecognized_keys') {
+      const o = at(p);
+      if (isMap(o)) for (const k of keys ?? []) delete o[k];
+      continue;
+    }
+    if (p[0] === 'apiVersion' && p.length === 1) rest.apiVersion = POLICY_API_VERSION;
+    else if (p[0] === 'kind' && p.length === 1) rest.kind = POLICY_KIND;
+    else if (p[0] === 'defaults' && p.length >= 2 && isMap(rest.defaults)) {
+      delete rest.defaults[p[1] as string];
+      named.add(formatPath(p.slice(0, 2)));
+    } else if (p[0] === 'overrides' && typeof p[1] === 'number' && Array.isArray(rest.overrides)) {
+      const i = p[1];
+      const o = rest.overrides[i];
+      if (!isMap(o)) rest.overrides[i] = { name: `overrides[${i}]`, selector: {}, policy: {} };
+      else if (p[2] === 'name') o.name = `overrides[${i}]`;
+      else if (p[2] === 'selector') o.selector = {};
+      else if (p[2] === 'policy' && p.length >= 4 && isMap(o.policy)) {
+        delete o.policy[p[3] as string];
+        named.add(formatPath(p.slice(0, 4)));
+      } else if (p[2] === 'policy') o.policy = {};
+      else return [];
+    } else return [];
   }
   const r = policyDocument.safeParse(rest);
   if (!r.success) return [];
   const checked = checkParsed(r.data);
   // The document is refused anyway: a broken override is named with the rest.
   return (checked.ok ? (checked.warnings ?? []) : checked.errors).filter((e) => !named.has(e.path));
+}
+
+function isMap(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function checkParsed(data: PolicyDocumentOutput): PolicyResult {
@@ -246,11 +269,19 @@ function checkParsed(data: PolicyDocumentOutput): PolicyResult {
   overrides.forEach((o, i) => {
     // An override is checked merged onto the defaults: that is a combination a parent can receive.
     // Broken, it is skipped for the parents it matches (policyFor), not a reason to refuse the rest.
+    // A rule the defaults already break is named once, at the defaults, unless the override sets that field too.
+    const at = `overrides[${i}].policy`;
+    const own = (w: PolicyError) => {
+      const field = w.path.slice(at.length + 1).split('.')[0]!;
+      return Object.hasOwn(o.patch, field) || !errors.some((e) => e.path === `defaults.${w.path.slice(at.length + 1)}`);
+    };
     warnings.push(
-      ...crossFieldErrors(applyPatch(defaults, o.patch), `overrides[${i}].policy`).map((w) => ({
-        ...w,
-        message: `${w.message} (override "${o.name}" is skipped)`,
-      })),
+      ...crossFieldErrors(applyPatch(defaults, o.patch), at)
+        .filter(own)
+        .map((w) => ({
+          ...w,
+          message: `${w.message} (override "${o.name}" is skipped)`,
+        })),
     );
     if (seen.has(o.name)) errors.push({ path: `overrides[${i}].name`, message: `"${o.name}" is used by an earlier override` });
     seen.add(o.name);

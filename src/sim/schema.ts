@@ -207,89 +207,131 @@ const expectations = z.strictObject({
   faults: z.array(faultExpectation).default([]),
 });
 
-export const scenarioSchema = z
-  .strictObject({
-    apiVersion: z.literal(SCENARIO_API_VERSION).optional(),
-    kind: z.literal('Scenario').optional(),
-    name: z.string().min(1),
-    description: z.string().default(''),
-    /** Virtual run length. */
-    duration: duration().default(900_000),
-    seed: z.number().int().optional(),
-    kubelet: z
-      .strictObject({
-        /**
-         * Which kubelet to model (src/sim/kubelet-model.ts, docs/simulator-kubelet.md): `v1.36`,
-         * calibrated against a real kubelet v1.36.3 (default), or `v1.5`, the kubelet of the
-         * background issue (docs/reboot-story.md), with its periodic file check and status cache.
-         */
-        model: z.enum(KUBELET_MODELS).default('v1.36'),
-        /** v1.5 only: how often the kubelet re-reads its static-pod folder (--file-check-frequency, default 20s). */
-        fileCheckPeriod: duration().optional(),
-        /**
-         * The kubelet v1.5 status cache (docs/reboot-story.md); the model's own default (on for v1.5,
-         * off for v1.36) unless set. While on:
-         * - `/pods` reports each api-assigned pod's phase as last pushed to an api-server, and a pod
-         *   whose container has started is phase Running through its crash-loop restarts;
-         * - a container of an api-assigned pod that exits while the kubelet reaches no api-server is
-         *   not noticed: its status stays "running" and it is not restarted until the kubelet syncs
-         *   with an api-server again (then it is restarted with the crash-loop back-off).
-         * Off: `/pods` reports container states, and every exit is restarted on the back-off.
-         */
-        staleStatus: z.boolean().optional(),
-      })
-      .default({ model: 'v1.36' }),
-    nodes: z.array(node).min(1),
-    parents: z.array(parent).min(1),
-    faults: z.array(fault).default([]),
-    /** The node and key the outcome figures are about (default: the first fault's node, the first parent). */
-    focus: z.strictObject({ node: z.string(), key: z.string() }).optional(),
-    expect: expectations.default({ faults: [] }),
-  })
-  .superRefine((s, ctx) => {
-    const names = new Set(s.nodes.map((n) => n.name));
-    const keys = new Set(s.parents.map((p) => p.key));
-    s.nodes.forEach((n, i) => {
-      if (s.nodes.findIndex((m) => m.name === n.name) !== i) ctx.addIssue({ code: 'custom', path: ['nodes', i, 'name'], message: `"${n.name}" repeats` });
-    });
-    s.parents.forEach((p, i) => {
-      p.nodes?.forEach((n, j) => {
-        if (!names.has(n)) ctx.addIssue({ code: 'custom', path: ['parents', i, 'nodes', j], message: `no node named "${n}"` });
-      });
-    });
-    s.faults.forEach((f, i) => {
-      if ('node' in f && !names.has(f.node)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'node'], message: `no node named "${f.node}"` });
-      if ('key' in f && !keys.has(f.key)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'key'], message: `no parent with key "${f.key}"` });
-      if (f.type === 'link') {
-        if (!names.has(f.from)) ctx.addIssue({ code: 'custom', path: ['faults', i, 'from'], message: `no node named "${f.from}"` });
-        if (f.to === API_SERVER && names.has(API_SERVER))
-          ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: `"${API_SERVER}" is ambiguous: a node has that name; rename the node` });
-        else if (f.to !== API_SERVER && !names.has(f.to))
-          ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: `no node named "${f.to}" (nor "${API_SERVER}")` });
-        else if (f.to === f.from) ctx.addIssue({ code: 'custom', path: ['faults', i, 'to'], message: 'a link needs two ends: to is from' });
-      }
-      if (f.type === 'rollout' && parseInt(String(f.maxUnavailable), 10) === 0 && parseInt(String(f.maxSurge), 10) === 0)
-        ctx.addIssue({ code: 'custom', path: ['faults', i, 'maxUnavailable'], message: 'may not be 0 when maxSurge is 0 (as the api-server refuses it)' });
-      if (f.type === 'latency' && !f.latency && !f.toApi && !f.fromApi)
-        ctx.addIssue({ code: 'custom', path: ['faults', i, 'latency'], message: 'a latency fault needs latency, toApi or fromApi' });
-      if (f.at > s.duration) ctx.addIssue({ code: 'custom', path: ['faults', i, 'at'], message: 'is after the end of the run (duration)' });
-    });
-    s.expect.faults.forEach((e, i) => {
-      if (e.fault >= s.faults.length) {
-        const has = s.faults.length === 0 ? 'the scenario has no faults' : `faults has indices 0..${s.faults.length - 1}`;
-        ctx.addIssue({ code: 'custom', path: ['expect', 'faults', i, 'fault'], message: `no fault with index ${e.fault} (${has})` });
-      }
-    });
-    if (s.kubelet.model !== 'v1.5' && s.kubelet.fileCheckPeriod !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['kubelet', 'fileCheckPeriod'],
-        message: `applies to the v1.5 model only: kubelet ${s.kubelet.model} notices manifests by inotify`,
-      });
-    }
-    if (s.focus && !names.has(s.focus.node)) ctx.addIssue({ code: 'custom', path: ['focus', 'node'], message: `no node named "${s.focus.node}"` });
-    if (s.focus && !keys.has(s.focus.key)) ctx.addIssue({ code: 'custom', path: ['focus', 'key'], message: `no parent with key "${s.focus.key}"` });
+export const scenarioSchema = z.strictObject({
+  apiVersion: z.literal(SCENARIO_API_VERSION).optional(),
+  kind: z.literal('Scenario').optional(),
+  name: z.string().min(1),
+  description: z.string().default(''),
+  /** Virtual run length. */
+  duration: duration().default(900_000),
+  seed: z.number().int().optional(),
+  kubelet: z
+    .strictObject({
+      /**
+       * Which kubelet to model (src/sim/kubelet-model.ts, docs/simulator-kubelet.md): `v1.36`,
+       * calibrated against a real kubelet v1.36.3 (default), or `v1.5`, the kubelet of the
+       * background issue (docs/reboot-story.md), with its periodic file check and status cache.
+       */
+      model: z.enum(KUBELET_MODELS).default('v1.36'),
+      /** v1.5 only: how often the kubelet re-reads its static-pod folder (--file-check-frequency, default 20s). */
+      fileCheckPeriod: duration().optional(),
+      /**
+       * The kubelet v1.5 status cache (docs/reboot-story.md); the model's own default (on for v1.5,
+       * off for v1.36) unless set. While on:
+       * - `/pods` reports each api-assigned pod's phase as last pushed to an api-server, and a pod
+       *   whose container has started is phase Running through its crash-loop restarts;
+       * - a container of an api-assigned pod that exits while the kubelet reaches no api-server is
+       *   not noticed: its status stays "running" and it is not restarted until the kubelet syncs
+       *   with an api-server again (then it is restarted with the crash-loop back-off).
+       * Off: `/pods` reports container states, and every exit is restarted on the back-off.
+       */
+      staleStatus: z.boolean().optional(),
+    })
+    .default({ model: 'v1.36' }),
+  nodes: z.array(node).min(1),
+  parents: z.array(parent).min(1),
+  faults: z.array(fault).default([]),
+  /** The node and key the outcome figures are about (default: the first fault's node, the first parent). */
+  focus: z.strictObject({ node: z.string(), key: z.string() }).optional(),
+  expect: expectations.default({ faults: [] }),
+});
+
+/** The fault types that name a node, and those that name a parent key (from the schema itself). */
+const FAULTS_WITH = {
+  node: new Set<unknown>(fault.options.filter((o) => 'node' in o.shape).map((o) => o.shape.type.value)),
+  key: new Set<unknown>(fault.options.filter((o) => 'key' in o.shape).map((o) => o.shape.type.value)),
+};
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const stringAt = (v: unknown, k: string): string | undefined => (isRecord(v) && typeof v[k] === 'string' ? v[k] : undefined);
+
+/**
+ * The reference and cross-field rules (a fault names a node that exists, a parent key that exists,
+ * an index into faults, ...), checked on the raw document whatever the schema found, so one run
+ * names every problem: a scenario with a bad duration and a fault on a missing node gets both.
+ * Names come from the raw strings (a node with a badly-formed name still answers references to it,
+ * so only the name is reported); a rule that needs a parsed value (a fault's `at` against the run's
+ * duration) is checked only where that value parses.
+ */
+function crossErrors(doc: unknown): PolicyError[] {
+  const out: PolicyError[] = [];
+  const add = (path: PropertyKey[], message: string) => out.push({ path: formatPath(path), message });
+  if (!isRecord(doc)) return out;
+  const nodes = listOf(doc.nodes);
+  const parents = listOf(doc.parents);
+  const faults = listOf(doc.faults);
+  const nodeNames = nodes.map((n) => stringAt(n, 'name'));
+  const names = new Set(nodeNames.filter((n) => n !== undefined));
+  const keys = new Set(parents.map((p) => stringAt(p, 'key')).filter((k) => k !== undefined));
+  const run = duration().default(900_000).safeParse(doc.duration);
+  const node = (path: PropertyKey[], n: unknown) => {
+    if (typeof n === 'string' && !names.has(n)) add(path, `no node named "${n}"`);
+  };
+  nodeNames.forEach((n, i) => {
+    if (n !== undefined && nodeNames.indexOf(n) !== i) add(['nodes', i, 'name'], `"${n}" repeats`);
   });
+  parents.forEach((p, i) => {
+    if (!isRecord(p)) return;
+    listOf(p.nodes).forEach((n, j) => {
+      node(['parents', i, 'nodes', j], n);
+    });
+  });
+  faults.forEach((raw, i) => {
+    if (!isRecord(raw)) return;
+    if (FAULTS_WITH.node.has(raw.type)) node(['faults', i, 'node'], raw.node);
+    if (FAULTS_WITH.key.has(raw.type) && typeof raw.key === 'string' && !keys.has(raw.key)) add(['faults', i, 'key'], `no parent with key "${raw.key}"`);
+    if (raw.type === 'link') {
+      node(['faults', i, 'from'], raw.from);
+      const to = raw.to;
+      if (to === API_SERVER && names.has(API_SERVER)) add(['faults', i, 'to'], `"${API_SERVER}" is ambiguous: a node has that name; rename the node`);
+      else if (typeof to === 'string' && to !== API_SERVER && !names.has(to)) add(['faults', i, 'to'], `no node named "${to}" (nor "${API_SERVER}")`);
+      else if (typeof to === 'string' && to === raw.from) add(['faults', i, 'to'], 'a link needs two ends: to is from');
+    }
+    const parsed = fault.safeParse(raw);
+    if (!parsed.success) return;
+    const f = parsed.data;
+    if (f.type === 'rollout' && parseInt(String(f.maxUnavailable), 10) === 0 && parseInt(String(f.maxSurge), 10) === 0)
+      add(['faults', i, 'maxUnavailable'], 'may not be 0 when maxSurge is 0 (as the api-server refuses it)');
+    if (f.type === 'latency' && !f.latency && !f.toApi && !f.fromApi) add(['faults', i, 'latency'], 'a latency fault needs latency, toApi or fromApi');
+    if (run.success && f.at > run.data) add(['faults', i, 'at'], 'is after the end of the run (duration)');
+  });
+  const expect = isRecord(doc.expect) ? doc.expect : {};
+  listOf(expect.faults).forEach((e, i) => {
+    const at = isRecord(e) ? e.fault : undefined;
+    if (typeof at === 'number' && Number.isInteger(at) && at >= faults.length) {
+      const has = faults.length === 0 ? 'the scenario has no faults' : `faults has indices 0..${faults.length - 1}`;
+      add(['expect', 'faults', i, 'fault'], `no fault with index ${at} (${has})`);
+    }
+  });
+  if (isRecord(doc.kubelet) && doc.kubelet.fileCheckPeriod !== undefined) {
+    const model = doc.kubelet.model ?? 'v1.36';
+    if (model !== 'v1.5' && (KUBELET_MODELS as readonly unknown[]).includes(model))
+      add(['kubelet', 'fileCheckPeriod'], `applies to the v1.5 model only: kubelet ${String(model)} notices manifests by inotify`);
+  }
+  if (isRecord(doc.focus)) {
+    node(['focus', 'node'], doc.focus.node);
+    const key = doc.focus.key;
+    if (typeof key === 'string' && !keys.has(key)) add(['focus', 'key'], `no parent with key "${key}"`);
+  }
+  // Each parent's policy, in the policy document's rules (schema and cross-field), with its own path.
+  parents.forEach((p, i) => {
+    if (!isRecord(p) || (p.policy !== undefined && !isRecord(p.policy))) return;
+    const pr = parsePolicy({ apiVersion: 'lastseen.dev/v1alpha1', kind: 'Policy', defaults: p.policy ?? {} });
+    if (!pr.ok) for (const e of pr.errors) out.push({ path: e.path.replace(/^defaults/, `parents[${i}].policy`), message: e.message });
+  });
+  return out;
+}
 
 export type ScenarioInput = z.input<typeof scenarioSchema>;
 export type ScenarioSpec = z.output<typeof scenarioSchema>;
@@ -337,16 +379,15 @@ const STOP_MS = { apiserver: 15_000, app: 3_000 } as const;
 /** Validate a scenario document (already parsed from YAML/JSON, or a TS object). */
 export function parseScenario(doc: unknown): ScenarioResult {
   const r = scenarioSchema.safeParse(doc);
-  if (!r.success) return { ok: false, errors: r.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })) };
+  // Every problem in one pass: the schema's, then the references and each parent's policy.
+  const errors: PolicyError[] = [...(r.success ? [] : r.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message }))), ...crossErrors(doc)];
+  if (!r.success || errors.length > 0) return { ok: false, errors };
   const spec = r.data;
-  const errors: PolicyError[] = [];
   const parents: ParentDef[] = [];
-  spec.parents.forEach((p, i) => {
+  for (const p of spec.parents) {
     const pr = parsePolicy({ apiVersion: 'lastseen.dev/v1alpha1', kind: 'Policy', defaults: p.policy });
-    if (!pr.ok) {
-      for (const e of pr.errors) errors.push({ path: e.path.replace(/^defaults/, `parents[${i}].policy`), message: e.message });
-      return;
-    }
+    // crossErrors has checked every parent's policy.
+    if (!pr.ok) throw new Error(`parent ${p.key}: policy refused after validation`);
     const masters = spec.nodes.filter((n) => n.master).map((n) => n.name);
     parents.push({
       key: p.key,
@@ -362,8 +403,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
       policy: pr.policy.defaults,
       beatIntervalMs: p.beatInterval ?? pr.policy.defaults.intervalMs,
     });
-  });
-  if (errors.length > 0) return { ok: false, errors };
+  }
   const first = spec.faults[0];
   const focusNode = first && 'node' in first ? first.node : first?.type === 'link' ? first.from : (parents[0]!.nodes[0] ?? spec.nodes[0]!.name);
   const focus = spec.focus ?? {
