@@ -107,7 +107,8 @@ describe('Agent loop', () => {
     expect(agent.views()[0]!.state.state).toBe('Healthy');
     // The parent stops beating: after the window (and the grace) a live read, then activation.
     await time.advance(10_000);
-    expect(calls).toEqual(['capture:h-u1', 'readLive', 'event:CheckpointActivated', 'activate']);
+    // CheckpointActivated once the manifest is written, not when the core decides to write it.
+    expect(calls).toEqual(['capture:h-u1', 'readLive', 'activate', 'event:CheckpointActivated']);
     expect(agent.views()[0]!.state.checkpoint.active).toBe(true);
     // The running copy's token lifetime is in the status (issue 17 item 4), and only while it runs.
     const expiry = (id: string) => (id === 'kube-system/kube-apiserver' ? '2026-01-02T03:10:00.000Z' : undefined);

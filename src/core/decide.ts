@@ -25,6 +25,7 @@ import { backoffMs } from './backoff.js';
 import { copyHang, copyRestarted, emptyHang, FENCE_REPEAT_MS, fenceAllowed, hungPod, observeCopyBeat, observeParentBeat } from './fence.js';
 import { holds, holdsPod, nextTry, OVERLAP_EXITS_FOR_VERDICT, PROBATION, recovered as recoveredVerdict, strike } from './probation.js';
 import { copyTrust, emptyTrust, judgeBeat, leadingBeat, takePending } from './beats.js';
+import { claimResult, observeManifest } from './manifest.js';
 import { cover, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
 import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
 
@@ -206,6 +207,8 @@ export function decide(prev: ParentState, input: Input, now: number): Decision {
   const s = copy(prev);
   const actions: Action[] = [];
   observe(s, input, now);
+  if (input.type === 'manifest') observeManifest(s, input.file, now, actions);
+  claimResult(prev, s, input, now, actions);
   if (input.type === 'fenced') fencedEvent(s, input, actions);
   if (s.beatRefused) actions.push(s.beatRefused);
   delete s.beatRefused;
@@ -542,13 +545,8 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
   const isFresh = fresh(s, now);
   const graceOver = now >= s.graceUntil;
 
+  // CheckpointCollected is said once the collection is done (manifest.ts): its live read may cancel it.
   if (s.state !== 'Orphaned' && gcDue(s, now)) {
-    event(
-      actions,
-      'Normal',
-      'CheckpointCollected',
-      `${s.id}: the api-server has scheduled no pod for this parent here for ${Math.round(p.gcGraceMs / 1000)}s; removing its checkpoint`,
-    );
     return enter(s, 'Orphaned', R('NotScheduled', 'no pod for this parent key on this node'), now, actions);
   }
 

@@ -22,12 +22,12 @@ describe('transitions: how a rule says what it decided', () => {
     expect(s).toMatchObject({ state: 'Silent', since: 500, confirm: null });
   });
 
-  it('a cover with a stored copy activates it, with a CheckpointActivated Event', () => {
+  it('a cover with a stored copy activates it; CheckpointActivated waits for the manifest to be written', () => {
     const s = start();
     const actions: Action[] = [];
     expect(cover(s, 'ParentStopping', 'stopped', 700, actions)).toBe(true);
     expect(s.state).toBe('Active');
-    expect(actions.map((a) => (a.type === 'event' ? a.reason : a.type))).toEqual(['CheckpointActivated', 'transition']);
+    expect(actions.map((a) => (a.type === 'event' ? a.reason : a.type))).toEqual(['transition']);
   });
 
   it('without a copy, a cover says once that nothing can cover the parent (Silent, NoCheckpoint)', () => {

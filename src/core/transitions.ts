@@ -50,7 +50,7 @@ export function cover(s: ParentState, why: string, message: string, now: number,
     }
     return enter(s, 'Silent', R('NoCheckpoint', `${message}`), now, actions);
   }
-  event(actions, 'Normal', 'CheckpointActivated', `${s.id}: ${message}; running the checkpoint as a static pod`);
+  // CheckpointActivated is said once the manifest is written (manifest.ts), not here.
   return enter(s, 'Active', R(why, message), now, actions);
 }
 

@@ -10,6 +10,7 @@ import type { Channel } from '../policy/schema.js';
 import type { HangState } from './fence.js';
 import type { Verdict } from './probation.js';
 import type { BeatTrust } from './beats.js';
+import type { ManifestFile, ManifestLoss } from './manifest.js';
 
 export type { Channel, ParentPolicy };
 
@@ -251,6 +252,8 @@ export interface ParentState {
   beatRefused?: Extract<Action, { type: 'beatRefused' }>;
   /** A hung parent and its fence (src/core/fence.ts). */
   hang: HangState;
+  /** The active checkpoint's manifest was found gone or changed, and is not written again yet (src/core/manifest.ts). */
+  manifestLost?: ManifestLoss;
 }
 
 /** Inputs: everything the core can be told. */
@@ -279,7 +282,9 @@ export type Input =
   | { type: 'collected' }
   | { type: 'actionFailed'; action: Action['type']; error: string }
   /** The fence was carried out: `killed` processes of pod `podUid` ended (0: none hung any more, nothing done). */
-  | { type: 'fenced'; podUid: string; killed: number; detail: string };
+  | { type: 'fenced'; podUid: string; killed: number; detail: string }
+  /** The checkpoint's manifest as the agent read it from the kubelet's folder (src/core/manifest.ts). */
+  | { type: 'manifest'; file: ManifestFile };
 
 export type EventType = 'Normal' | 'Warning';
 
