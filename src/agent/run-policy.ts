@@ -49,10 +49,10 @@ export async function startPolicy(w: PolicyWiring): Promise<PolicySource> {
     ? { apiVersion: 'v1', kind: 'Pod', name: w.podName, namespace: w.namespace }
     : { apiVersion: 'v1', kind: 'ConfigMap', name: POLICY_CONFIGMAP_NAME, namespace: w.namespace };
   const first = new AbortController();
-  const onPolicy = (policy: Parameters<Agent['setPolicy']>[0], origin: string, text?: string) => {
+  const onPolicy = (policy: Parameters<Agent['setPolicy']>[0], _origin: string, text?: string) => {
     first.abort();
     metrics.policyValid.set(1);
-    log.info({ origin }, 'policy applied');
+    // The source has logged "policy applied" (with its overrides); once per policy is enough.
     agent.setPolicy(policy);
     if (text === undefined) return;
     metrics.policyMissing.set(0);

@@ -112,7 +112,7 @@ describe('api-server probe', () => {
     await probe.probeNow();
     await probe.probeNow();
     expect(verdicts).toEqual([false]);
-    expect(records.find((r) => r.msg === 'api-server reachability changed')).toMatchObject({ reachable: false, why: expect.stringContaining('ECONNREFUSED') });
+    expect(records.find((r) => r.msg === 'api-server probe verdict')).toMatchObject({ reachable: false, why: expect.stringContaining('ECONNREFUSED') });
     await probe.stop();
   });
 

@@ -115,7 +115,9 @@ export function probeApiServer(opts: ApiProbeOptions): ApiProbe {
   const verdict = (r: boolean, why: string) => {
     if (reachable === r || stopped) return;
     reachable = r;
-    log.info({ reachable: r, why, failures }, 'api-server reachability changed');
+    // The agent's loop logs "api-server reachability changed" when it hears the verdict (after the
+    // watches relist, on a return); one info line per change, this one is the probe's evidence.
+    log.debug({ reachable: r, why, failures }, 'api-server probe verdict');
     try {
       opts.onReachable(r);
     } catch (e) {
