@@ -2,7 +2,7 @@
 // real api-server (live reads, secrets for capture, Events). Each call does one thing and either
 // resolves or rejects with an error that names the object and the cause; the loop turns a
 // rejection into `actionFailed` so the core retries later. Nothing here decides.
-import { unlink } from 'node:fs/promises';
+import { mkdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -76,6 +76,8 @@ export interface ActuatorDeps {
    * parent reads, a "Ready" written by a container that no longer exists.
    */
   heartbeatDir?: string;
+  /** Told every manifest written (the manifest observer compares the folder with it: run-recover.ts). */
+  onManifestWritten?(id: string, manifest: V1Pod): void;
 }
 
 export function specHashOf(deps: Pick<ActuatorDeps, 'node' | 'store'>, id: string, key: string, pod: unknown): string {
@@ -171,7 +173,12 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
     async activate(p, _reason, exclusive) {
       const c = await d.store.load(p.id);
       if (!c) throw new Error(`cannot activate ${p.id}: no complete checkpoint in ${d.store.checkpointDir(p.id)}`);
-      await d.manifests.activate(p.id, exclusive === true ? withoutPortSharing(c.manifest) : c.manifest);
+      // A folder removed from under the agent is made again: the kubelet watches its path, and a
+      // copy that cannot be written covers nothing.
+      await mkdir(d.manifests.dir, { recursive: true });
+      const manifest = exclusive === true ? withoutPortSharing(c.manifest) : c.manifest;
+      await d.manifests.activate(p.id, manifest);
+      d.onManifestWritten?.(p.id, manifest);
     },
     async retire(p) {
       await d.manifests.retire(p.id);

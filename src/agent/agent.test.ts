@@ -126,6 +126,35 @@ describe('Agent loop', () => {
 
   // Issue 11, item 1: a heartbeat on 5s against an agent window of 3s flapped (activated and retired
   // every interval, Normal Events only). Declared, it is judged by 10s: Warning Event, metric, reason.
+  it("the manifest folder's readings: a lost manifest is written again; a reading taken across our own write is dropped", async () => {
+    const { time, calls, agent, beat, pod } = setup();
+    agent.api(true);
+    agent.podsObserved(pod());
+    for (let i = 0; i < 3; i++) {
+      agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+      await time.advance(1000);
+    }
+    await time.advance(10_000);
+    expect(calls.slice(-2)).toEqual(['activate', 'event:CheckpointActivated']);
+    const [check] = agent.manifestChecks();
+    expect(check).toMatchObject({ id: 'kube-system/kube-apiserver', specHash: 'h-u1' });
+    // What the core counts on already: nothing is fed.
+    agent.manifestSeen(check!, 'ours');
+    await flush();
+    expect(calls.slice(-1)).toEqual(['event:CheckpointActivated']);
+    // Removed from outside: written again, and said so.
+    agent.manifestSeen(check!, 'absent');
+    await flush();
+    expect(calls.slice(-3)).toEqual(['event:ManifestRemoved', 'activate', 'event:CheckpointRestored']);
+    // A reading asked for before that write ended is stale: dropped, nothing written.
+    const n = calls.length;
+    agent.manifestSeen(check!, 'absent');
+    await flush();
+    expect(calls.length).toBe(n);
+    expect(agent.manifestChecks()[0]!.ticket).not.toBe(check!.ticket);
+    await agent.stop();
+  });
+
   it('a parent beating slower than the window it declares is judged by twice its interval: no flapping, a Warning, the metric and the reason', async () => {
     const { time, calls, agent, beat, pod } = setup();
     const metrics = new AgentMetrics(false);

@@ -7,11 +7,13 @@
 // Assumes: one acting agent per node (see lock.ts); observers deliver only this node's objects.
 import type { Logger } from 'pino';
 import { beatFingerprint, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
+import { type ManifestFile, manifestAgrees } from '../core/manifest.js';
 import { parentId } from '../core/names.js';
 import { podReady } from './parents.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, Reason } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
 import type { Clock, Timers } from '../core/time.js';
+import type { ManifestCheck, ManifestSubject } from './observe/manifests.js';
 
 export { type Clock, monotonicClock, realTimers, type Timers } from '../core/time.js';
 
@@ -82,6 +84,11 @@ export interface AgentHooks {
   onForget?(id: string): void;
   /** Called for every beat the core refused as not the parent's own (metrics; the log line is written here). */
   onBeatRefused?(p: ParentView, a: Extract<Action, { type: 'beatRefused' }>): void;
+  /**
+   * Called when an action's result is known, before the core hears it (`p.state` is still the state
+   * it was asked in; `error`: null when it succeeded). Metrics that claim a result count here.
+   */
+  onResult?(p: ParentView, a: Action, error: string | null): void;
 }
 
 export interface AgentOptions {
@@ -109,6 +116,11 @@ export interface AgentOptions {
 
 interface Entry extends ParentView {
   wakeAt: number | null;
+  /**
+   * Bumped when a write or removal of the parent's manifest starts or ends: a reading of the folder
+   * taken across one says nothing (its own report does), and is dropped (manifestSeen).
+   */
+  manifestTicket: number;
 }
 
 /**
@@ -157,7 +169,7 @@ export function podLastExit(pod: unknown): LastExit | null {
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
 const MAX_UNTRACKED_KEYS = 1000;
 
-export class Agent {
+export class Agent implements ManifestSubject {
   private readonly entries = new Map<string, Entry>();
   private readonly untracked = new Map<string, Beat[]>();
   private policy: Policy;
@@ -215,6 +227,24 @@ export class Agent {
     const list = this.untracked.get(id) ?? [];
     list.push(beat);
     this.untracked.set(id, list.slice(-3));
+  }
+
+  /** The parents whose manifest the folder observer reads (src/agent/observe/manifests.ts): those with a stored copy. */
+  manifestChecks(): ManifestCheck[] {
+    const out: ManifestCheck[] = [];
+    for (const e of this.entries.values()) {
+      const c = e.state.checkpoint;
+      if (c.stored && c.specHash !== null) out.push({ id: e.id, specHash: c.specHash, ticket: e.manifestTicket });
+    }
+    return out;
+  }
+
+  /** What the folder holds for one parent; dropped when it was read across a write of ours, or says nothing new. */
+  manifestSeen(check: ManifestCheck, file: ManifestFile): void {
+    const e = this.entries.get(check.id);
+    if (!e || e.manifestTicket !== check.ticket || manifestAgrees(e.state, file)) return;
+    this.o.logger.info({ parent: e.id, manifest: file, active: e.state.checkpoint.active }, 'the manifest folder differs from what the agent counts on');
+    this.feed(e, { type: 'manifest', file });
   }
 
   /** The pod watch failed: until it lists again, nothing may be collected on its word. */
@@ -284,7 +314,7 @@ export class Agent {
       // A boot voids deadlines: a record read after a reboot was written under the last boot.
       ...(handover && this.o.rebooted === true ? { recordFromEarlierBoot: true } : {}),
     });
-    e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, overridesSkipped: eff.skipped, wakeAt: null };
+    e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, overridesSkipped: eff.skipped, wakeAt: null, manifestTicket: 0 };
     this.entries.set(id, e);
     this.o.logger.info({ parent: id, state: state.state, checkpoint: state.checkpoint }, 'tracking parent');
     this.feed(e, { type: 'tick' });
@@ -346,18 +376,35 @@ export class Agent {
 
   private carryOut(e: Entry, a: Action): void {
     const log = this.o.logger;
+    const touchesManifest = a.type === 'activate' || a.type === 'retire' || a.type === 'collect';
+    const told = (error: string | null) => {
+      try {
+        this.o.hooks?.onResult?.(e, a, error);
+      } catch (err) {
+        log.error({ parent: e.id, err: (err as Error)?.message ?? String(err) }, 'onResult hook threw; carrying on');
+      }
+    };
     const run = (what: Action['type'], p: Promise<Input | null>) => {
+      if (touchesManifest) e.manifestTicket++;
       const done = p
-        .catch((err: unknown): Input => {
-          if (err instanceof CollectRefusedError) {
-            log.warn({ parent: e.id, why: err.why }, 'collection refused by its live read; keeping the checkpoint');
-            return { type: 'schedulingUnknown', why: err.why };
-          }
-          const error = err instanceof Error ? err.message : String(err);
-          log.warn({ parent: e.id, action: what, err: error }, 'action failed');
-          return { type: 'actionFailed', action: what, error };
-        })
+        .then(
+          (next) => {
+            told(null);
+            return next;
+          },
+          (err: unknown): Input => {
+            const error = err instanceof Error ? err.message : String(err);
+            told(error);
+            if (err instanceof CollectRefusedError) {
+              log.warn({ parent: e.id, why: err.why }, 'collection refused by its live read; keeping the checkpoint');
+              return { type: 'schedulingUnknown', why: err.why };
+            }
+            log.warn({ parent: e.id, action: what, err: error }, 'action failed');
+            return { type: 'actionFailed', action: what, error };
+          },
+        )
         .then((next) => {
+          if (touchesManifest) e.manifestTicket++;
           const cur = this.entries.get(e.id);
           if (next && cur) this.feed(cur, next);
         })

@@ -15,6 +15,7 @@ import type { Beat } from '../core/types.js';
 import type { AgentMetrics } from './metrics.js';
 import { API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS, API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
+import { type ManifestReader, watchManifests } from './observe/manifests.js';
 import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
 import type { SelfCheckpoint } from './self.js';
 
@@ -31,6 +32,9 @@ export interface ObserverWiring {
   onUnreachable(): void;
   pokeStatus(): void;
   heartbeatDir?: string;
+  /** The kubelet's folder as the manifest observer reads it (src/agent/observe/manifests.ts). */
+  manifests: ManifestReader;
+  manifestPollMs?: number;
   watchdogMs?: number;
   localPollMs?: number;
   apiProbeMs?: number;
@@ -284,15 +288,25 @@ export function startObservers(w: ObserverWiring): Observers {
     onRemoved: () => {},
   });
 
+  // The kubelet's folder: an active checkpoint's manifest removed or changed from outside is written again.
+  const manifests = watchManifests({
+    subject: a,
+    reader: w.manifests,
+    ...(w.manifestPollMs ? { pollMs: w.manifestPollMs } : {}),
+    log,
+    timers,
+  });
+
   return {
     start() {
       probe.start();
       pods.start();
       leases.start();
       local.start();
+      manifests.start();
     },
     async stop() {
-      await Promise.allSettled([pods.stop(), leases.stop(), local.stop(), probe.stop()]);
+      await Promise.allSettled([pods.stop(), leases.stop(), local.stop(), probe.stop(), manifests.stop()]);
     },
     synced: () => feed.podsSynced() && leasesSynced,
   };

@@ -5,13 +5,19 @@
 //
 // Written once over two ports: a `CheckpointDisk` (the node's store and manifest folder:
 // `nodeCheckpointDisk` below; the simulator's node disk) and the hand-over record (handovers.ts).
+import { readdir, readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { errnoCode } from '../checkpoint/fs.js';
 import type { ManifestDir } from '../checkpoint/manifests.js';
+import { canonicalJson } from '../checkpoint/sanitize.js';
 import type { Store } from '../checkpoint/store.js';
-import { sharesPorts } from './actuators.js';
+import type { ManifestFile } from '../core/manifest.js';
+import { sharesPorts, withoutPortSharing } from './actuators.js';
 import type { Agent } from './agent.js';
 import type { HandoverRecords } from './handovers.js';
+import type { ManifestCheck } from './observe/manifests.js';
 import { isAgentCopy } from './self.js';
 
 /** A checkpoint in the store, as recovery needs it. */
@@ -28,11 +34,36 @@ export interface CheckpointDisk {
   stored(): Promise<{ checkpoints: StoredCheckpointInfo[]; problems: Array<{ id: string; reason: string }> }>;
   /** The checkpoints whose manifest is in the kubelet's folder, by id: `exclusive` when written without port sharing. */
   active(): Promise<Map<string, { exclusive: boolean }>>;
+  /**
+   * What the kubelet's folder holds for these parents, by id, compared with their stored copies as
+   * the agent writes them (src/agent/observe/manifests.ts: `ManifestReader.manifests`).
+   */
+  manifests(checks: ReadonlyArray<ManifestCheck>): Promise<Map<string, ManifestFile>>;
 }
 
+const FOLDER_GONE = new Set(['ENOENT', 'ENOTDIR']);
+
 /** The node's store and manifest folder. */
-export function nodeCheckpointDisk(store: Store, manifests: ManifestDir): CheckpointDisk {
+/** The production disk; the actuator tells it what it wrote (`written`), which is what a reading is compared with. */
+export interface NodeCheckpointDisk extends CheckpointDisk {
+  /** The actuator wrote `manifest` for `id` (canonical JSON is compared, not bytes). */
+  written(id: string, manifest: V1Pod): void;
+}
+
+export function nodeCheckpointDisk(store: Store, manifests: ManifestDir): NodeCheckpointDisk {
   let stored: Map<string, V1Pod> = new Map();
+  // What this process last wrote, by id. Before its first write (an agent restarted under an active
+  // copy) a manifest is compared with the stored copy, shared or not, kept while its spec hash stands.
+  const wrote = new Map<string, string>();
+  const fromStore = new Map<string, { specHash: string; shared: string; exclusive: string }>();
+  const expectedFor = async (c: ManifestCheck) => {
+    const known = fromStore.get(c.id);
+    if (known?.specHash === c.specHash) return known;
+    const copy = await store.load(c.id);
+    const e = copy ? { specHash: c.specHash, shared: canonicalJson(copy.manifest), exclusive: canonicalJson(withoutPortSharing(copy.manifest)) } : null;
+    if (e) fromStore.set(c.id, e);
+    return e;
+  };
   return {
     async stored() {
       const listed = await store.list();
@@ -52,6 +83,43 @@ export function nodeCheckpointDisk(store: Store, manifests: ManifestDir): Checkp
         out.set(id, { exclusive: copy !== undefined && running !== undefined && sharesPorts(copy) && !sharesPorts(running) });
       }
       return out;
+    },
+    async manifests(checks) {
+      const out = new Map<string, ManifestFile>();
+      if (checks.length === 0) return out;
+      let names: Set<string>;
+      try {
+        names = new Set(await readdir(manifests.dir));
+      } catch (e) {
+        // No folder holds no manifest (the next activation creates it); any other error is no reading.
+        if (!FOLDER_GONE.has(errnoCode(e) ?? '')) throw e;
+        for (const c of checks) out.set(c.id, 'absent');
+        return out;
+      }
+      for (const c of checks) {
+        const path = manifests.pathOf(c.id);
+        if (!names.has(basename(path))) {
+          out.set(c.id, 'absent');
+          continue;
+        }
+        let text: string;
+        try {
+          text = canonicalJson(JSON.parse(await readFile(path, 'utf8')));
+        } catch (e) {
+          if (e instanceof SyntaxError) out.set(c.id, 'changed');
+          else if (FOLDER_GONE.has(errnoCode(e) ?? '')) out.set(c.id, 'absent');
+          else throw e;
+          continue;
+        }
+        // Compared as canonical JSON, not bytes: how the file is laid out is not what it runs.
+        const want = await expectedFor(c);
+        if (want === null) continue; // no stored copy to compare with: no reading
+        out.set(c.id, text === wrote.get(c.id) || text === want.shared || text === want.exclusive ? 'ours' : 'changed');
+      }
+      return out;
+    },
+    written(id, manifest) {
+      wrote.set(id, canonicalJson(manifest));
     },
   };
 }

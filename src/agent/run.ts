@@ -26,6 +26,7 @@ import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { parentsOnNode } from './parents.js';
 import { type HeldLock, holdNodeLock, type StateProblem } from './run-lock.js';
+import { watchManifestFolder } from './observe/manifests.js';
 import { type Observers, startObservers } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
 import { nodeCheckpointDisk, recoverFromDisk } from './run-recover.js';
@@ -226,6 +227,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     });
     stops.push(() => status.stop());
     const handovers = new HandoverFile(stateDir);
+    const disk = nodeCheckpointDisk(store, manifests);
     const unwatched = makeActuators({
       node: o.node,
       instance: o.podName,
@@ -236,6 +238,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       freshKube: () => makeKubeClient(kc, { requestTimeoutMs: AGENT_REQUEST_TIMEOUT_MS }),
       logger: log,
       heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
+      onManifestWritten: (id, manifest) => disk.written(id, manifest),
     });
     const actuators = coverage.wrap(unwatched);
     const boot = await checkBoot(stateDir, log, o.bootIdFile);
@@ -261,13 +264,18 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           metrics.refusedBeats.inc({ channel: a.channel, why: a.why });
           metrics.badInputs.inc({ source: a.channel });
         },
+        // Activations and collections are counted once done (a failed write or a refused
+        // collection is none); a rewrite of a running copy, or of a manifest lost from outside, is no activation.
+        onResult: (p, a, error) => {
+          if (error !== null) return;
+          if (a.type === 'activate' && !p.state.checkpoint.active && !p.state.manifestLost) metrics.activations.inc({ reason: a.reason.code });
+          if (a.type === 'collect') metrics.collections.inc();
+        },
         onTransition: (_p, a) => {
-          if (a.to === 'Active' && a.from !== 'Active') metrics.activations.inc({ reason: a.reason.code });
           if (a.to === 'HandingOver') metrics.handovers.inc({ result: 'started' });
           if (a.from === 'HandingOver' && a.to === 'Healthy') metrics.handovers.inc({ result: 'succeeded' });
           if (a.from === 'HandingOver' && a.to === 'Active') metrics.handovers.inc({ result: 'failed' });
           if (a.from === 'Active' && a.to === 'Healthy') metrics.retirements.inc();
-          if (a.to === 'Orphaned') metrics.collections.inc();
           coverage.onTransition(_p, a, clock.now());
           status.poke();
         },
@@ -336,7 +344,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       log.info({ reachable: ok }, 'first look at the api-server after the reboot');
       a.api(ok);
     }
-    await recoverFromDisk({ agent: a, disk: nodeCheckpointDisk(store, manifests), handovers, log });
+    await recoverFromDisk({ agent: a, disk, handovers, log });
 
     // 7. The observers (reachability, pods, Leases, the local folder) feed the loop.
     const self = new SelfCheckpoint({ node: o.node, podName: o.podName, namespace: o.namespace, store, manifests, kube: () => kube, logger: log });
@@ -355,6 +363,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       log,
       clock,
       timers,
+      manifests: { manifests: (checks) => disk.manifests(checks), watch: watchManifestFolder(manifests.dir) },
       ...(o.heartbeatDir ? { heartbeatDir: o.heartbeatDir } : {}),
       ...(o.watchdogMs ? { watchdogMs: o.watchdogMs } : {}),
       ...(o.localPollMs ? { localPollMs: o.localPollMs } : {}),

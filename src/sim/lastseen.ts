@@ -21,15 +21,17 @@ import { HandoverRecords } from '../agent/handovers.js';
 import { type CheckpointDisk, recoverFromDisk } from '../agent/run-recover.js';
 import { type ObserverFeed, observerFeed } from '../agent/run-observers.js';
 import { type BeatFolder, watchLocalBeats } from '../agent/observe/local-beats.js';
+import { watchManifests } from '../agent/observe/manifests.js';
 import { localFileParent } from '../agent/parents.js';
 import { localBeatText } from '../channels/local.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { leaseName, manifestFile, parentId } from '../core/names.js';
+import type { ManifestFile } from '../core/manifest.js';
 import type { Beat, Channel } from '../core/types.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
 import type { ApiPod, StoredBeat } from './apiserver.js';
-import { type SimNode, T } from './model.js';
+import { type Manifest, type SimNode, T } from './model.js';
 import { arrivalInOrder } from './network.js';
 import type { Scheduled } from './queue.js';
 import type { ParentDef } from './schema.js';
@@ -93,6 +95,10 @@ export class SimLastseen implements AgentProcess {
   private folderChanged: (() => void) | null = null;
   /** A beat file's text, made once per beat the sidecar wrote. */
   private readonly fileText = new WeakMap<Beat, Buffer>();
+  /** The manifest this process last wrote per parent id (production's `NodeCheckpointDisk.written`). */
+  private readonly wrote = new Map<string, Manifest>();
+  /** The manifest observer's change notification (production's watchManifests over the node disk). */
+  private manifestsChanged: (() => void) | null = null;
 
   constructor(
     private readonly world: World,
@@ -188,6 +194,23 @@ export class SimLastseen implements AgentProcess {
       onFile: (name, text) => this.enter(() => this.feed.localFile(name, text)),
       onRemoved: () => {},
     }).start();
+    // Production's manifest observer over the node's static-pod folder.
+    watchManifests({
+      subject: {
+        manifestChecks: () => this.agent.manifestChecks(),
+        manifestSeen: (c, file) => this.enter(() => this.agent.manifestSeen(c, file)),
+      },
+      reader: {
+        manifests: (checks) => this.checkpointDisk().manifests(checks),
+        watch: (changed) => {
+          this.manifestsChanged = changed;
+          return { close: () => (this.manifestsChanged = null) };
+        },
+      },
+      pollMs: T.agentManifestPollMs,
+      log: SILENT,
+      timers,
+    }).start();
   }
 
   // ---- the world's notices (AgentProcess) ----
@@ -218,6 +241,11 @@ export class SimLastseen implements AgentProcess {
       this.scanQueued = false;
       this.folderChanged?.();
     });
+  }
+
+  /** Something other than this agent changed the static-pod folder (a fault): the folder's inotify notice. */
+  onManifestsChanged(): void {
+    this.later(T.agentFileNoticeMs, () => this.manifestsChanged?.());
   }
 
   onWatchResumed(): void {
@@ -334,6 +362,19 @@ export class SimLastseen implements AgentProcess {
         }
         return this.settled(out);
       },
+      // As production's: what this process wrote is ours; before its first write (a restarted
+      // agent), the stored copy is.
+      manifests: (checks) => {
+        const out = new Map<string, ManifestFile>();
+        for (const c of checks) {
+          const [namespace, key] = c.id.split('/') as [string, string];
+          const m = node.disk.manifests.get(manifestFile(namespace, key));
+          const cp = node.disk.checkpoints.get(c.id);
+          if (m === undefined) out.set(c.id, 'absent');
+          else out.set(c.id, m === this.wrote.get(c.id) || (m.role === 'checkpoint' && !m.tampered && m.spec?.hash === cp?.spec.hash) ? 'ours' : 'changed');
+        }
+        return this.settled(out);
+      },
     };
   }
 
@@ -404,12 +445,14 @@ export class SimLastseen implements AgentProcess {
           const x = exclusive === true && cp.spec.portSharing;
           const before = node.disk.manifests.get(file(p));
           // As ManifestDir.activate: an unchanged manifest is not written again (the kubelet sees nothing).
-          if (before && before.spec?.hash === cp.spec.hash && (before.exclusive === true) === x) return;
+          if (before && !before.tampered && before.spec?.hash === cp.spec.hash && (before.exclusive === true) === x) {
+            this.wrote.set(p.id, before);
+            return;
+          }
           // Without port sharing: the same copy with --permit-port-sharing removed.
-          node.disk.manifests.set(
-            file(p),
-            x ? { role: 'checkpoint', spec: { ...cp.spec, portSharing: false }, exclusive: true } : { role: 'checkpoint', spec: cp.spec },
-          );
+          const m: Manifest = x ? { role: 'checkpoint', spec: { ...cp.spec, portSharing: false }, exclusive: true } : { role: 'checkpoint', spec: cp.spec };
+          node.disk.manifests.set(file(p), m);
+          this.wrote.set(p.id, m);
           w.log(node.name, 'agent', `wrote manifest ${file(p)} (generation ${cp.spec.generation}${x ? ', without port sharing' : ''})`, p.key);
         });
       },

@@ -50,6 +50,8 @@ export interface Manifest {
   spec: PodSpec | null;
   /** A checkpoint written without port sharing (the copy's spec then has portSharing false). */
   exclusive?: boolean;
+  /** Changed by something other than lastseen (a fault): not what the agent wrote. */
+  tampered?: boolean;
 }
 
 /**
@@ -169,6 +171,8 @@ export const T = {
   /** Agent: api-server readiness probe period, local heartbeat folder poll period. */
   agentProbeMs: 2_000,
   agentFilePollMs: 1_000,
+  /** Agent: the static-pod folder's re-read period (production's MANIFEST_POLL_MS). */
+  agentManifestPollMs: 2_000,
   /**
    * Agent: a local beat file written -> the agent scans the folder (fs.watch, inotify; the poll
    * above is only the safety net). Measured by `npm run bench` (activation section, the agent's

@@ -24,6 +24,8 @@ export interface AgentProcess {
   onLocalBeat?(): void;
   onPodsChanged?(): void;
   onWatchResumed?(): void;
+  /** Something other than the agent changed the static-pod folder (inotify). */
+  onManifestsChanged?(): void;
 }
 
 export type StartAgent = (world: World, node: SimNode, alive: () => boolean) => AgentProcess;
