@@ -1,19 +1,21 @@
 #!/usr/bin/env node
-// scripts/testbed-image.mjs — make a container image without a registry or a Docker engine.
+// scripts/testbed-image.mjs — the test beds' images of their own binaries (pause, etcd, the
+// control plane's components), assembled by crane (scripts/crane) without a Docker engine.
 //
-//   node scripts/testbed-image.mjs --name lastseen:testbed --out img.tar \
+//   node scripts/testbed-image.mjs --name lastseen.test/etcd:testbed --out img.tar \
 //     --file /path/on/host:/path/in/image [--file ...] [--libs] \
-//     [--entrypoint '["/nodejs/bin/node","/app/lastseen.mjs"]'] [--user 65532] [--workdir /app] [--env K=V]
+//     [--entrypoint '["/pause"]'] [--cmd '[...]'] [--user 65532] [--workdir /app] [--env K=V]
 //
-// Writes a docker-archive tarball (manifest.json, the image config, one layer) that
-// `ctr -n k8s.io images import` takes. --libs adds the shared libraries and the loader that `ldd`
-// lists for every file given (a binary linked to libc runs in an image holding nothing else).
-// Every file is owned by root, with a fixed mtime, so the same inputs give the same image id.
-import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+// Writes an image tarball named --name that `ctr -n k8s.io images import` takes. --libs adds the
+// shared libraries and the loader that `ldd` lists for every file given (a binary linked to libc
+// runs in an image holding nothing else). The one layer is made here (every file root-owned, mtime
+// 0, sorted); crane appends it to an empty base and writes the config. lastseen's own image is not
+// made here: the real-node bed pulls the release image (scripts/release-image.mjs) from its registry.
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const { values: o } = parseArgs({
@@ -34,7 +36,33 @@ if (!o.name || !o.out || o.file.length === 0) {
   process.exit(2);
 }
 
+const craneScript = join(dirname(fileURLToPath(import.meta.url)), 'crane');
+let craneBin;
+try {
+  craneBin = execFileSync(craneScript, ['path'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+} catch (e) {
+  console.error(`testbed-image: ${String(e.stderr ?? e.message).trim()}`);
+  process.exit(1);
+}
+
+/** `crane registry serve` on a loopback port, for crane to build the image in. */
+async function serveRegistry(stage) {
+  mkdirSync(join(stage, 'registry'));
+  const child = spawn(craneBin, ['registry', 'serve', '--address', '127.0.0.1:0', '--disk', join(stage, 'registry')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  const port = await new Promise((ok, no) => {
+    child.stderr.on('data', (d) => {
+      err += d;
+      const m = err.match(/serving on port (\d+)/);
+      if (m) ok(m[1]);
+    });
+    child.on('exit', (code) => no(new Error(`crane registry serve exited ${code}: ${err}`)));
+  });
+  return { host: `127.0.0.1:${port}`, stop: () => child.kill() };
+}
+
 const stage = mkdtempSync(join(tmpdir(), 'lastseen-image-'));
+let registry;
 try {
   const root = join(stage, 'rootfs');
   mkdirSync(join(root, 'tmp'), { recursive: true });
@@ -70,29 +98,40 @@ try {
   }
   const layer = join(stage, 'layer.tar');
   execFileSync('tar', ['--create', '--file', layer, '--directory', root, '--owner=0', '--group=0', '--numeric-owner', '--mtime=@0', '--sort=name', '.']);
-  const diffId = `sha256:${createHash('sha256').update(readFileSync(layer)).digest('hex')}`;
-  const parseList = (s) => (s === undefined ? undefined : JSON.parse(s));
-  const config = {
-    architecture: 'amd64',
-    os: 'linux',
-    created: '1970-01-01T00:00:00Z',
-    config: {
-      Entrypoint: parseList(o.entrypoint),
-      Cmd: parseList(o.cmd),
-      User: o.user,
-      WorkingDir: o.workdir,
-      Env: ['PATH=/usr/local/bin:/usr/bin:/bin', ...o.env],
-      Labels: { 'org.opencontainers.image.title': o.name, 'dev.lastseen.testbed': 'true' },
-    },
-    rootfs: { type: 'layers', diff_ids: [diffId] },
-    history: [{ created: '1970-01-01T00:00:00Z', created_by: 'scripts/testbed-image.mjs' }],
+  // crane assembles the image: it appends the layer to an empty base in a registry of its own on
+  // loopback, sets the config there, and writes the result as a tarball named --name.
+  registry = await serveRegistry(stage);
+  const crane = (...args) => {
+    try {
+      return execFileSync(craneBin, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+    } catch (e) {
+      throw new Error(`crane ${args[0]} failed: ${String(e.stderr ?? e.message).trim()}`);
+    }
   };
-  const configText = JSON.stringify(config);
-  const configName = `${createHash('sha256').update(configText).digest('hex')}.json`;
-  writeFileSync(join(stage, configName), configText);
-  writeFileSync(join(stage, 'manifest.json'), JSON.stringify([{ Config: configName, RepoTags: [o.name], Layers: ['layer.tar'] }]));
-  execFileSync('tar', ['--create', '--file', o.out, '--directory', stage, '--owner=0', '--group=0', '--numeric-owner', '--mtime=@0', 'manifest.json', configName, 'layer.tar']);
+  const build = `${registry.host}/testbed:build`;
+  crane('append', '--oci-empty-base', '-f', layer, '-t', build);
+  const list = (flag, s) => (s === undefined ? [] : [`${flag}=${JSON.parse(s).join(',')}`]);
+  crane(
+    'mutate',
+    build,
+    '--set-platform',
+    'linux/amd64',
+    ...list('--entrypoint', o.entrypoint),
+    ...list('--cmd', o.cmd),
+    ...(o.user ? ['--user', o.user] : []),
+    ...(o.workdir ? ['--workdir', o.workdir] : []),
+    ...['PATH=/usr/local/bin:/usr/bin:/bin', ...o.env].flatMap((e) => ['--env', e]),
+    '--label',
+    `org.opencontainers.image.title=${o.name}`,
+    '--label',
+    'dev.lastseen.testbed=true',
+    '-t',
+    o.name,
+    '-o',
+    o.out,
+  );
   console.log(`${o.name} -> ${o.out} (${(statSync(o.out).size / 1048576).toFixed(1)} MiB)`);
 } finally {
+  registry?.stop();
   rmSync(stage, { recursive: true, force: true });
 }

@@ -21,23 +21,18 @@
 //
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
-import { backoffMs } from './backoff.js';
+import { actionWakes, ask as askFor, due, failed, inFlight, succeeded } from './actions.js';
 import { copyHang, copyRestarted, emptyHang, FENCE_REPEAT_MS, fenceAllowed, hungPod, observeCopyBeat, observeParentBeat } from './fence.js';
 import { holds, holdsPod, nextTry, OVERLAP_EXITS_FOR_VERDICT, PROBATION, recovered as recoveredVerdict, strike } from './probation.js';
 import { copyTrust, emptyTrust, judgeBeat, leadingBeat, takePending } from './beats.js';
 import { claimResult, observeManifest } from './manifest.js';
 import { cover, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
-import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
+import type { Action, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
 /** After a live read could not reach the api-server, ask again after this long. */
 export const CONFIRM_RETRY_MS = 5_000;
-/** After an actuator failure (disk full, read-only folder), retry that action after this long, doubling per failure in a row up to ACTION_RETRY_MAX_MS. */
-export const ACTION_RETRY_MS = 5_000;
-export const ACTION_RETRY_MAX_MS = 60_000;
-/** An action whose result was never reported (a lost report) is asked again after this long. */
-export const ACTION_TIMEOUT_MS = 60_000;
 /** Beat rounds remembered to recognise one round arriving on several channels: a few intervals' worth. */
 const MAX_ROUNDS = 8;
 /** Bound on state-machine steps per call; each step changes state, so a few suffice. */
@@ -336,28 +331,24 @@ function observe(s: ParentState, input: Input, now: number): void {
       s.policy = input.policy;
       return;
     case 'captured':
-      delete s.inflight.capture;
-      delete s.retry.capture;
+      succeeded(s, 'capture');
       s.capturingHash = null;
       s.checkpoint = { ...s.checkpoint, stored: true, specHash: input.specHash };
       return;
     case 'activated':
-      delete s.inflight.activate;
-      delete s.retry.activate;
+      succeeded(s, 'activate');
       s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: now, readyAfterMs: null };
       copyRestarted(s.hang);
       return;
     case 'retired':
-      delete s.inflight.retire;
-      delete s.retry.retire;
+      succeeded(s, 'retire');
       s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: null, readyAfterMs: null };
       copyRestarted(s.hang);
       return;
     case 'fenced':
-      delete s.inflight.fence;
-      delete s.retry.fence;
+      succeeded(s, 'fence');
       if (s.hang.fence?.podUid === input.podUid) s.hang.fence.killed = input.killed;
       if (input.killed > 0) {
         // The hung process is gone; the kubelet restarts it. Its sidecar's next rounds say how it
@@ -370,18 +361,13 @@ function observe(s: ParentState, input: Input, now: number): void {
       }
       return;
     case 'collected':
-      delete s.inflight.collect;
-      delete s.retry.collect;
+      succeeded(s, 'collect');
       s.checkpoint = { stored: false, active: false, specHash: null };
       return;
     case 'actionFailed': {
-      const a = input.action;
-      if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect' && a !== 'fence') return;
-      delete s.inflight[a];
+      const a = failed(s, input, now);
       if (a === 'capture') s.capturingHash = null;
       if (a === 'fence') s.hang.fence = null; // asked again after the action's back-off
-      const failures = (s.retry[a]?.failures ?? 0) + 1;
-      s.retry[a] = { at: now + backoffMs(failures, { initialMs: ACTION_RETRY_MS, maxMs: ACTION_RETRY_MAX_MS }), failures };
       return;
     }
   }
@@ -774,7 +760,7 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
 function requestFence(s: ParentState, podUid: string, now: number, actions: Action[]): void {
   if (!fenceAllowed(s.hang, podUid, now) || !due(s, 'fence', now)) return;
   s.hang.fence = { podUid, at: now, killed: null };
-  s.inflight.fence = now;
+  inFlight(s, 'fence', now);
   const why = R(
     'ParentHung',
     `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
@@ -861,19 +847,8 @@ function probationEnded(s: ParentState, now: number, actions: Action[]): void {
 
 // ---- reconciling: bring the node's files in line with the state (desired vs. reported) ----
 
-function due(s: ParentState, kind: ActionKind, now: number): boolean {
-  const at = s.inflight[kind];
-  if (at !== undefined && now - at < ACTION_TIMEOUT_MS) return false;
-  const retry = s.retry[kind];
-  return retry === undefined || now >= retry.at;
-}
-
 function reconcile(s: ParentState, now: number, actions: Action[]): void {
-  const ask = (kind: 'activate' | 'retire' | 'collect', reason: Reason) => {
-    if (!due(s, kind, now)) return;
-    s.inflight[kind] = now;
-    actions.push({ type: kind, reason });
-  };
+  const ask = (kind: 'activate' | 'retire' | 'collect', reason: Reason) => askFor(s, kind, { type: kind, reason }, now, actions);
   if (s.state === 'Orphaned') {
     if ((s.checkpoint.stored || s.checkpoint.active) && s.apiReachable && s.unscheduledSince !== null) ask('collect', s.reason);
     return;
@@ -885,11 +860,8 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   // pod list): sharing again would let the bad spec bind, and undoing it costs a copy's restart.
   const kb = s.knownBad;
   const exclusive = wantActive && s.policy.handover === 'overlap' && kb !== null && holds(kb, now) && (s.pod === null || s.pod.specHash === kb.specHash);
-  const activate = (reason: Reason) => {
-    if (!due(s, 'activate', now)) return;
-    s.inflight.activate = now;
-    actions.push(exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason });
-  };
+  const activate = (reason: Reason) =>
+    askFor(s, 'activate', exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason }, now, actions);
   if (wantActive && !s.checkpoint.active && s.checkpoint.stored) activate(s.reason);
   else if (wantActive && s.checkpoint.active && s.checkpoint.stored && (s.checkpoint.exclusive === true) !== exclusive) activate(s.reason);
   if (!wantActive && s.checkpoint.active) ask('retire', s.reason);
@@ -909,7 +881,7 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     s.capturingHash !== pod.specHash &&
     due(s, 'capture', now)
   ) {
-    s.inflight.capture = now;
+    inFlight(s, 'capture', now);
     s.capturingHash = pod.specHash;
     actions.push({
       type: 'capture',
@@ -937,7 +909,6 @@ function wakeAt(s: ParentState, now: number): number | null {
   if (s.hang.fence !== null && s.hang.since !== null) add(s.hang.fence.at + FENCE_REPEAT_MS);
   add(s.hang.recoverBy);
   add(s.handover.deadline);
-  for (const r of Object.values(s.retry)) add(r.at);
-  for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);
+  for (const t of actionWakes(s)) add(t);
   return times.length === 0 ? null : Math.min(...times);
 }

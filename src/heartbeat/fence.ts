@@ -3,16 +3,61 @@
 // the pod's own processes that hold the probed port (SIGKILL: a hung process may not act on
 // SIGTERM, and a stopped one never does). The kubelet restarts the container; this sidecar, a
 // separate container, beats on. Always answers, so the agent knows what happened.
-import { readFileSync } from 'node:fs';
+//
+// Over ports: the request and answer files (FenceFiles: the heartbeat folder in production, the
+// node's tmpfs in the simulator), the probe, the port's holders and the process killer, so the
+// simulator runs this very responder against its model pods.
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../checkpoint/atomic.js';
 import { fenceAnswerFile, fenceRequestFile } from '../core/names.js';
 import type { ProbeResult } from './beat.js';
 
-export interface FenceDeps {
-  heartbeatDir: string;
-  namespace: string;
-  key: string;
+/** Where this pod's fence request is read and its answer written. */
+export interface FenceFiles {
+  /** The request file's text; null when there is none (or it cannot be read now: looked at again next time). */
+  readRequest(): Promise<string | null>;
+  /** Replace the answer file with `text`, atomically: the agent never reads half an answer. */
+  writeAnswer(text: string): Promise<void>;
+  /**
+   * Call `changed` when the request file may have changed (the folder's change notification), so a
+   * request is answered at once and not only at the next round; `failed` when notification stops
+   * (requests are then answered at each round only).
+   */
+  watchRequests(changed: () => void, failed: (e: Error) => void): { close(): void };
+}
+
+/** The fence files of parent `namespace/key` in the heartbeat folder `dir` (production's FenceFiles). */
+export function fsFenceFiles(dir: string, namespace: string, key: string): FenceFiles {
+  const requestName = fenceRequestFile(namespace, key);
+  return {
+    readRequest: async () => {
+      try {
+        return readFileSync(join(dir, requestName), 'utf8');
+      } catch {
+        return null;
+      }
+    },
+    writeAnswer: async (text) => {
+      await writeFileAtomic(join(dir, fenceAnswerFile(namespace, key)), Buffer.from(text), { mode: 0o644 });
+    },
+    watchRequests: (changed, failed) => {
+      let watcher: FSWatcher | null = null;
+      try {
+        watcher = watch(dir, (_event, name) => {
+          if (name === requestName) changed();
+        });
+        watcher.on('error', failed);
+      } catch (e) {
+        failed(e as Error);
+      }
+      return { close: () => watcher?.close() };
+    },
+  };
+}
+
+/** What the responder needs of its pod: who it is, its probe, and its processes. */
+export interface FencePorts {
   podUid: string;
   /** The main container's probe (the same one the beats use). */
   probe: () => Promise<ProbeResult>;
@@ -21,23 +66,36 @@ export interface FenceDeps {
   kill: (pid: number, signal: NodeJS.Signals) => void;
 }
 
+/** The responder's ports: its fence files, or the heartbeat folder they are in (fsFenceFiles). */
+export type FenceDeps = FencePorts & ({ files: FenceFiles } | { heartbeatDir: string; namespace: string; key: string });
+
+export interface FenceResult {
+  killed: number;
+  detail: string;
+  error?: string;
+}
+
 /** Requests already answered (their ids), so a request is carried out once whatever wakes us. */
 const ANSWERED_MAX = 16;
 
 export class FenceResponder {
   private answered: string[] = [];
   private busy = false;
+  readonly files: FenceFiles;
 
-  constructor(private readonly d: FenceDeps) {}
+  constructor(private readonly d: FenceDeps) {
+    this.files = 'files' in d ? d.files : fsFenceFiles(d.heartbeatDir, d.namespace, d.key);
+  }
 
   /** Look for a request for this pod and answer it. Returns what was done (null: no request for us). */
-  async check(): Promise<{ killed: number; detail: string; error?: string } | null> {
+  async check(): Promise<FenceResult | null> {
     if (this.busy) return null;
-    const req = this.readRequest();
-    if (!req || req.podUid !== this.d.podUid || this.answered.includes(req.id)) return null;
+    // Busy from the first read: a check woken meanwhile (the folder watch, a round) does nothing.
     this.busy = true;
     try {
-      let result: { killed: number; detail: string; error?: string };
+      const req = parseRequest(await this.files.readRequest());
+      if (!req || req.podUid !== this.d.podUid || this.answered.includes(req.id)) return null;
+      let result: FenceResult;
       try {
         result = await this.carryOut();
       } catch (e) {
@@ -45,9 +103,7 @@ export class FenceResponder {
       }
       this.answered = [...this.answered, req.id].slice(-ANSWERED_MAX);
       const answer = { id: req.id, podUid: this.d.podUid, ...result };
-      await writeFileAtomic(join(this.d.heartbeatDir, fenceAnswerFile(this.d.namespace, this.d.key)), Buffer.from(`${JSON.stringify(answer)}\n`), {
-        mode: 0o644,
-      });
+      await this.files.writeAnswer(`${JSON.stringify(answer)}\n`);
       return result;
     } finally {
       this.busy = false;
@@ -77,16 +133,15 @@ export class FenceResponder {
       detail: `SIGKILL of pid ${killed.join(', ')} (no answer: ${r.error})${failed.length ? `; failed: ${failed.join(', ')}` : ''}`,
     };
   }
+}
 
-  private readRequest(): { id: string; podUid: string } | null {
-    try {
-      const doc = JSON.parse(readFileSync(join(this.d.heartbeatDir, fenceRequestFile(this.d.namespace, this.d.key)), 'utf8')) as {
-        id?: unknown;
-        podUid?: unknown;
-      };
-      return typeof doc.id === 'string' && typeof doc.podUid === 'string' ? { id: doc.id, podUid: doc.podUid } : null;
-    } catch {
-      return null; // none, or torn: looked at again next time
-    }
+/** A request's id and pod; null for none, or a torn or foreign file (looked at again next time). */
+function parseRequest(text: string | null): { id: string; podUid: string } | null {
+  if (text === null) return null;
+  try {
+    const doc = JSON.parse(text) as { id?: unknown; podUid?: unknown };
+    return typeof doc.id === 'string' && typeof doc.podUid === 'string' ? { id: doc.id, podUid: doc.podUid } : null;
+  } catch {
+    return null;
   }
 }

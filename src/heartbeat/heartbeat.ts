@@ -4,13 +4,11 @@
 // Options are validated here, once: identity fields present, interval from the same policy file
 // the agent reads (so writer and reader agree without an api-server) unless given explicitly, a
 // probe that parses, a known set of channels. Then it only wires: channel adapters over the ports
-// in channel.ts, and the loop in loop.ts. The policy file alone is not a reason to refuse: an
-// invalid one is logged and replaced by the last good one or the defaults (policy-file.ts), and it
-// is re-read while the heartbeat runs.
-import { type FSWatcher, watch } from 'node:fs';
+// in channel.ts, the fence responder's ports (fence.ts), and the sidecar in loop.ts. The policy
+// file alone is not a reason to refuse: an invalid one is logged and replaced by the last good one
+// or the defaults (policy-file.ts), and it is re-read while the heartbeat runs.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Logger, pino } from 'pino';
-import { fenceRequestFile } from '../core/names.js';
 import type { Channel } from '../core/types.js';
 import { AnnotationChannel } from '../channels/annotation.js';
 import type { BeatClient } from '../kube/beat-client.js';
@@ -22,9 +20,9 @@ import { CHANNELS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import type { HeartbeatIdentity } from './beat.js';
 import { type BeatWriter, type Clock, systemClock } from '../channels/channel.js';
 import { DEFAULT_HEARTBEAT_DIR, LocalChannel } from '../channels/local.js';
-import { type Heartbeat, runHeartbeatLoop } from './loop.js';
+import { type Heartbeat, runSidecar } from './loop.js';
 import { POLICY_RELOAD_MS, PolicyFile, type PolicyOrigin } from './policy-file.js';
-import { FenceResponder } from './fence.js';
+import { type FenceDeps, fsFenceFiles } from './fence.js';
 import { portOwnership } from './ownership.js';
 import { makeProbe, type Probe, parseProbe } from './probe.js';
 
@@ -142,26 +140,17 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
     if (p.spec.kind === 'http') probedPort = p.spec.url.port ? Number(p.spec.url.port) : p.spec.url.protocol === 'https:' ? 443 : 80;
   }
   // A parent's sidecar answers the agent's fence requests (a checkpoint's never: it is not fenced).
-  const fence =
+  const heartbeatDir = opts.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR;
+  const fence: FenceDeps | null =
     id.role === 'parent' && settings.channels.includes('local')
-      ? new FenceResponder({
-          heartbeatDir: opts.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
-          namespace: id.namespace,
-          key: id.key,
+      ? {
+          files: fsFenceFiles(heartbeatDir, id.namespace, id.key),
           podUid: id.podUid,
           probe,
           portHolders: () => (probedPort === null ? null : [...new Set(portOwnership(probedPort).ours.map((o) => o.pid))]),
           kill: (pid, signal) => process.kill(pid, signal),
-        })
+        }
       : null;
-  const checkFence = (): void => {
-    void fence
-      ?.check()
-      .then((r) => {
-        if (r) logger[r.killed > 0 ? 'warn' : 'info']({ killed: r.killed, detail: r.detail, error: r.error }, 'fence request answered');
-      })
-      .catch((e: unknown) => logger.error({ error: (e as Error).message }, 'fence request could not be answered'));
-  };
 
   const writers = opts.writers ?? buildWriters(opts, settings, leaseTarget, clock, logger);
   logger.info(
@@ -178,7 +167,6 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
   // Re-read the policy file every POLICY_RELOAD_MS, at the start of a round (so on the loop's clock).
   let lastRead = clock.now();
   const beforeRound = (): void => {
-    checkFence();
     if (!opts.policyFile || clock.now() - lastRead < POLICY_RELOAD_MS) return;
     lastRead = clock.now();
     const changed = policyFile.reload();
@@ -204,26 +192,9 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
     logger.info({ file: opts.policyFile, intervalMs: settings.intervalMs, windowMs: settings.policy.windowMs }, 'policy file changed: applied');
   };
 
-  const hb = runHeartbeatLoop({ identity: opts.identity, intervalMs: () => settings.intervalMs, beforeRound, writers, probe, clock, logger });
-  // A fence request is answered as soon as it is written (inotify), not only at the next round.
-  let watcher: FSWatcher | null = null;
-  if (fence) {
-    const requestName = fenceRequestFile(id.namespace, id.key);
-    try {
-      watcher = watch(opts.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR, (_event, name) => {
-        if (name === requestName) checkFence();
-      });
-      watcher.on('error', (e) => logger.warn({ error: e.message }, 'heartbeat folder watch failed: fence requests are answered at each round'));
-    } catch (e) {
-      logger.warn({ error: (e as Error).message }, 'heartbeat folder not watched: fence requests are answered at each round');
-    }
-  }
+  const hb = runSidecar({ identity: opts.identity, intervalMs: () => settings.intervalMs, beforeRound, writers, probe, clock, logger, fence });
   return {
     ...hb,
-    stop: async () => {
-      watcher?.close();
-      await hb.stop();
-    },
     policy: () => {
       const s = policyFile.current();
       return { origin: s.origin, problem: s.problem, intervalMs: settings.intervalMs, windowMs: settings.policy.windowMs, channels: settings.channels };

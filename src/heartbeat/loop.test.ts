@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import type { Beat, Channel } from '../core/types.js';
 import type { HeartbeatIdentity, ProbeResult } from './beat.js';
 import type { BeatWriter } from '../channels/channel.js';
-import { runHeartbeatLoop } from './loop.js';
+import type { FenceFiles } from './fence.js';
+import { runHeartbeatLoop, runSidecar } from './loop.js';
 import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 
 const identity: HeartbeatIdentity = { namespace: 'kube-system', podName: 'api-1', podUid: 'u-1', key: 'kube-apiserver', node: 'n1', role: 'parent' };
@@ -164,5 +165,74 @@ describe('runHeartbeatLoop', () => {
     expect(local.beats.map((b) => b.at)).toEqual([3500, 4000, 5000, 6000]);
     expect(lines.find((l) => l.msg === 'heartbeat round overran its interval')).toMatchObject({ sequence: 1, tookMs: 3500 });
     await hb.stop();
+  });
+});
+
+describe('runSidecar: the loop and a parent’s fence responder', () => {
+  const request = (id: string) => JSON.stringify({ id, podUid: 'u-1', reason: 'ParentHung: no answer', requestedAt: '2026-12-02T10:00:00.000Z' });
+
+  function sidecar(fenced: boolean) {
+    const clock = new FakeClock({ io: true });
+    const local = new Recorder('local', clock);
+    const { logger, lines } = memoryLogger();
+    const f = { request: null as string | null, answers: [] as string[], watching: 0, notify: null as (() => void) | null, killed: [] as number[] };
+    const files: FenceFiles = {
+      readRequest: async () => f.request,
+      writeAnswer: async (t) => void f.answers.push(t),
+      watchRequests: (changed) => {
+        f.watching++;
+        f.notify = changed;
+        return { close: () => f.watching-- };
+      },
+    };
+    const hung: ProbeResult = { ok: false, error: 'no answer within 400ms', unanswered: true };
+    const hb = runSidecar({
+      identity,
+      intervalMs: 1000,
+      writers: [local],
+      probe: async () => hung,
+      clock,
+      logger,
+      fence: fenced ? { files, podUid: 'u-1', probe: async () => hung, portHolders: () => [77], kill: (pid) => void f.killed.push(pid) } : null,
+    });
+    return { clock, local, lines, f, hb };
+  }
+
+  it('answers a request as soon as its files say one came, and at every round otherwise', async () => {
+    const { clock, lines, f, hb } = sidecar(true);
+    await clock.advance(100);
+    expect(f.watching).toBe(1);
+    // Notified: answered at once, between rounds.
+    f.request = request('r1');
+    f.notify!();
+    await clock.advance(0);
+    expect(f.killed).toEqual([77]);
+    expect(f.answers.map((a) => JSON.parse(a))).toEqual([
+      { id: 'r1', podUid: 'u-1', killed: 1, detail: 'SIGKILL of pid 77 (no answer: no answer within 400ms)' },
+    ]);
+    expect(lines.find((l) => l.msg === 'fence request answered')).toMatchObject({ level: 40, killed: 1 });
+    // Not notified (a lost notification, a folder that cannot be watched): the next round answers it.
+    f.request = request('r2');
+    await clock.advance(850);
+    expect(f.answers).toHaveLength(1);
+    await clock.advance(100);
+    expect(f.answers.map((a) => JSON.parse(a).id)).toEqual(['r1', 'r2']);
+    expect(f.killed).toEqual([77, 77]);
+    await hb.stop();
+    expect(f.watching).toBe(0);
+  });
+
+  it('without fence ports it only beats', async () => {
+    const { clock, local, f, hb } = sidecar(false);
+    f.request = request('r3');
+    await clock.advance(2500);
+    await hb.stop();
+    expect(local.beats.map((b) => [b.phase, b.unanswered === true])).toEqual([
+      ['Starting', true],
+      ['Starting', true],
+      ['Starting', true],
+      ['Stopping', false],
+    ]);
+    expect(f.watching + f.answers.length + f.killed.length).toBe(0);
   });
 });

@@ -9,10 +9,16 @@
 // it is logged with structured fields. A probe that overruns the interval skips the ticks it
 // missed instead of firing them back to back. On stop: each channel, once its write in flight is
 // done, gets one last beat with phase Stopping; then the writers are closed.
+//
+// runSidecar is the whole sidecar over its ports: this loop, and a parent's fence responder
+// (fence.ts) asked at every round and whenever its files say a request came. The CLI's
+// startHeartbeat (heartbeat.ts) gives it the real channels, probe, folder and process killer; the
+// simulator gives it adapters over its model (src/sim/sidecar.ts).
 import type { Logger } from 'pino';
 import type { Beat, Phase } from '../core/types.js';
 import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat, type ProbeResult } from './beat.js';
 import type { BeatWriter, Clock } from '../channels/channel.js';
+import { type FenceDeps, FenceResponder } from './fence.js';
 
 export interface LoopOptions {
   identity: HeartbeatIdentity;
@@ -172,6 +178,44 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
         logger.info({ sequence: counter.sequence, stats }, 'heartbeat stopped');
       })();
       return stopped;
+    },
+  };
+}
+
+export interface SidecarOptions extends LoopOptions {
+  /** A parent's fence responder's ports (its sidecar shares the heartbeat folder with the agent); null: this sidecar fences nothing. */
+  fence: FenceDeps | null;
+}
+
+/** The heartbeat loop and, for a parent, its fence responder: what a sidecar runs. */
+export function runSidecar(opts: SidecarOptions): Heartbeat {
+  const { logger } = opts;
+  const responder = opts.fence ? new FenceResponder(opts.fence) : null;
+  const checkFence = (): void => {
+    void responder
+      ?.check()
+      .then((r) => {
+        if (r) logger[r.killed > 0 ? 'warn' : 'info']({ killed: r.killed, detail: r.detail, error: r.error }, 'fence request answered');
+      })
+      .catch((e: unknown) => logger.error({ error: (e as Error).message }, 'fence request could not be answered'));
+  };
+  const hb = runHeartbeatLoop({
+    ...opts,
+    beforeRound: () => {
+      checkFence();
+      opts.beforeRound?.();
+    },
+  });
+  // A fence request is answered as soon as it is written, not only at the next round.
+  const watcher =
+    responder?.files.watchRequests(checkFence, (e) =>
+      logger.warn({ error: e.message }, 'heartbeat folder not watched: fence requests are answered at each round'),
+    ) ?? null;
+  return {
+    ...hb,
+    stop: async () => {
+      watcher?.close();
+      await hb.stop();
     },
   };
 }
