@@ -1,8 +1,16 @@
 // Table tests for the core: every state (reached by driving decide() from a fresh start) against
 // every kind of input, then the time-driven rules one by one.
 import { describe, expect, it } from 'vitest';
-import { ACTION_TIMEOUT_MS } from './actions.js';
-import { CONFIRM_TIMEOUT_MS, decide, handoverToPersist, handoverWindowMs, initialState, judgingWindowMs, OWN_SPEC_BIND_SLACK_MS } from './decide.js';
+import {
+  ACTION_TIMEOUT_MS,
+  CONFIRM_TIMEOUT_MS,
+  decide,
+  handoverToPersist,
+  handoverWindowMs,
+  initialState,
+  judgingWindowMs,
+  OWN_SPEC_BIND_SLACK_MS,
+} from './decide.js';
 import { OVERLAP_EXITS_FOR_VERDICT, PROBATION } from './probation.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import { type Action, type Input, type ParentState, reasonText } from './types.js';
@@ -587,6 +595,23 @@ describe('decide: rules over time', () => {
         expect(r.state.checkpoint).toMatchObject({ active: true, exclusive: true });
         expect(r.actions.some((a) => a.type === 'retire')).toBe(false);
         expect(r.state.state).toBe('Active');
+      });
+
+      it('a held spec that fails as it starts (its run no longer than the copy took to be Ready): known-bad, and the copy keeps sharing', () => {
+        // The copy's time to its first Ready beat is known (readyAfterMs); the bad spec's runs are shorter.
+        const probe = overlapRun([0]);
+        const readyAfter = probe.state.exitWatch.readyAfterMs;
+        expect(readyAfter).not.toBeNull();
+        const short = overlapRun([0, 0, 1, 1, 2], Object.assign({ lastExitRanMs: readyAfter! }, BAD));
+        expect(short.state.knownBad).toMatchObject({ specHash: 'h-bad', ranMs: readyAfter });
+        expect(short.actions.filter((a) => a.type === 'activate')).toEqual([]);
+        expect(short.state.checkpoint.exclusive).not.toBe(true);
+        const ev = short.actions.find((a) => a.type === 'event' && a.reason === 'KnownBadSpec');
+        expect(ev).toMatchObject({ message: expect.stringContaining('keeps sharing') });
+        // A run longer than that (plus the slack) held its share while it limped: rewritten without sharing.
+        const long = overlapRun([0, 0, 1, 1, 2], Object.assign({ lastExitRanMs: readyAfter! + OWN_SPEC_BIND_SLACK_MS + 1000 }, BAD));
+        expect(long.actions.filter((a) => a.type === 'activate')).toEqual([expect.objectContaining({ exclusive: true })]);
+        expect(long.state.checkpoint).toMatchObject({ active: true, exclusive: true });
       });
 
       it("no verdict without a rise (first sighting), nor for the checkpoint's own spec", () => {

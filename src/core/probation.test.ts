@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { initialState } from './decide.js';
 import { POLICY } from './fixtures.test-helpers.js';
-import { holds, holdsPod, nextTry, PROBATION, PROBATION_INITIAL_MS, PROBATION_MAX_MS, probationMs, recovered, strike } from './probation.js';
+import { holds, holdsPod, nextTry, PROBATION, PROBATION_INITIAL_MS, PROBATION_MAX_MS, probationMs, recovered, sharesOnAfterVerdict, strike } from './probation.js';
 
 const BAD = { specHash: 'h-bad', uid: 'u2' };
 
@@ -79,5 +79,19 @@ describe('a boot voids deadlines', () => {
     // The reboot rule: no api-server answers, so an `activate` parent is covered without a grace.
     expect(s.graceUntil).toBe(10_000);
     expect(s.knownBad).toMatchObject({ specHash: 'h-bad', strikes: 2, until: 10_000 + probationMs(2) });
+  });
+});
+
+describe('overlap: after a verdict the copy keeps sharing only when the held spec fails as it starts', () => {
+  it.each([
+    ['a run as long as the copy took to be Ready', 15_000, 15_000, true],
+    ['a run within the slack beyond it', 19_000, 15_000, true],
+    ['a run longer than that (it held its share while it limped)', 21_000, 15_000, false],
+    ['an unknown run', undefined, 15_000, false],
+    ["an unknown copy's time to Ready", 1_000, null, false],
+  ] as const)('%s', (_what, ranMs, readyAfter, shares) => {
+    const v = strike(null, ranMs === undefined ? BAD : { ...BAD, lastExitRanMs: ranMs }, 1000, PROBATION.overlap);
+    expect(v.ranMs).toBe(ranMs);
+    expect(sharesOnAfterVerdict(v, readyAfter, 5_000)).toBe(shares);
   });
 });

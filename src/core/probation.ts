@@ -56,6 +56,11 @@ export interface Verdict {
   strikes: number;
   /** The probation ends: the spec may be tried again from then on. */
   until: number;
+  /**
+   * Overlap: how long the spec's run that drew the latest strike lasted (the pod's last exit, as
+   * the kubelet reported it), when known. See sharesOnAfterVerdict.
+   */
+  ranMs?: number;
 }
 
 /** How long the `strikes`-th verdict on a spec holds it: doubling from the schedule's first probation, capped. */
@@ -64,9 +69,30 @@ export function probationMs(strikes: number, schedule: ProbationSchedule = PROBA
 }
 
 /** A new strike against `pod`'s spec: one more than the last verdict on the same spec, if any. */
-export function strike(prev: Verdict | null, pod: { specHash: string; uid: string }, now: number, schedule: ProbationSchedule = PROBATION.release): Verdict {
+export function strike(
+  prev: Verdict | null,
+  pod: { specHash: string; uid: string; lastExitRanMs?: number },
+  now: number,
+  schedule: ProbationSchedule = PROBATION.release,
+): Verdict {
   const strikes = prev !== null && prev.specHash === pod.specHash ? prev.strikes + 1 : 1;
-  return { specHash: pod.specHash, podUid: pod.uid, since: now, strikes, until: now + probationMs(strikes, schedule) };
+  const v: Verdict = { specHash: pod.specHash, podUid: pod.uid, since: now, strikes, until: now + probationMs(strikes, schedule) };
+  if (pod.lastExitRanMs !== undefined) v.ranMs = pod.lastExitRanMs;
+  return v;
+}
+
+/**
+ * Overlap: after its verdict a held spec is kept from binding beside the copy only when that costs
+ * less than letting it try. Rewriting the copy without sharing stops it and starts it again (the
+ * port dark for the copy's whole start, and once more when the spec changes or the verdict ends);
+ * a held spec that fails as it starts costs only its share of new connections between its bind and
+ * its exit, at most its run, at the kubelet's back-off (10 s doubling to 5 min). So the copy keeps
+ * sharing when the failing run was no longer than the copy's own time to Ready plus `slackMs` (it
+ * died while starting: bound for a moment at most), and is rewritten without sharing when the run
+ * was longer (it held its share while it hung or limped) or its length is unknown.
+ */
+export function sharesOnAfterVerdict(v: Verdict, copyReadyAfterMs: number | null, slackMs: number): boolean {
+  return v.ranMs !== undefined && copyReadyAfterMs !== null && v.ranMs <= copyReadyAfterMs + slackMs;
 }
 
 /** The verdict holds now (its probation has not ended). */

@@ -8,6 +8,8 @@ import { DaemonSetController, type RollingUpdate } from './daemonset.js';
 import type { PodSpec, SimNode } from './model.js';
 import type { World } from './world.js';
 
+const isApiServer = (spec: PodSpec): boolean => spec.apiServer;
+
 export interface ApiPod {
   uid: string;
   name: string;
@@ -55,8 +57,9 @@ export class ApiServer {
     if (!n.up || n.net.partitioned) return false;
     const k = this.world.kubelets.get(n.name);
     if (!k) return false;
-    for (const p of k.pods.values()) if (p.spec?.apiServer && k.serving(p)) return true;
-    return false;
+    // The same measure as the outcomes: a share of the port held by a process that does not serve
+    // fails its share of the connections, so the node has no instance to count on.
+    return k.answeredBy(isApiServer) !== null;
   }
 
   /** Nodes with a serving api-server instance that can reach etcd. */

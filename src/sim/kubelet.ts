@@ -169,6 +169,28 @@ export class Kubelet {
     return p.state === 'running' && !p.removed && !p.hung;
   }
 
+  /**
+   * Who answers clients on the port of the pods `matches` picks: the one measure of service that
+   * outcomes, reachability, lanes and pictures all use. A pod that holds a share of the port
+   * (SO_REUSEPORT) without serving (hung, or not Ready yet) takes its share of the new connections
+   * and fails them: measured on the real node, a never-Ready api-server beside its checkpoint left
+   * /readyz failing 55 of 90 s. So the port counts as failing while such a share is held. (A pod
+   * being removed has closed its listener: kube-apiserver stops accepting at once on SIGTERM.)
+   */
+  answeredBy(matches: (spec: PodSpec) => boolean): 'parent' | 'checkpoint' | null {
+    let by: 'parent' | 'checkpoint' | null = null;
+    for (const p of this.pods.values()) {
+      if (!p.spec || !matches(p.spec)) continue;
+      if (!this.serving(p)) {
+        if (p.bound && p.spec.portSharing && !p.removed && p.state !== 'terminating') return null;
+        continue;
+      }
+      if (p.role === 'parent') by = 'parent';
+      else if (p.role === 'checkpoint' && by === null) by = 'checkpoint';
+    }
+    return by;
+  }
+
   /** The kubelet's `/pods` listing: every pod it knows, with the state it last managed to report. */
   listPods(): Array<{ key: string | null; role: PodRole; source: 'static' | 'api'; state: ReportedState }> {
     return [...this.pods.values()].map((p) => ({ key: p.spec?.key ?? null, role: p.role, source: p.source, state: p.reported ?? 'pending' }));

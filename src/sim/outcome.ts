@@ -9,22 +9,7 @@ export type ServedBy = 'parent' | 'checkpoint' | null;
 export function servedBy(world: World, node: string, key: string): ServedBy {
   const k = world.kubelets.get(node);
   if (!k || !world.nodes.get(node)!.up) return null;
-  let by: ServedBy = null;
-  let stolen = false;
-  for (const p of k.pods.values()) {
-    if (p.spec?.key !== key) continue;
-    // A pod that holds a share of the port (SO_REUSEPORT) without serving takes its share of the
-    // new connections and fails them: measured on the real node, a never-Ready api-server beside
-    // its checkpoint left /readyz failing 55 of 90 s. Counted as not served. (A pod being removed
-    // has closed its listener: kube-apiserver stops accepting at once on SIGTERM.)
-    if (!k.serving(p)) {
-      if (p.bound && p.spec.portSharing && !p.removed && p.state !== 'terminating') stolen = true;
-      continue;
-    }
-    if (p.role === 'parent') by = 'parent';
-    else if (p.role === 'checkpoint' && by === null) by = 'checkpoint';
-  }
-  return stolen ? null : by;
+  return k.answeredBy((spec) => spec.key === key);
 }
 
 /** The checkpoint is active: its manifest is in the folder or its copy still runs. */

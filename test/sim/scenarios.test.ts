@@ -47,13 +47,15 @@ describe('named scenarios under lastseen', () => {
     const releaseGaps: number[] = [];
     for (const seed of seeds) releaseGaps.push(await gapAfterFirstServe('master-reboot', seed));
     expect(Math.max(...releaseGaps)).toBeGreaterThan(30);
-    // A spec that never becomes Ready takes its share until its fourth exit makes it known-bad
-    // (OVERLAP_EXITS_FOR_VERDICT: a spec that stumbles up to three times gets through); the copy is
-    // then replaced by one that does not share: four bad runs bound beside the copy (1 s each) and
-    // the replacement (the old copy's 15 s drain, the new copy's 15 s start), nothing later.
+    // A spec that never becomes Ready and fails as it starts takes its share of the port for the
+    // moment between its bind and its exit (1 s) at every start, before its verdict and after it:
+    // the copy keeps sharing (no rewrite: that would cost the copy's 15 s drain and 15 s start).
+    const badRun = await runScenario(namedScenario('bad-rollout-overlap')!, { seed: 1, keepLogs: true });
+    const crashes = (formatTimeline(badRun).match(/kube-apiserver-2 exited: crashed while starting/g) ?? []).length;
     const bad = await gapAfterFirstServe('bad-rollout-overlap', 1);
-    expect(bad).toBeGreaterThan(30);
-    expect(bad).toBeLessThan(36);
+    expect(crashes).toBeGreaterThanOrEqual(6);
+    expect(bad).toBeGreaterThan(crashes * 0.9);
+    expect(bad).toBeLessThanOrEqual(crashes * 1.1);
   });
 
   it("after a reboot the parent's container starts again as a restart the kubelet calls Unknown, and the overlap stands: no OverlapUnavailable, no KnownBadSpec (seeds 1..20)", async () => {
@@ -97,17 +99,21 @@ describe('named scenarios under lastseen', () => {
     }
   });
 
-  it('bad-rollout-overlap: the fourth exit of the bad spec is the verdict; its later restarts cannot bind beside the exclusive copy', async () => {
+  it('bad-rollout-overlap: a verdict after at least four exits of the bad spec; the copy keeps sharing, never rewritten', async () => {
     const r = await runScenario(namedScenario('bad-rollout-overlap')!);
     const text = formatTimeline(r);
     expect(text.match(/Warning KnownBadSpec/g)).toHaveLength(1);
-    expect(text).toMatch(/strike 1\); rollout held: .* next try in 30m/);
-    expect(text.match(/wrote manifest .* without port sharing\)/g)).toHaveLength(1);
-    // Crashes of the bad build: its four runs beside the shared copy (OVERLAP_EXITS_FOR_VERDICT);
-    // every later restart fails to bind.
-    expect(text.match(/kube-apiserver-2 exited: crashed while starting/g)).toHaveLength(4);
-    expect((text.match(/kube-apiserver-2 exited: bind :6443: address already in use/g) ?? []).length).toBeGreaterThanOrEqual(3);
-    expect(r.outcome.unservedSeconds).toBeLessThanOrEqual(50.5);
+    expect(text).toMatch(/strike 1\); rollout held: the checkpoint keeps sharing them .* next try in 30m/);
+    expect(text).not.toMatch(/without port sharing/);
+    // The verdict comes at the fourth exit the agent saw (OVERLAP_EXITS_FOR_VERDICT) or later: an
+    // exit reported after a moment the agent could not reach the api-server (the bad spec's bound
+    // share fails new connections, the agent's probe among them) is not counted.
+    const before = text.slice(0, text.indexOf('Warning KnownBadSpec'));
+    expect((before.match(/kube-apiserver-2 exited: crashed while starting/g) ?? []).length).toBeGreaterThanOrEqual(4);
+    // The bad build fails as it starts, so its later restarts still bind (for a moment) and crash.
+    expect(text.match(/kube-apiserver-2 exited: bind :6443/g)).toBeNull();
+    // 15.3 s from the old pod's deletion to the copy serving, and about 1 s per bad start.
+    expect(r.outcome.unservedSeconds).toBeLessThanOrEqual(25);
     expect(r.outcome.finalServedBy).toBe('checkpoint');
   });
 
