@@ -7,7 +7,8 @@
 // power-loss, hang, rolling-reboot, partition, bad-rollout, master-lost (master-lost leaves two
 // nodes, so it comes last). Prints one JSON document with --json. Needs root; see docs/real-cluster.md.
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { cpSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command } from 'commander';
 import { log } from '../node/testbed.js';
 import { CASES, type CaseName, type CaseResult, runCase, staticPowerLoss } from './cases.js';
@@ -24,7 +25,8 @@ const program = new Command('e2e:cluster')
   .option('--settle <seconds>', 'keep measuring this long after every parent serves again', '10')
   .option('--hold <seconds>', 'how long a partition, a hang or a bad rollout lasts', '120')
   .option('--out <file>', 'also write the document, with the date and commit, to this file')
-  .option('--keep', 'leave the test bed up at the end');
+  .option('--keep', 'leave the test bed up at the end')
+  .option('--logs <dir>', "copy every node's pod logs here before the bed goes down");
 program.parse();
 const o = program.opts<{
   case: string;
@@ -37,6 +39,7 @@ const o = program.opts<{
   hold: string;
   out?: string;
   keep?: boolean;
+  logs?: string;
 }>();
 
 const rounds = Number(o.rounds);
@@ -97,6 +100,16 @@ try {
   failed = e as Error;
   log(`failed: ${failed.message}`);
 } finally {
+  // The pods' own logs (agents, heartbeat sidecars, api-servers) outlive the bed for whoever reads a failure.
+  if (o.logs) {
+    for (const n of ['m1', 'm2', 'm3']) {
+      try {
+        cpSync(join(c.nodeDir(n), 'pod-logs'), join(o.logs, n), { recursive: true });
+      } catch (e) {
+        log(`${n}: pod logs not kept: ${(e as Error).message}`);
+      }
+    }
+  }
   const down = o.keep ? Promise.resolve('') : c.script('down').catch((e) => log(`down failed: ${(e as Error).message}`));
   await down;
 }

@@ -19,7 +19,7 @@ export const LB_IP = '10.213.0.10';
 export const LB_PORT = 6443;
 export const nodeIp = (n: string) => `10.213.0.1${n.slice(1)}`;
 
-type Container = { name: string; command?: string[]; env?: Array<{ name: string; value?: string }> };
+type Container = { name: string; command?: string[]; env?: Array<{ name: string; value?: string }>; readinessProbe?: object };
 type PodSpec = { containers: Container[]; initContainers?: Container[] };
 
 function podSpec(obj: { kind?: string; spec?: unknown }): PodSpec | null {
@@ -36,10 +36,22 @@ function clusterApiserverCommand(command: string[]): string[] {
   });
 }
 
+/**
+ * Ready only when /readyz says so, as kubeadm's api-server pods are: the DaemonSet controller's
+ * rolling update waits for Ready (a spec that never serves stalls the rollout on its first node
+ * instead of taking every master), and a hung or cut-off api-server's pod is shown NotReady.
+ */
+function apiserverReadiness(command: string[]): object {
+  const port = Number(command.find((a) => a.startsWith('--secure-port='))?.split('=')[1]);
+  if (!Number.isInteger(port)) throw new Error('the kube-apiserver command has no --secure-port flag');
+  return { httpGet: { host: '127.0.0.1', port, path: '/readyz', scheme: 'HTTPS' }, periodSeconds: 2, timeoutSeconds: 2, failureThreshold: 2 };
+}
+
 /** Every container of the object: api-server flags for three masters, in-cluster clients to the load balancer. */
 function forCluster<T extends { kind?: string; spec?: unknown }>(obj: T): T {
   const spec = podSpec(obj);
   if (!spec) return obj;
+  for (const c of spec.containers) if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.readinessProbe = apiserverReadiness(c.command);
   for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) {
     if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.command = clusterApiserverCommand(c.command);
     for (const e of c.env ?? []) {

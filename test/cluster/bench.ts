@@ -1,0 +1,101 @@
+// npm exec -- tsx test/cluster/bench.ts --add RUN.json [--add RUN.json...] [--sim FILE]
+//
+// Gathers `npm run e2e:cluster -- --out RUN.json` documents into bench/cluster.json: every run as
+// measured (with its commit, load average, static-pod limit and resources), and per case the
+// min/median/max of each figure over all rounds of all runs. A run already there (same
+// measuredAt) is replaced. --sim FILE takes the simulator's lines (`CASE {simulate --json}`,
+// one a line) as the simulator's side.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { REPO } from '../node/env.js';
+import type { CaseResult } from './cases.js';
+
+interface Run {
+  cases: CaseResult[];
+  staticS: Array<number | null>;
+  staticLimitS: number | null;
+  resources: Record<string, number>;
+  measuredAt: string;
+  commit: string;
+  source?: string;
+  error?: string;
+}
+
+interface Bench {
+  source: string;
+  runs: Run[];
+  summary: Record<string, unknown>;
+  simulator?: Record<string, unknown>;
+}
+
+const FILE = join(REPO, 'bench', 'cluster.json');
+const program = new Command('cluster-bench')
+  .option('--add <file...>', 'e2e:cluster --out documents to add', [])
+  .option('--source <text>', 'the command that measured the added runs')
+  .option('--sim <file>', 'simulator lines: CASE {json}');
+program.parse();
+const o = program.opts<{ add: string[]; source?: string; sim?: string }>();
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+function stats(xs: Array<number | null | undefined>): { n: number; min: number; median: number; max: number; missing: number } | null {
+  const v = xs.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
+  if (!v.length) return null;
+  const m = Math.floor(v.length / 2);
+  const median = v.length % 2 ? (v[m] as number) : ((v[m - 1] as number) + (v[m] as number)) / 2;
+  return { n: v.length, min: v[0] as number, median: round2(median), max: v[v.length - 1] as number, missing: xs.length - v.length };
+}
+
+const old = JSON.parse(readFileSync(FILE, 'utf8')) as Partial<Bench> & { real?: Run };
+const runs: Run[] = old.runs ?? (old.real ? [{ ...old.real, source: old.source }] : []);
+for (const f of o.add) {
+  const r = JSON.parse(readFileSync(f, 'utf8')) as Run;
+  if (!Array.isArray(r.cases) || typeof r.measuredAt !== 'string') throw new Error(`${f}: not an e2e:cluster --out document (no cases or measuredAt)`);
+  if (o.source) r.source = o.source;
+  const at = runs.findIndex((x) => x.measuredAt === r.measuredAt);
+  if (at >= 0) runs[at] = r;
+  else runs.push(r);
+}
+
+const summary: Record<string, unknown> = {};
+const byCase = new Map<string, Array<{ r: CaseResult; run: Run }>>();
+for (const run of runs) for (const r of run.cases) byCase.set(r.case, [...(byCase.get(r.case) ?? []), { r, run }]);
+for (const [name, rs] of byCase) {
+  const nodes = rs.flatMap(({ r }) => r.nodes);
+  summary[name] = {
+    rounds: rs.length,
+    recovered: rs.filter(({ r }) => r.recovered).length,
+    commits: [...new Set(rs.map(({ run }) => run.commit))],
+    lbServedAfterS: stats(rs.map(({ r }) => r.lbServedAfterS)),
+    unavailableS: stats(rs.map(({ r }) => r.unavailableS)),
+    lbAvailabilityPct: stats(rs.map(({ r }) => r.lbAvailabilityPct)),
+    apiServedAfterS: stats(nodes.map((n) => n.apiServedAfterS)),
+    parentServedAfterS: stats(nodes.map((n) => n.parentServedAfterS)),
+    activations: stats(nodes.map((n) => n.activations)),
+    staticLimitS: stats(rs.map(({ run }) => run.staticLimitS)),
+    loadAvg1: stats(rs.map(({ r }) => r.loadAvg?.[0])),
+    peakRssMiB: stats(rs.map(({ run }) => run.resources?.peakRssMiB)),
+    peakCpuCores: stats(rs.map(({ run }) => run.resources?.peakCpuCores)),
+  };
+}
+
+let simulator = old.simulator;
+if (o.sim) {
+  simulator = {
+    seeds: '1..20',
+    note: 'test/cluster/sim/*.yaml (bad-rollout: the named bad-rollout-three-masters-overlap); times from the fault, the focus node',
+  };
+  for (const line of readFileSync(o.sim, 'utf8').split('\n')) {
+    const m = line.match(/^(\S+) (\{.*\})$/);
+    if (m?.[1] && m[2]) simulator[m[1]] = JSON.parse(m[2]);
+  }
+}
+
+const out: Bench = {
+  source: 'npm run e2e:cluster -- --case CASE[:ROUNDS] --out FILE, gathered by test/cluster/bench.ts',
+  runs,
+  summary,
+  ...(simulator ? { simulator } : {}),
+};
+writeFileSync(FILE, `${JSON.stringify(out, null, 1)}\n`);
+for (const [name, s] of Object.entries(summary)) console.log(name, JSON.stringify(s));
