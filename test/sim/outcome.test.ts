@@ -2,7 +2,7 @@
 // next fault's) and over the whole run (unserved time, activations, hand-over attempts).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { formatTimeline, namedScenario, parseScenario, parseScenarioText, runScenario } from '../../src/sim/index.js';
+import { formatTimeline, namedScenario, parseScenario, parseScenarioText, runScenario, timelineEvents } from '../../src/sim/index.js';
 import { scheduleFaults } from '../../src/sim/faults.js';
 import { AGENT_MANIFEST } from '../../src/sim/model.js';
 import { specFor, World } from '../../src/sim/world.js';
@@ -177,4 +177,33 @@ describe('outcome per fault and totals', () => {
     expect(o.totals.checkpointWhileParentAliveSeconds).toBe(first!.checkpointWhileParentAliveSeconds);
     expect(o.totals.activations).toBe(2);
   });
+});
+
+describe('one measure of service', () => {
+  // A process that holds a share of the port without serving fails that share: the outcome counts
+  // the key unserved, and the node's "api-server reachable" line (probes, the kubelet, the lanes of
+  // the picture) says unreachable for exactly the same stretches. One master, so nothing else serves.
+  it.each(['apiserver-hang', 'apiserver-hang-release', 'bad-rollout-overlap', 'stumbling-rollout'])(
+    '%s: unreachable stretches on the master add up to the outcome unserved time (seeds 1..4)',
+    async (name) => {
+      for (let seed = 1; seed <= 4; seed++) {
+        const r = await runScenario(namedScenario(name)!, { seed, keepLogs: true });
+        const from = r.outcome.perFault[0]!.at;
+        let down: number | null = null;
+        let total = 0;
+        for (const e of timelineEvents(r)) {
+          if (e.node !== 'm1' || e.kind !== 'api') continue;
+          if (e.text === 'api-server unreachable from this node') down ??= Math.max(e.t, from);
+          if (e.text === 'api-server reachable from this node' && down !== null) {
+            if (e.t > from) total += e.t - down;
+            down = null;
+          }
+        }
+        if (down !== null) total += r.endedAt - down;
+        expect(Math.abs(total - r.outcome.unservedSeconds), `${name} seed ${seed}: lanes ${total}, outcome ${r.outcome.unservedSeconds}`).toBeLessThanOrEqual(
+          0.2,
+        );
+      }
+    },
+  );
 });
