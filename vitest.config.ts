@@ -37,7 +37,8 @@ export default defineConfig({
           // A real node (scripts/node: kubelet v1.36.3 + containerd) running a self-hosted control
           // plane, power-cycled. Needs root and `scripts/node ensure`; several minutes.
           name: 'node',
-          include: ['test/node/**/*.test.ts'],
+          // test/cluster: three real nodes behind a load balancer (scripts/cluster), power-loss once.
+          include: ['test/node/**/*.test.ts', 'test/cluster/**/*.test.ts'],
           globalSetup: ['test/node/global-setup.ts'],
           testTimeout: 900_000,
           hookTimeout: 600_000,
