@@ -1,16 +1,8 @@
 // Table tests for the core: every state (reached by driving decide() from a fresh start) against
 // every kind of input, then the time-driven rules one by one.
 import { describe, expect, it } from 'vitest';
-import {
-  ACTION_TIMEOUT_MS,
-  CONFIRM_TIMEOUT_MS,
-  decide,
-  handoverToPersist,
-  handoverWindowMs,
-  initialState,
-  judgingWindowMs,
-  OWN_SPEC_BIND_SLACK_MS,
-} from './decide.js';
+import { ACTION_TIMEOUT_MS } from './actions.js';
+import { CONFIRM_TIMEOUT_MS, decide, handoverToPersist, handoverWindowMs, initialState, judgingWindowMs, OWN_SPEC_BIND_SLACK_MS } from './decide.js';
 import { OVERLAP_EXITS_FOR_VERDICT, PROBATION } from './probation.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import { type Action, type Input, type ParentState, reasonText } from './types.js';

@@ -21,25 +21,30 @@
 //
 // Pure and synchronous: no I/O, no clock, no randomness. The caller feeds inputs and ticks at
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
-import { backoffMs } from './backoff.js';
-import { copyHang, copyRestarted, emptyHang, FENCE_REPEAT_MS, fenceAllowed, hungPod, observeCopyBeat, observeParentBeat } from './fence.js';
+import { actionWakes, ask as askFor, due, failed, inFlight, succeeded } from './actions.js';
+import { copyHang, copyRestarted, emptyHang, FENCE_REPEAT_MS, fenceAllowed, hungPod, observeCopyBeat } from './fence.js';
 import { holds, holdsPod, nextTry, OVERLAP_EXITS_FOR_VERDICT, PROBATION, recovered as recoveredVerdict, sharesOnAfterVerdict, strike } from './probation.js';
-import { copyTrust, emptyTrust, judgeBeat, leadingBeat, takePending } from './beats.js';
+import { copyTrust, emptyTrust } from './beats.js';
+import {
+  fresh,
+  freshnessWakes,
+  freshSinceEntered,
+  judgeLive,
+  noteWindow,
+  observeBeat as observeParentBeat,
+  readyProven,
+  regrace,
+  takeHeldBeat,
+  windowReason,
+} from './freshness.js';
 import { claimResult, observeManifest } from './manifest.js';
 import { cover, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
-import type { Action, ActionKind, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState, ParentStateName, Phase } from './types.js';
+import type { Action, Beat, Reason, CheckpointInfo, Decision, Input, ParentPolicy, ParentState } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
 /** After a live read could not reach the api-server, ask again after this long. */
 export const CONFIRM_RETRY_MS = 5_000;
-/** After an actuator failure (disk full, read-only folder), retry that action after this long, doubling per failure in a row up to ACTION_RETRY_MAX_MS. */
-export const ACTION_RETRY_MS = 5_000;
-export const ACTION_RETRY_MAX_MS = 60_000;
-/** An action whose result was never reported (a lost report) is asked again after this long. */
-export const ACTION_TIMEOUT_MS = 60_000;
-/** Beat rounds remembered to recognise one round arriving on several channels: a few intervals' worth. */
-const MAX_ROUNDS = 8;
 /** Bound on state-machine steps per call; each step changes state, so a few suffice. */
 const MAX_STEPS = 8;
 
@@ -187,21 +192,7 @@ function copy(s: ParentState): ParentState {
   };
 }
 
-export function beatFingerprint(b: Beat): string {
-  return `${b.holder}|${b.holderUid}|${b.role}|${b.phase}|${b.sequence}|${b.renewTime}`;
-}
-
-/**
- * Every window a declared interval needs: two intervals, so that one late beat does not read as a
- * dead parent (the policy validator's own rule, `window >= 2 x interval`, applied to what the
- * writer actually does).
- */
-export const WINDOW_INTERVALS = 2;
-
-/** The window this parent is judged by: the policy's, or twice the interval it declares if that is longer. */
-export function judgingWindowMs(s: ParentState): number {
-  return s.declaredIntervalMs === null ? s.policy.windowMs : Math.max(s.policy.windowMs, WINDOW_INTERVALS * s.declaredIntervalMs);
-}
+export { beatFingerprint, changedBeat, judgingWindowMs, WINDOW_INTERVALS } from './freshness.js';
 
 export function decide(prev: ParentState, input: Input, now: number): Decision {
   const s = copy(prev);
@@ -217,46 +208,6 @@ export function decide(prev: ParentState, input: Input, now: number): Decision {
   windowReason(s, actions);
   reconcile(s, now, actions);
   return { state: s, actions, wakeAt: wakeAt(s, now) };
-}
-
-/** Announce (once per change) that the policy's window is shorter than the parent's interval allows. */
-function noteWindow(s: ParentState, actions: Action[]): void {
-  const judging = judgingWindowMs(s);
-  const widened = judging > s.policy.windowMs ? judging : null;
-  if (widened === s.windowNotedMs) return;
-  if (widened !== null) {
-    event(
-      actions,
-      'Warning',
-      'WindowBelowInterval',
-      `${s.id}: the parent beats every ${secs(s.declaredIntervalMs!)}, but the policy's window is ${secs(s.policy.windowMs)}; judging it by ${secs(widened)} (${WINDOW_INTERVALS} x its interval) instead. Give writer and agent the same policy (interval and window)`,
-    );
-  } else {
-    event(
-      actions,
-      'Normal',
-      'WindowCoversInterval',
-      `${s.id}: the policy's window (${secs(s.policy.windowMs)}) covers ${WINDOW_INTERVALS} x the parent's interval again`,
-    );
-  }
-  s.windowNotedMs = widened;
-}
-
-const WINDOW_REASON = 'WindowBelowInterval';
-
-/** A Healthy or Starting parent judged by a widened window says so in its reason (status REASON). */
-function windowReason(s: ParentState, actions: Action[]): void {
-  if (s.state !== 'Healthy' && s.state !== 'Starting') return;
-  const noted = s.reason.code === WINDOW_REASON;
-  if (s.windowNotedMs !== null) {
-    const reason = R(
-      WINDOW_REASON,
-      `the parent declares a ${secs(s.declaredIntervalMs!)} interval; judged by ${secs(s.windowNotedMs)}, not the policy's ${secs(s.policy.windowMs)} window`,
-    );
-    if (!sameReason(s.reason, reason)) holdNote(s, reason, actions);
-  } else if (noted) {
-    holdNote(s, s.state === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), actions);
-  }
 }
 
 // ---- observing: inputs change what the core knows, never what it does ----
@@ -307,9 +258,7 @@ function observe(s: ParentState, input: Input, now: number): void {
     case 'pod': {
       if (!s.apiReachable) return;
       s.pod = input.pod ? { ...input.pod } : null;
-      const held = takePending(s.beatTrust, s.pod ? [{ uid: s.pod.uid, name: s.pod.name }, ...(s.pod.alsoListed ?? [])] : null);
-      // A new pod's beat that came before the list naming it counts now (its channel has seen it).
-      if (held && s.seen[held.channel] === beatFingerprint(held)) s.seen[held.channel] = 'held';
+      const held = takeHeldBeat(s);
       if (held) observeBeat(s, held, now);
       const before = s.exitWatch.base;
       const exited = exitedBesideSharingCheckpoint(s, now);
@@ -330,34 +279,29 @@ function observe(s: ParentState, input: Input, now: number): void {
       return;
     }
     case 'policy':
-      // A grace still running is re-measured from its start under the new policy.
-      if (s.graceUntil > now) s.graceUntil += input.policy.startupGraceMs - s.policy.startupGraceMs;
+      regrace(s, input.policy, now);
       if (s.handover.nextBackoffMs > input.policy.handoverBackoff.maxMs) s.handover.nextBackoffMs = input.policy.handoverBackoff.maxMs;
       s.policy = input.policy;
       return;
     case 'captured':
-      delete s.inflight.capture;
-      delete s.retry.capture;
+      succeeded(s, 'capture');
       s.capturingHash = null;
       s.checkpoint = { ...s.checkpoint, stored: true, specHash: input.specHash };
       return;
     case 'activated':
-      delete s.inflight.activate;
-      delete s.retry.activate;
+      succeeded(s, 'activate');
       s.checkpoint = { ...s.checkpoint, active: true, exclusive: input.exclusive === true };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: now, readyAfterMs: null };
       copyRestarted(s.hang);
       return;
     case 'retired':
-      delete s.inflight.retire;
-      delete s.retry.retire;
+      succeeded(s, 'retire');
       s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
       s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since: null, readyAfterMs: null };
       copyRestarted(s.hang);
       return;
     case 'fenced':
-      delete s.inflight.fence;
-      delete s.retry.fence;
+      succeeded(s, 'fence');
       if (s.hang.fence?.podUid === input.podUid) s.hang.fence.killed = input.killed;
       if (input.killed > 0) {
         // The hung process is gone; the kubelet restarts it. Its sidecar's next rounds say how it
@@ -370,18 +314,13 @@ function observe(s: ParentState, input: Input, now: number): void {
       }
       return;
     case 'collected':
-      delete s.inflight.collect;
-      delete s.retry.collect;
+      succeeded(s, 'collect');
       s.checkpoint = { stored: false, active: false, specHash: null };
       return;
     case 'actionFailed': {
-      const a = input.action;
-      if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect' && a !== 'fence') return;
-      delete s.inflight[a];
+      const a = failed(s, input, now);
       if (a === 'capture') s.capturingHash = null;
       if (a === 'fence') s.hang.fence = null; // asked again after the action's back-off
-      const failures = (s.retry[a]?.failures ?? 0) + 1;
-      s.retry[a] = { at: now + backoffMs(failures, { initialMs: ACTION_RETRY_MS, maxMs: ACTION_RETRY_MAX_MS }), failures };
       return;
     }
   }
@@ -423,6 +362,7 @@ function exitedBesideSharingCheckpoint(s: ParentState, now: number): 'other spec
   return holdsPod(s.knownBad, pod, now) ? null : 'other spec';
 }
 
+/** A beat of the parent (freshness.ts) or of its checkpoint's copy. */
 function observeBeat(s: ParentState, b: Beat, now: number): void {
   if (b.role === 'checkpoint') {
     s.checkpointPhase = b.phase;
@@ -437,62 +377,7 @@ function observeBeat(s: ParentState, b: Beat, now: number): void {
     }
     return;
   }
-  const fp = beatFingerprint(b);
-  const before = s.seen[b.channel];
-  if (before === fp) return;
-  s.seen[b.channel] = fp;
-  // Only the parent's own beats, newer than any round already counted (src/core/beats.ts).
-  const listed = s.pod ? [{ uid: s.pod.uid, name: s.pod.name }, ...(s.pod.alsoListed ?? [])] : null;
-  const judged = judgeBeat(s.beatTrust, b, listed, now);
-  s.beatTrust = judged.trust;
-  const v = judged.verdict;
-  if (v.kind === 'refused') {
-    s.beatRefused = { type: 'beatRefused', channel: b.channel, holder: b.holder, holderUid: b.holderUid, why: v.why, message: v.message, report: v.report };
-    return;
-  }
-  // 'unlisted': judged again when the next pod list arrives (takePending).
-  if (v.kind === 'old' || v.kind === 'unlisted') return;
-  // An unanswered beat (the sidecar runs, its process does not answer) is no sign of life (fence.ts).
-  const unanswered = observeParentBeat(s.hang, b, now);
-  // Even a baseline declares how the parent beats: the first judgement already needs it.
-  const judgingBefore = judgingWindowMs(s);
-  s.declaredIntervalMs = b.intervalMs ?? null;
-  // A grace still running lasts at least one (widened) window from now: a parent must get a
-  // window to be seen after a restart, as the policy rule startupGrace >= window says.
-  const judging = judgingWindowMs(s);
-  if (judging > judgingBefore && s.graceUntil > now) s.graceUntil = Math.max(s.graceUntil, now + judging);
-  // Baseline: a first sighting on this channel proves nothing about now. Its round is not kept
-  // either: kept, the same round arriving as a change on another channel (the sidecar's first
-  // beat after a reboot: a first sighting in the empty local folder, a change of the Lease left
-  // from before the reboot) was dropped as "already seen", and the parent, Ready, could be taken
-  // for silent once startupGrace ended (found by `simulate random --net`, seeds 1147 and 2801).
-  // A first sighting while the grace runs (a parent whose pod started after the agent, its beat
-  // the first in the folder) gets one (widened) window from now for its next beat, as a restart
-  // does: else a slow-beating parent first seen late in the grace is judged silent before its
-  // second beat can arrive (found by `simulate random --net`, seed 859: a 19 s beat, a 38 s
-  // window). A first sighting at the agent's start changes nothing: startupGrace >= window.
-  if (before === undefined || v.kind === 'baseline' || v.kind === 'restart') {
-    if (s.graceUntil > now) s.graceUntil = Math.max(s.graceUntil, now + judging);
-    return;
-  }
-  const round = `${b.holderUid}|${b.sequence}|${b.renewTime}`;
-  if (s.rounds.includes(round)) return; // this round was already counted on another channel
-  s.rounds = [...s.rounds, round].slice(-MAX_ROUNDS);
-  if (unanswered) return;
-  s.lastChangeAt = now;
-  if (b.channel === 'local') s.lastLocalChangeAt = now;
-  // Two live pods of the key: the parent's phase is the best of their fresh beats (beats.ts).
-  const lead = leadingBeat(s.beatTrust, now, judging);
-  if (lead) b = { ...b, phase: lead.phase, holderUid: lead.holderUid, ...(lead.unprobed ? { unprobed: true } : { unprobed: false }) };
-  if (b.phase === 'Starting') {
-    if (s.phase !== 'Starting' || s.holderUid !== b.holderUid) s.startingSince = now;
-  } else {
-    s.startingSince = null;
-  }
-  s.phase = b.phase;
-  s.phaseUnprobed = b.unprobed === true;
-  s.holderUid = b.holderUid;
-  s.confirm = null;
+  observeParentBeat(s, b, now);
 }
 
 /**
@@ -522,15 +407,6 @@ export function handoverJitter(id: string, attempt: number): number {
 }
 
 // ---- deciding: one state-machine step; returns whether the state changed ----
-
-function fresh(s: ParentState, now: number): boolean {
-  return s.lastChangeAt !== null && now - s.lastChangeAt <= judgingWindowMs(s);
-}
-
-/** Beats changed after the current state was entered (e.g. the parent came back while Active). */
-function freshSinceEntered(s: ParentState, now: number): boolean {
-  return fresh(s, now) && s.lastChangeAt! >= s.since && s.lastChangeAt !== null;
-}
 
 function usesApiChannels(p: ParentPolicy): boolean {
   return p.channels.some((c) => (API_CHANNELS as readonly string[]).includes(c));
@@ -570,25 +446,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
           actions,
         );
       }
-      if (isFresh) {
-        if (s.phase === 'Stopping') return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
-        if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
-          s.handover.notBefore = now + s.handover.nextBackoffMs;
-          return cover(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
-        }
-        const want = liveState(s.phase);
-        if (want !== s.state)
-          return enter(s, want, want === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), now, actions);
-        return false;
-      }
-      if (!graceOver) return false;
-      return enter(
-        s,
-        'Silent',
-        s.lastChangeAt === null ? R('NoBeat', 'no beat seen since the agent started') : R('WindowExpired', 'no beat changed within the window'),
-        now,
-        actions,
-      );
+      return judgeLive(s, now, actions);
     }
     case 'Silent': {
       const hung = hungPod(s);
@@ -774,7 +632,7 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
 function requestFence(s: ParentState, podUid: string, now: number, actions: Action[]): void {
   if (!fenceAllowed(s.hang, podUid, now) || !due(s, 'fence', now)) return;
   s.hang.fence = { podUid, at: now, killed: null };
-  s.inflight.fence = now;
+  inFlight(s, 'fence', now);
   const why = R(
     'ParentHung',
     `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
@@ -796,18 +654,6 @@ function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fenced' }>, 
   } else {
     holdNote(s, R('FenceNotNeeded', `pod ${input.podUid}: ${input.detail}`), actions);
   }
-}
-
-/**
- * A Ready beat is evidence enough when the sidecar probed the parent. An unprobed one (`--probe
- * none`: the sidecar runs, nothing more; a main container crash-looping on its ports beats Ready
- * too) counts only with the api-server's word that this pod's Ready condition is True: for a
- * capture (last known good), a retire and a hand-over's success alike.
- */
-function readyProven(s: ParentState): boolean {
-  if (s.phaseUnprobed !== true) return true;
-  const pod = s.pod;
-  return s.apiReachable && pod !== null && pod.ready === true && (s.holderUid === pod.uid || s.holderUid === '');
 }
 
 function resetHandover(s: ParentState): void {
@@ -863,19 +709,8 @@ function probationEnded(s: ParentState, now: number, actions: Action[]): void {
 
 // ---- reconciling: bring the node's files in line with the state (desired vs. reported) ----
 
-function due(s: ParentState, kind: ActionKind, now: number): boolean {
-  const at = s.inflight[kind];
-  if (at !== undefined && now - at < ACTION_TIMEOUT_MS) return false;
-  const retry = s.retry[kind];
-  return retry === undefined || now >= retry.at;
-}
-
 function reconcile(s: ParentState, now: number, actions: Action[]): void {
-  const ask = (kind: 'activate' | 'retire' | 'collect', reason: Reason) => {
-    if (!due(s, kind, now)) return;
-    s.inflight[kind] = now;
-    actions.push({ type: kind, reason });
-  };
+  const ask = (kind: 'activate' | 'retire' | 'collect', reason: Reason) => askFor(s, kind, { type: kind, reason }, now, actions);
   if (s.state === 'Orphaned') {
     if ((s.checkpoint.stored || s.checkpoint.active) && s.apiReachable && s.unscheduledSince !== null) ask('collect', s.reason);
     return;
@@ -893,11 +728,8 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     holds(kb, now) &&
     (s.pod === null || s.pod.specHash === kb.specHash) &&
     !sharesOnAfterVerdict(kb, s.exitWatch.readyAfterMs, OWN_SPEC_BIND_SLACK_MS);
-  const activate = (reason: Reason) => {
-    if (!due(s, 'activate', now)) return;
-    s.inflight.activate = now;
-    actions.push(exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason });
-  };
+  const activate = (reason: Reason) =>
+    askFor(s, 'activate', exclusive ? { type: 'activate', reason, exclusive: true } : { type: 'activate', reason }, now, actions);
   if (wantActive && !s.checkpoint.active && s.checkpoint.stored) activate(s.reason);
   else if (wantActive && s.checkpoint.active && s.checkpoint.stored && (s.checkpoint.exclusive === true) !== exclusive) activate(s.reason);
   if (!wantActive && s.checkpoint.active) ask('retire', s.reason);
@@ -917,7 +749,7 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
     s.capturingHash !== pod.specHash &&
     due(s, 'capture', now)
   ) {
-    s.inflight.capture = now;
+    inFlight(s, 'capture', now);
     s.capturingHash = pod.specHash;
     actions.push({
       type: 'capture',
@@ -935,9 +767,7 @@ function wakeAt(s: ParentState, now: number): number | null {
   const add = (t: number | null | undefined) => {
     if (t !== null && t !== undefined && t > now) times.push(t);
   };
-  if (s.lastChangeAt !== null) add(s.lastChangeAt + judgingWindowMs(s) + 1);
-  add(s.graceUntil);
-  if (s.startingSince !== null) add(s.startingSince + p.startTimeoutMs + 1);
+  for (const t of freshnessWakes(s)) add(t);
   if (s.unscheduledSince !== null) add(s.unscheduledSince + p.gcGraceMs);
   if (s.confirm && s.state === 'Silent') add(s.confirm.since + (s.confirm.result === 'pending' ? CONFIRM_TIMEOUT_MS : CONFIRM_RETRY_MS));
   if (s.state === 'Active') add(s.handover.notBefore);
@@ -945,7 +775,6 @@ function wakeAt(s: ParentState, now: number): number | null {
   if (s.hang.fence !== null && s.hang.since !== null) add(s.hang.fence.at + FENCE_REPEAT_MS);
   add(s.hang.recoverBy);
   add(s.handover.deadline);
-  for (const r of Object.values(s.retry)) add(r.at);
-  for (const at of Object.values(s.inflight)) add(at + ACTION_TIMEOUT_MS);
+  for (const t of actionWakes(s)) add(t);
   return times.length === 0 ? null : Math.min(...times);
 }
