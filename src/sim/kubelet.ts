@@ -33,6 +33,7 @@ import { type KubeletModel, noticeDelayMs } from './kubelet-model.js';
 import type { PodRole, PodSpec, SimNode } from './model.js';
 import { AGENT_MANIFEST, T } from './model.js';
 import type { Rng } from './rng.js';
+import type { SidecarProcess } from './sidecar.js';
 import type { World } from './world.js';
 
 export type ContainerState = 'waiting' | 'starting' | 'running' | 'terminating';
@@ -76,7 +77,8 @@ export interface KPod {
   hungWhole: boolean;
   /** Starts that crashed so far although the spec is good (PodSpec.crashes). */
   stumbles: number;
-  stopSidecar: (() => void) | null;
+  /** Its heartbeat sidecar's process (src/sim/sidecar.ts): SIGTERM on removal, thawed with the pod. */
+  sidecar: SidecarProcess | null;
 }
 
 /**
@@ -298,11 +300,11 @@ export class Kubelet {
       hung: false,
       hungWhole: false,
       stumbles: 0,
-      stopSidecar: null,
+      sidecar: null,
     };
     this.pods.set(p.uid, p);
     this.world.log(this.node.name, 'kubelet', `pod ${p.name} (${p.source}${p.spec ? `, gen ${p.spec.generation}` : ''}) added`, p.spec?.key);
-    if (p.spec && p.role !== 'agent') p.stopSidecar = this.world.startSidecar(this.node, p);
+    if (p.spec && p.role !== 'agent') p.sidecar = this.world.startSidecar(this.node, p);
     this.report(p);
     this.after(p.source === 'api' ? this.model.apiPodStartMs : this.model.staticPodStartMs, () => this.startContainer(p));
   }
@@ -370,6 +372,7 @@ export class Kubelet {
     this.release(p);
     p.state = 'waiting';
     p.hung = false;
+    p.sidecar?.thaw();
     p.runId++;
     if (this.staleStatus && p.source === 'api' && !this.connected) {
       p.unnoticed = { why, at: this.world.q.now };
@@ -440,6 +443,7 @@ export class Kubelet {
       if (p.runId !== run || p.removed || !p.hung) return;
       p.hung = false;
       p.hungWhole = false;
+      p.sidecar?.thaw();
       this.world.log(this.node.name, 'kubelet', `${p.name} resumes after its hang${p.state === 'running' ? ': serving again' : ''}`, p.spec?.key);
     });
     // The liveness probe (as kubeadm writes it for kube-apiserver): a hung process fails it until
@@ -456,19 +460,6 @@ export class Kubelet {
     }
   }
 
-  /**
-   * The fence (src/core/fence.ts), as the parent's own sidecar carries it out: the main process of
-   * pod `uid` is killed if it still does not answer; the kubelet restarts the container. Returns
-   * the processes killed.
-   */
-  fence(uid: string): number {
-    this.touch();
-    const p = this.pods.get(uid);
-    if (!p || p.removed || !p.hung || p.hungWhole) return 0;
-    this.exit(p, 'fenced by lastseen (its process held the port without answering): SIGKILL');
-    return 1;
-  }
-
   /** Remove a pod: graceful termination, then the ports are free. */
   kill(p: KPod, why: string): void {
     this.touch();
@@ -476,7 +467,7 @@ export class Kubelet {
     p.removed = true;
     p.runId++;
     p.unnoticed = null;
-    p.stopSidecar?.();
+    p.sidecar?.stop();
     const wasUp = p.state !== 'waiting';
     const stopMs = this.model.killMs + (p.spec ? Math.min(p.spec.stopMs, p.spec.gracePeriodMs) : T.terminationMs);
     const holds = wasUp && p.bound;

@@ -31,6 +31,7 @@ import type { Beat, Channel } from '../core/types.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
 import type { ApiPod, StoredBeat } from './apiserver.js';
+import { askSidecarToFence } from './fence-folder.js';
 import { type Manifest, type SimNode, T } from './model.js';
 import { arrivalInOrder } from './network.js';
 import type { Scheduled } from './queue.js';
@@ -491,15 +492,16 @@ export class SimLastseen implements AgentProcess {
         w.log(node.name, 'event', `${e.eventType} ${e.reason}: ${e.message}`, p.key);
         return this.settled(undefined);
       },
-      // The fence request file written, noticed by the parent's sidecar (fs.watch), which kills its
-      // own main process if it still does not answer (src/agent/fence.ts, src/heartbeat/fence.ts).
-      fence: (p, podUid) => {
+      // The fence request file written into the heartbeat folder; the parent's own sidecar
+      // (production's responder, src/heartbeat/fence.ts, in sidecar.ts) answers it.
+      fence: (p, podUid, reason) => {
         w.invariants.fencing(node, p.key, podUid);
-        return this.work(T.actuatorMs + T.agentFileNoticeMs, () => {
-          const killed = w.kubelets.get(node.name)?.fence(podUid) ?? 0;
-          w.log(node.name, 'agent', `fence of pod ${podUid}: ${killed > 0 ? 'its hung process was killed' : 'nothing hung to kill'}`, p.key);
-          return { killed, detail: killed > 0 ? 'SIGKILL of the main process by its sidecar' : 'the main process answers (or is gone)' };
-        });
+        return this.work(T.actuatorMs, () => undefined)
+          .then(() => askSidecarToFence(w, node, p, podUid, reason, this.alive))
+          .then((r) => {
+            w.log(node.name, 'agent', `fence of pod ${podUid}: ${r.killed > 0 ? 'its hung process was killed' : 'nothing hung to kill'}`, p.key);
+            return r;
+          });
       },
     };
   }

@@ -1,10 +1,9 @@
 // The simulated world: nodes, their kubelets and agents, the api-server, the timeline. It owns no
-// policy of its own: mechanics live in kubelet.ts, apiserver.ts, heartbeat.ts, lastseen.ts and
+// policy of its own: mechanics live in kubelet.ts, apiserver.ts, sidecar.ts, lastseen.ts and
 // strategies.ts; faults in faults.ts; checks in invariants.ts and outcome.ts.
 import { type ParentState, type ParentStateName, type Reason, reasonText } from '../core/types.js';
 import { ApiServer, type StoredBeat } from './apiserver.js';
 import { NodeClock } from './clock.js';
-import { startSidecar } from './heartbeat.js';
 import { Invariants } from './invariants.js';
 import { Network, NO_DELAY } from './network.js';
 import { Kubelet, type KPod } from './kubelet.js';
@@ -12,6 +11,7 @@ import { AGENT_MANIFEST, type Manifest, ManifestFolder, type PodSpec, type SimNo
 import { Outcome } from './outcome.js';
 import { EventQueue, promiseCallbacksRun } from './queue.js';
 import { Rng } from './rng.js';
+import { type SidecarProcess, startSidecar } from './sidecar.js';
 import type { ParentDef, Scenario } from './schema.js';
 import { type AgentProcess, startAgentFor, type StrategyName } from './strategies.js';
 
@@ -236,7 +236,7 @@ export class World {
 
   // ---- hooks for the subsystems ----
 
-  startSidecar(node: SimNode, pod: KPod): () => void {
+  startSidecar(node: SimNode, pod: KPod): SidecarProcess {
     return startSidecar(this, node, pod);
   }
 

@@ -1,0 +1,143 @@
+// The heartbeat sidecar in the simulator is production's (runSidecar: the loop and the fence
+// responder) over the model's adapters: what it writes where and when, a frozen pod, and the fence
+// round trip through the node's heartbeat folder.
+import { describe, expect, it } from 'vitest';
+import { fenceAnswerFile, fenceRequestFile, leaseName, localBeatFile } from '../core/names.js';
+import type { Beat } from '../core/types.js';
+import { scheduleFaults } from './faults.js';
+import { askSidecarToFence, fenceFolder } from './fence-folder.js';
+import { parseScenario, type ScenarioInput } from './schema.js';
+import { FENCED } from './sidecar.js';
+import { World } from './world.js';
+
+function world(faults: ScenarioInput['faults'] = [], seed = 1): World {
+  const r = parseScenario({
+    name: 'sidecar',
+    duration: 600_000,
+    nodes: [{ name: 'm1', master: true }],
+    parents: [
+      { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } },
+      { key: 'kube-flannel', kind: 'app', policy: { whenApiUnreachable: 'hold' } },
+    ],
+    faults,
+  });
+  if (!r.ok) throw new Error(JSON.stringify(r.errors));
+  const w = new World(r.scenario, seed, 'lastseen');
+  w.bootstrap();
+  scheduleFaults(w);
+  return w;
+}
+
+const run = (w: World, until: number) =>
+  w.q.runUntil(
+    until,
+    () => w.afterEvent(),
+    () => w.settle(),
+  );
+
+/** Every local beat written on the node from now on: when, which file, what. */
+function recordLocal(w: World, node = 'm1'): Array<{ t: number; file: string; beat: Beat }> {
+  const files = w.nodes.get(node)!.files;
+  const out: Array<{ t: number; file: string; beat: Beat }> = [];
+  const set = files.set.bind(files);
+  files.set = (file, beat) => {
+    out.push({ t: w.q.now, file, beat });
+    return set(file, beat);
+  };
+  return out;
+}
+
+const FLANNEL = localBeatFile('kube-system', 'kube-flannel', 'parent');
+
+describe('the sidecar in the simulator is production’s', () => {
+  it('one round every interval on every channel, one sequence per round, the Lease carrying the local file’s round', async () => {
+    const w = world();
+    const writes = recordLocal(w);
+    const interval = w.parentDef('kube-flannel').beatIntervalMs;
+    expect(await run(w, 60_000)).toBe(true);
+    const mine = writes.filter((x) => x.file === FLANNEL);
+    expect(mine.length).toBeGreaterThanOrEqual(Math.floor(55_000 / interval));
+    for (let i = 1; i < mine.length; i++) {
+      expect(mine[i]!.t - mine[i - 1]!.t).toBeCloseTo(interval, 6);
+      expect(mine[i]!.beat.sequence).toBe(mine[i - 1]!.beat.sequence + 1);
+    }
+    expect(mine.at(-1)!.beat).toMatchObject({ phase: 'Ready', intervalMs: interval, holder: w.api.podFor('m1', 'kube-flannel')!.name });
+    const lease = w.api.readBeat('lease', 'kube-system', leaseName('kube-flannel', 'm1', 'parent'))!;
+    const same = mine.find((x) => x.beat.sequence === lease.sequence)!;
+    expect(lease).toMatchObject({ channel: 'lease', phase: same.beat.phase, renewTime: same.beat.renewTime });
+  });
+
+  it('a deleted pod’s sidecar writes a last Stopping round (SIGTERM), the next sequence', async () => {
+    const w = world([{ type: 'delete-pod', at: '2m', node: 'm1', key: 'kube-flannel' }]);
+    const writes = recordLocal(w);
+    expect(await run(w, 60_000)).toBe(true);
+    const pod = w.api.podFor('m1', 'kube-flannel')!.name;
+    expect(await run(w, 125_000)).toBe(true);
+    const old = writes.filter((x) => x.file === FLANNEL && x.beat.holder === pod);
+    const last = old.at(-1)!;
+    const removed = w.logs.find((l) => l.text.startsWith(`pod ${pod} removed`))!;
+    expect(last).toMatchObject({ t: removed.t, beat: { phase: 'Stopping' } });
+    expect(last.beat.sequence).toBe(old.at(-2)!.beat.sequence + 1);
+  });
+
+  it('a frozen pod writes nothing; at its thaw the loop beats at once and keeps its schedule (missed rounds skipped)', async () => {
+    const w = world([{ type: 'hang', at: '2m', node: 'm1', key: 'kube-flannel', duration: '30s', scope: 'pod' }]);
+    const writes = recordLocal(w);
+    const interval = w.parentDef('kube-flannel').beatIntervalMs;
+    expect(await run(w, 170_000)).toBe(true);
+    const mine = writes.filter((x) => x.file === FLANNEL);
+    const before = mine.filter((x) => x.t < 120_000).at(-1)!;
+    const after = mine.filter((x) => x.t >= 120_000);
+    expect(after[0]!.t).toBe(150_000);
+    // The next round is back on the grid the loop started on: no burst of missed rounds.
+    expect(((after[1]!.t - before.t) / interval) % 1).toBeCloseTo(0, 6);
+    expect(after[1]!.t - after[0]!.t).toBeLessThanOrEqual(interval);
+    expect(after[1]!.beat.sequence).toBe(after[0]!.beat.sequence + 1);
+  });
+
+  it('a hung process is fenced by its own sidecar: the agent’s request answered through the heartbeat folder, the process killed', async () => {
+    const w = world([{ type: 'hang', at: '3m', node: 'm1', key: 'kube-apiserver', duration: '2m' }]);
+    expect(await run(w, 260_000)).toBe(true);
+    const killed = w.logs.find((l) => l.kind === 'kubelet' && l.text.includes(FENCED));
+    expect(killed?.text).toMatch(/^kube-apiserver-1 exited/);
+    expect(w.logs.find((l) => l.kind === 'agent' && /^fence of pod/.test(l.text))?.text).toMatch(/its hung process was killed$/);
+    const folder = fenceFolder(w, w.nodes.get('m1')!);
+    expect(JSON.parse(folder.read(fenceAnswerFile('kube-system', 'kube-apiserver'))!)).toMatchObject({
+      killed: 1,
+      detail: expect.stringMatching(/^SIGKILL of pid/),
+    });
+    expect(folder.read(fenceRequestFile('kube-system', 'kube-apiserver'))).toBeNull(); // the agent removed its request
+  });
+
+  it('a frozen pod’s sidecar answers nothing: the fence fails after production’s answer timeout; a hung process’s answers at once', async () => {
+    const why = { code: 'ParentHung', message: 'test' } as const;
+    const frozen = world([{ type: 'hang', at: '2m', node: 'm1', key: 'kube-flannel', duration: '2m', scope: 'pod' }]);
+    expect(await run(frozen, 130_000)).toBe(true);
+    const m1 = frozen.nodes.get('m1')!;
+    const uid = frozen.api.podFor('m1', 'kube-flannel')!.uid;
+    const asked = askSidecarToFence(frozen, m1, { namespace: 'kube-system', key: 'kube-flannel' }, uid, why, () => true);
+    const outcome = asked.then(
+      () => 'answered',
+      (e: Error) => e.message,
+    );
+    expect(await run(frozen, 149_000)).toBe(true);
+    expect(await run(frozen, 151_000)).toBe(true);
+    expect(await outcome).toMatch(/did not answer the fence request within 20s/);
+    expect(frozen.logs.some((l) => l.text.includes(FENCED))).toBe(false);
+
+    const hung = world([{ type: 'hang', at: '2m', node: 'm1', key: 'kube-flannel', duration: '2m' }]);
+    expect(await run(hung, 121_000)).toBe(true); // before the agent would ask (two unanswered rounds)
+    const at = hung.q.now;
+    const answer = askSidecarToFence(
+      hung,
+      hung.nodes.get('m1')!,
+      { namespace: 'kube-system', key: 'kube-flannel' },
+      hung.api.podFor('m1', 'kube-flannel')!.uid,
+      why,
+      () => true,
+    );
+    expect(await run(hung, at + 1_000)).toBe(true);
+    expect(await answer).toMatchObject({ killed: 1, detail: expect.stringMatching(/^SIGKILL/) });
+    expect(hung.logs.find((l) => l.text.includes(FENCED))!.t).toBe(at + 50); // the sidecar's folder notice
+  });
+});

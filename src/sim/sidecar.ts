@@ -1,0 +1,180 @@
+// The heartbeat sidecar of a parent pod or of a checkpoint copy: production's sidecar (runSidecar,
+// src/heartbeat/loop.ts: the heartbeat loop and a parent's fence responder, src/heartbeat/fence.ts)
+// on one simulated pod. Only adapters are here, each behind the port production defines:
+// - Clock (src/channels/channel.ts, cut from src/core/time.ts's Time): the node's monotonic and
+//   wall clocks, timers on the event queue at the true time a monotonic delay ends on this node;
+// - BeatWriter `local`: the node's tmpfs (node.files), with the agent's folder notification;
+// - BeatWriter `lease`, `annotation`: the model api-server, each write landing once its request
+//   arrives (one connection per channel, so in order); a write is done once sent (the model has
+//   no answer to wait for), and fails at once while the node reaches no api-server;
+// - the probe: the model container (Ready: running and past its start; a hung process gives no
+//   answer, instantly: the model has no probe timeout);
+// - FenceFiles: the fence request and answer files in the node's heartbeat folder (fenceFolder
+//   (fence-folder.ts, which the agent's fence actuator in lastseen.ts writes and reads);
+// - the port's holders and the process killer: the model pod's own container (its run is its pid)
+//   and the kubelet's exit.
+// The process: it starts a moment after its container (T.sidecarStartMs), gets SIGTERM when its pod
+// is removed (the loop's last Stopping round), and dies with the node: after a reboot its timers
+// are dropped. While its whole pod is frozen (fault `hang`, scope pod) nothing in it runs: its
+// timers and folder notifications wait for the thaw, and nothing it was writing gets out.
+import pino from 'pino';
+import { type BeatWriter, clockOf } from '../channels/channel.js';
+import { leaseName, localBeatFile } from '../core/names.js';
+import type { Time } from '../core/time.js';
+import type { Beat, Channel, Role } from '../core/types.js';
+import type { HeartbeatIdentity, ProbeResult } from '../heartbeat/beat.js';
+import type { FenceDeps } from '../heartbeat/fence.js';
+import { runSidecar } from '../heartbeat/loop.js';
+import type { KPod } from './kubelet.js';
+import { type SimNode, T } from './model.js';
+import { arrivalInOrder } from './network.js';
+import type { Scheduled } from './queue.js';
+import type { World } from './world.js';
+import { fenceFolder } from './fence-folder.js';
+
+/** The sidecar's own logs stay out of the timeline (the beats show in the agent's). */
+const SILENT = pino({ level: 'silent' });
+
+/** What the kubelet holds of a pod's sidecar process. */
+export interface SidecarProcess {
+  /** SIGTERM: the pod is being removed (the last round says Stopping). */
+  stop(): void;
+  /** The pod is no longer frozen: what waited runs now. */
+  thaw(): void;
+}
+
+/** The exit message of a container its sidecar fenced. */
+export const FENCED = 'fenced by lastseen (its process held the port without answering): SIGKILL';
+
+/** The probe's answers (one object each: a round makes one). */
+const READY: ProbeResult = { ok: true };
+const NOT_READY: ProbeResult = { ok: false, error: 'main container not ready' };
+const NO_ANSWER: ProbeResult = { ok: false, error: 'main container: no answer within the probe timeout', unanswered: true };
+export const SENT = Promise.resolve();
+
+export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarProcess {
+  const spec = pod.spec!;
+  const role: Role = pod.role === 'checkpoint' ? 'checkpoint' : 'parent';
+  const def = world.parentDef(spec.key);
+  const bootId = node.bootId;
+  const identity: HeartbeatIdentity = { namespace: spec.namespace, podName: pod.name, podUid: pod.uid, key: spec.key, node: node.name, role };
+  const alive = () => node.up && node.bootId === bootId;
+  const frozen = () => pod.hung && pod.hungWhole;
+  /** Timers and notifications that came while the pod was frozen, in order. */
+  let parked: Array<() => void> = [];
+  /** Every way into the process: a dead one runs nothing, a frozen one waits, and what runs may continue in promise callbacks. */
+  const enter = (fn: () => void) => {
+    if (!alive()) return;
+    if (frozen()) {
+      parked.push(fn);
+      return;
+    }
+    fn();
+    world.promised();
+  };
+
+  const time: Time = {
+    now: () => node.clock.mono(world.q.now),
+    wallNow: () => node.clock.wall(world.q.now),
+    set: (fn, ms) => world.q.at(node.clock.trueAt(node.clock.mono(world.q.now) + ms), () => enter(fn)),
+    clear: (h) => (h as Scheduled).cancel(),
+  };
+
+  const probe = (): Promise<ProbeResult> => {
+    if (pod.hung && !pod.removed) return Promise.resolve(NO_ANSWER);
+    return Promise.resolve(pod.state === 'running' && !pod.removed ? READY : NOT_READY);
+  };
+
+  /**
+   * The probed port is held by the main container's process (its pid: the container's current run):
+   * a host port once bound, or, for a pod without host ports, one in its own network namespace
+   * while its process runs.
+   */
+  const holdsProbedPort = () => !pod.removed && pod.state !== 'waiting' && (spec.ports.length === 0 || pod.bound);
+
+  const writers = def.policy.channels.map((channel) =>
+    channel === 'local' ? localWriter(world, node, pod, role) : apiWriter(world, node, pod, role, channel),
+  );
+  const fence: FenceDeps | null =
+    role === 'parent' && def.policy.channels.includes('local')
+      ? {
+          files: fenceFolder(world, node).filesOf(spec.namespace, spec.key, enter),
+          podUid: pod.uid,
+          probe,
+          portHolders: () => (holdsProbedPort() ? [pod.runId] : []),
+          kill: (pid) => {
+            const k = world.kubelets.get(node.name);
+            if (k?.pods.get(pod.uid) !== pod || pod.runId !== pid || !holdsProbedPort())
+              throw Object.assign(new Error(`kill ${pid}: no such process`), { code: 'ESRCH' });
+            k.exit(pod, FENCED);
+          },
+        }
+      : null;
+
+  let sidecar: { stop(): Promise<void> } | null = null;
+  let stopped = false;
+  // The sidecar's own process start comes first; production's loop then writes its first round at once.
+  const startMs = world.rng(`sidecar/${pod.uid}`).between(T.sidecarStartMs.min, T.sidecarStartMs.max);
+  world.q.after(startMs, () =>
+    enter(() => {
+      if (stopped) return;
+      sidecar = runSidecar({ identity, intervalMs: def.beatIntervalMs, writers, probe, clock: clockOf(time), logger: SILENT, fence });
+    }),
+  );
+  return {
+    stop: () =>
+      enter(() => {
+        stopped = true;
+        void sidecar?.stop();
+      }),
+    thaw: () => {
+      const waiting = parked;
+      parked = [];
+      for (const fn of waiting) enter(fn);
+    },
+  };
+}
+
+/** The local channel: the beat file on the node's tmpfs, and the agent's folder notification. */
+function localWriter(world: World, node: SimNode, pod: KPod, role: Role): BeatWriter {
+  const spec = pod.spec!;
+  const file = localBeatFile(spec.namespace, spec.key, role);
+  return {
+    channel: 'local',
+    write: (beat: Beat) => {
+      if (pod.hung && pod.hungWhole) return SENT;
+      node.files.set(file, beat);
+      world.onLocalBeat(node);
+      if (role === 'parent') world.invariants.parentBeat(node, spec.key, beat.phase, true);
+      return SENT;
+    },
+  };
+}
+
+/** A Lease or annotation channel: one connection to the model api-server. */
+function apiWriter(world: World, node: SimNode, pod: KPod, role: Role, channel: Channel): BeatWriter {
+  const spec = pod.spec!;
+  // Annotation beats are keyed like Leases in the model.
+  const name = leaseName(spec.key, node.name, role);
+  const unreachable = Promise.reject(new Error(`${channel} ${spec.namespace}/${name}: no api-server reachable from ${node.name}`));
+  unreachable.catch(() => undefined);
+  /** When this channel's last write lands (true time). */
+  let landsAt = 0;
+  return {
+    channel,
+    write: (beat: Beat) => {
+      if (pod.hung && pod.hungWhole) return SENT;
+      // A write lands once its request arrives (network.ts); the node's agent sees it only while it
+      // talks to the api-server both ways (its probe and its watch).
+      const reach = world.api.writesFrom(node);
+      if (role === 'parent' && reach && (world.net.whole || world.api.reachableFrom(node))) world.invariants.parentBeat(node, spec.key, beat.phase, true);
+      if (!reach) return unreachable;
+      const at = arrivalInOrder(world.q.now, T.apiRttMs / 2 + world.net.toApiMs(node), landsAt);
+      landsAt = at;
+      world.q.at(at, () => {
+        if (world.api.writesFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
+      });
+      return SENT;
+    },
+  };
+}
