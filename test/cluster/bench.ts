@@ -5,6 +5,7 @@
 // min/median/max of each figure over all rounds of all runs. A run already there (same
 // measuredAt) is replaced. --sim FILE takes the simulator's lines (`CASE {simulate --json}`,
 // one a line) as the simulator's side.
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
@@ -81,8 +82,17 @@ for (const [name, rs] of byCase) {
 
 let simulator = old.simulator;
 if (o.sim) {
+  // The simulator's answer depends on the tree it ran on: say which (a shared tree may hold others' edits).
+  const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  const edited = execFileSync('git', ['status', '--porcelain', '--', 'src/sim', 'src/core'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => l.slice(3));
   simulator = {
     seeds: '1..20',
+    command: 'nice -n 10 npm run lastseen -- simulate -f test/cluster/sim/CASE.yaml --seeds 1..20 --json',
+    commit: head,
+    uncommittedEdits: edited,
     note: 'test/cluster/sim/*.yaml (bad-rollout: the named bad-rollout-three-masters-overlap); times from the fault, the focus node',
   };
   for (const line of readFileSync(o.sim, 'utf8').split('\n')) {

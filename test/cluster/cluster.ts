@@ -237,8 +237,19 @@ export class Cluster {
     return out;
   }
 
-  async apply(objects: object[]): Promise<void> {
-    await this.kubectl(['apply', '--server-side', '--force-conflicts', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
+  /** Server-side apply, again on failure: idempotent, and a loaded machine's load balancer drops a connection now and then. */
+  async apply(objects: object[], attempts = 6): Promise<void> {
+    const input = objects.map((o) => stringify(o)).join('---\n');
+    for (let i = 1; ; i++) {
+      try {
+        await this.kubectl(['apply', '--server-side', '--force-conflicts', '-f', '-'], input);
+        return;
+      } catch (e) {
+        if (i >= attempts) throw e;
+        log(`apply failed (attempt ${i} of ${attempts}), again in 5 s: ${(e as Error).message.split('\n').slice(-2).join(' ')}`);
+        await sleep(5000);
+      }
+    }
   }
 
   /** A container's log lines, every restart's, from the node's pod-logs folder (CRI format stripped). */
