@@ -295,17 +295,20 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         ]);
       }
       case 'bad-rollout': {
-        const t0 = await badRollout(c);
+        const bad = await badRollout(c);
+        const t0 = bad.t0;
         await sleep(o.holdS * 1000);
-        const pods = await c.apiPods('app.kubernetes.io/name=kube-apiserver');
-        const ds = JSON.parse(await c.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json'])).status;
+        const pods = await c.apiPods('app.kubernetes.io/name=kube-apiserver').catch(() => []);
+        const ds = JSON.parse(await c.kubectlRetry(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json'])).status;
         const during = p.lb.between(t0);
         const tUndo = Date.now();
-        await c.kubectl(['-n', 'kube-system', 'rollout', 'undo', 'daemonset/kube-apiserver']);
+        // The rollback: the template as it was (a patch to a given value, so a retry after a dropped
+        // connection cannot roll back twice, as a repeated `rollout undo` would).
+        await c.kubectlRetry(bad.patch(bad.original));
         const w = await watchRecovery(c, p.direct, { nodes: NODES, t0: tUndo, limitS: o.limitS, settleS: o.settleS, othersSince: 0, parentSince: 0 });
         await c
           .waitFor('the rollback rolled out', o.limitS, async () => {
-            const s = JSON.parse(await c.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json'])).status;
+            const s = JSON.parse(await c.kubectlRetry(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json'])).status;
             return s.updatedNumberScheduled === NODES.length && s.numberReady === NODES.length;
           })
           .catch(() => 0);
@@ -322,7 +325,7 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         const others = NODES.filter((n) => n !== victim);
         const t0 = Date.now();
         await c.script('kill', victim);
-        await c.kubectl(['delete', 'node', victim, '--wait=false']);
+        await c.kubectlRetry(['delete', 'node', victim, '--wait=false', '--ignore-not-found']);
         const tDeleted = Date.now();
         const gone = await c
           .waitFor(`NodeCheckpoint ${victim} collected`, o.limitS, async () => {
@@ -350,14 +353,16 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
   }
 }
 
-/** A rollout of an api-server spec that never becomes Ready (its only etcd is one nobody serves); moment zero is the patch. */
-async function badRollout(c: Cluster): Promise<number> {
-  const ds = JSON.parse(await c.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json']));
+/**
+ * A rollout of an api-server spec that never becomes Ready (its only etcd is one nobody serves);
+ * moment zero is the patch. Returns the flag it replaced and the kubectl arguments that set it.
+ */
+async function badRollout(c: Cluster): Promise<{ t0: number; original: string; patch: (value: string) => string[] }> {
+  const ds = JSON.parse(await c.kubectlRetry(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json']));
   const command: string[] = ds.spec.template.spec.containers[0].command;
   const at = command.findIndex((a) => a.startsWith('--etcd-servers='));
   if (at < 0) throw new Error('the kube-apiserver DaemonSet has no --etcd-servers flag to break');
-  const t0 = Date.now();
-  await c.kubectl([
+  const patch = (value: string) => [
     '-n',
     'kube-system',
     'patch',
@@ -365,8 +370,10 @@ async function badRollout(c: Cluster): Promise<number> {
     'kube-apiserver',
     '--type=json',
     '-p',
-    JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value: '--etcd-servers=http://127.0.0.1:9' }]),
-  ]);
+    JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value }]),
+  ];
+  const t0 = Date.now();
+  await c.kubectlRetry(patch('--etcd-servers=http://127.0.0.1:9'));
   log('bad api-server spec rolled out');
-  return t0;
+  return { t0, original: command[at] as string, patch };
 }

@@ -237,6 +237,19 @@ export class Cluster {
     return out;
   }
 
+  /** kubectl for an idempotent request (a get, a patch to a given value, a delete), again on failure: a loaded machine's load balancer drops a connection now and then. */
+  async kubectlRetry(args: string[], attempts = 6): Promise<string> {
+    for (let i = 1; ; i++) {
+      try {
+        return await this.kubectl(args);
+      } catch (e) {
+        if (i >= attempts) throw e;
+        log(`kubectl ${args.join(' ')} failed (attempt ${i} of ${attempts}), again in 3 s`);
+        await sleep(3000);
+      }
+    }
+  }
+
   /** Server-side apply, again on failure: idempotent, and a loaded machine's load balancer drops a connection now and then. */
   async apply(objects: object[], attempts = 6): Promise<void> {
     const input = objects.map((o) => stringify(o)).join('---\n');
