@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_BEAT_FILE_BYTES } from '../../channels/local.js';
 import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
-import { isBeatFileName, watchLocalBeats } from './local-beats.js';
+import { type BeatFolder, isBeatFileName, watchLocalBeats } from './local-beats.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -196,6 +196,62 @@ describe('local beats observer with change notifications (fs.watch)', () => {
     await writeFile(join(missing, 'ns_b.json'), 'x');
     await w.pollOnce();
     expect(calls).toEqual(['file ns_b.json x']);
+    await w.stop();
+  });
+
+  it('a notification naming a file reads that file only; one naming nothing reads them all', async () => {
+    // With every file read on each notification, N parents beating every second cost N full scans
+    // a second: the agent's CPU and its memory churn grew with the square of its parents.
+    const files = new Map(Array.from({ length: 50 }, (_, i) => [`ns_p${i}.json`, Buffer.from(`beat ${i} 1`)]));
+    const reads: string[] = [];
+    let changed: ((name?: string) => void) | null = null;
+    const folder: BeatFolder = {
+      list: async () => [...files.keys()],
+      read: async (name) => {
+        reads.push(name);
+        const b = files.get(name);
+        if (!b) throw Object.assign(new Error(`${name}: gone`), { code: 'ENOENT' });
+        return b;
+      },
+      watch: (c) => {
+        changed = c;
+        return { close: () => (changed = null) };
+      },
+    };
+    const time = new FakeTime();
+    const { log } = await memoryLogger();
+    const calls: string[] = [];
+    const w = watchLocalBeats({
+      folder,
+      pollMs: 1_000,
+      log,
+      timers: time,
+      onFile: (name, text) => calls.push(`file ${name} ${text}`),
+      onRemoved: (name) => calls.push(`removed ${name}`),
+    });
+    w.start();
+    await w.pollOnce(); // after start()'s own scan: every file read (twice)
+    expect(new Set(reads).size).toBe(50);
+    reads.length = 0;
+    calls.length = 0;
+    files.set('ns_p7.json', Buffer.from('beat 7 2'));
+    changed!('.ns_p7.json.tmp'); // the writer's temporary: nothing to read
+    changed!('ns_p7.json');
+    await new Promise((r) => setImmediate(r));
+    await w.pollOnce(); // waits for the worker, then scans in full
+    expect(reads.filter((n) => n === 'ns_p7.json').length).toBe(2); // the notified read, then the scan's
+    expect(reads).toHaveLength(51);
+    expect(calls).toEqual(['file ns_p7.json beat 7 2']);
+    reads.length = 0;
+    files.delete('ns_p8.json');
+    changed!('ns_p8.json');
+    for (let i = 0; i < 10 && !calls.includes('removed ns_p8.json'); i++) await new Promise((r) => setImmediate(r));
+    expect(reads).toEqual(['ns_p8.json']);
+    expect(calls).toContain('removed ns_p8.json');
+    reads.length = 0;
+    changed!(undefined);
+    for (let i = 0; i < 50 && reads.length < 49; i++) await new Promise((r) => setImmediate(r));
+    expect(reads).toHaveLength(49);
     await w.stop();
   });
 });

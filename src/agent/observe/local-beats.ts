@@ -8,8 +8,9 @@
 // nothing here throws into the agent. Parsing is not done here: `beatFromFile`
 // (src/channels/local.ts) turns the text into a beat.
 //
-// Notice and poll: a change in the folder (fs.watch, inotify on Linux) starts a scan at once, so a
-// Ready beat is seen in milliseconds, not on the next scan. But the folder is a hostPath shared
+// Notice and poll: a change in the folder (fs.watch, inotify on Linux) reads the file it names at
+// once (the whole folder when it names none), so a Ready beat is seen in milliseconds, not on the
+// next scan. But the folder is a hostPath shared
 // with other pods, and inotify on some mounts (overlay, some CSI and network filesystems) misses
 // events or reports none; a missed event must never read as a silent parent. So the scan every
 // `pollMs` stays as the safety net that is always right, and an fs.watch that cannot start or
@@ -44,8 +45,12 @@ export interface BeatFolder {
   list(): Promise<string[]>;
   /** A file's bytes; rejects for anything that is not a regular file of at most MAX_BEAT_FILE_BYTES, saying why. */
   read(name: string): Promise<Buffer>;
-  /** Call `changed` on every change in the folder (inotify); throws when notifications cannot start. */
-  watch(changed: () => void, failed: (e: Error) => void): { close(): void };
+  /**
+   * Call `changed` on every change in the folder (inotify), with the name of the entry that changed
+   * where the platform gives it (undefined: something changed, read them all); throws when
+   * notifications cannot start.
+   */
+  watch(changed: (name?: string) => void, failed: (e: Error) => void): { close(): void };
 }
 
 export function fsBeatFolder(dir: string): BeatFolder {
@@ -59,7 +64,7 @@ export function fsBeatFolder(dir: string): BeatFolder {
       return readFile(path);
     },
     watch(changed, failed) {
-      const w = watch(dir, { persistent: false }, changed);
+      const w = watch(dir, { persistent: false }, (_event, name) => changed(name ?? undefined));
       w.on('error', (e) => {
         w.close();
         failed(e);
@@ -138,7 +143,8 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
     if (s?.hash) call('onRemoved', () => opts.onRemoved(name));
   };
 
-  async function scanFile(name: string): Promise<void> {
+  /** `notified`: read because the folder named it; gone, it is removed (a full scan finds removals by listing). */
+  async function scanFile(name: string, notified = false): Promise<void> {
     const s: Seen = seen.get(name) ?? { hash: null, problem: null };
     seen.set(name, s);
     try {
@@ -155,7 +161,12 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       // Renamed away between readdir and read: the next scan sees what replaced it, or its absence.
-      if (code === 'ENOENT') return;
+      // Named by a notification and gone: removed (writers replace by rename, so a beat file that is
+      // being rewritten is never absent).
+      if (code === 'ENOENT') {
+        if (notified) remove(name);
+        return;
+      }
       problem(name, s, (e as Error).message, code);
     }
   }
@@ -183,27 +194,73 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
     }
   }
 
-  // A change noticed while a scan runs is scanned again right after it (the running scan may have
-  // read that file before it changed).
-  let rescan = false;
-  const pollOnce = (): Promise<void> => {
-    running ??= scan()
+  // One worker reads the folder, so reads never overlap: a full scan when the poll asks for one
+  // (or a notification names nothing), else only the files notifications named. Reading just the
+  // named file keeps a change O(1): with every file read on each notification, N parents beating
+  // every second cost N full scans (N^2 reads, and their buffers) a second.
+  let fullWanted = false;
+  let fullAsked = 0;
+  let fullDone = 0;
+  const named = new Set<string>();
+  const waiting: Array<{ ticket: number; resolve: () => void }> = [];
+  const release = () => {
+    for (let i = waiting.length - 1; i >= 0; i--) {
+      if (stopped || waiting[i]!.ticket <= fullDone) waiting.splice(i, 1)[0]!.resolve();
+    }
+  };
+
+  async function work(): Promise<void> {
+    while (!stopped && (fullWanted || named.size > 0)) {
+      if (fullWanted) {
+        const ticket = fullAsked;
+        fullWanted = false;
+        named.clear(); // the scan reads every file; names notified from now on are read after it
+        await scan();
+        fullDone = ticket;
+        release();
+        continue;
+      }
+      const names = [...named].sort();
+      named.clear();
+      for (const name of names) {
+        if (stopped) return;
+        await scanFile(name, true);
+      }
+    }
+  }
+
+  const drain = (): Promise<void> => {
+    running ??= work()
       .catch((e) => log.error({ error: (e as Error).message }, 'heartbeat folder scan failed unexpectedly'))
       .finally(() => {
         running = null;
-        if (rescan && !stopped) {
-          rescan = false;
-          void pollOnce();
-        }
+        release();
+        if (!stopped && (fullWanted || named.size > 0)) void drain();
       });
     return running;
   };
 
+  /** Resolves once a full scan that started after this call has ended (or the observer stopped). */
+  const pollOnce = (): Promise<void> => {
+    if (stopped) return Promise.resolve();
+    const ticket = ++fullAsked;
+    fullWanted = true;
+    const done = new Promise<void>((resolve) => waiting.push({ ticket, resolve }));
+    void drain();
+    return done;
+  };
+
   let watcher: { close(): void } | null = null;
-  const noticed = () => {
+  const noticed = (name?: string) => {
     if (stopped) return;
-    if (running) rescan = true;
-    else void pollOnce();
+    if (name === undefined) {
+      void pollOnce();
+      return;
+    }
+    // A writer's temporary: its rename names the beat file too.
+    if (!isBeatFileName(name)) return;
+    named.add(name);
+    void drain();
   };
   const startWatching = () => {
     try {
@@ -231,6 +288,7 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
       watcher = null;
       await poll?.stop();
       await running;
+      release();
     },
     pollOnce,
   };
