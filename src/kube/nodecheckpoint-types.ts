@@ -107,17 +107,32 @@ export function newNodeCheckpoint(node: string, owner?: NodeOwner): NodeCheckpoi
  * `observedAt` is the writer's wall clock (an ISO string), passed in: time is never read here.
  */
 /**
- * The most parents a NodeCheckpoint lists. At about 0.65 kB a parent (127 kB measured at 200), 500
- * keep the object near 330 kB, well inside etcd's 1.5 MiB request limit (and the CRD's maxItems of
+ * The most parents a NodeCheckpoint lists. At about 0.8 kB a parent (162 kB measured at 200), 500
+ * keep the object near 400 kB, well inside etcd's 1.5 MiB request limit (and the CRD's maxItems of
  * 1000). Beyond it the status lists the parents that most need a look (not Healthy first), keeps
  * the counts of all of them, and says so in a `ParentsListed` condition.
  */
 export const MAX_STATUS_PARENTS = 500;
+/**
+ * The most bytes (JSON) the listed parents may take. A parent's entry can reach about 3 kB with
+ * every field at the CRD's longest (two 1024-character messages, a 253-character key), so 500 of
+ * them could near etcd's 1.5 MiB limit on their own; a status write that big is refused whole and
+ * the node reports nothing. The parents are listed, most urgent first, until this is used; the
+ * rest are left out (counted, and named in `ParentsListed`). 1 MiB leaves a third of the limit for
+ * the object's metadata, conditions and the api-server's own fields.
+ */
+export const MAX_STATUS_PARENT_BYTES = 1024 * 1024;
 
 export function summarize(node: string, parents: ParentStatus[], conditions: Condition[], observedAt: string): NodeCheckpointStatus {
   const all = [...parents].sort((a, b) => a.namespace.localeCompare(b.namespace) || a.key.localeCompare(b.key));
-  const sorted = all.length <= MAX_STATUS_PARENTS ? all : listedFirst(all);
-  if (all.length > MAX_STATUS_PARENTS) {
+  const sorted = listed(all);
+  if (sorted.length < all.length) {
+    const left = all.length - sorted.length;
+    const leftNotHealthy = all.filter((p) => p.state !== 'Healthy').length - sorted.filter((p) => p.state !== 'Healthy').length;
+    const why =
+      all.length > MAX_STATUS_PARENTS && sorted.length === MAX_STATUS_PARENTS
+        ? `more than the ${MAX_STATUS_PARENTS} a NodeCheckpoint lists`
+        : `the listed ones fill the ${MAX_STATUS_PARENT_BYTES / 1024} KiB a NodeCheckpoint's parents may take`;
     conditions = [
       ...conditions,
       {
@@ -125,7 +140,9 @@ export function summarize(node: string, parents: ParentStatus[], conditions: Con
         status: 'False',
         lastTransitionTime: observedAt,
         reason: 'TooManyParents',
-        message: `${all.length} parents on this node, more than the ${MAX_STATUS_PARENTS} a NodeCheckpoint lists: ${all.length - MAX_STATUS_PARENTS} Healthy ones are left out (the counts cover all of them; lastseen_parents has every state)`,
+        message:
+          `${all.length} parents on this node, ${why}: ${left} ${leftNotHealthy === 0 ? 'Healthy ones are' : `are (${leftNotHealthy} of them not Healthy)`} left out ` +
+          '(the counts cover all of them; lastseen_parents has every state)',
       },
     ];
   }
@@ -148,10 +165,23 @@ export function summarize(node: string, parents: ParentStatus[], conditions: Con
   };
 }
 
-/** The first MAX_STATUS_PARENTS of `all` (sorted by id), those not Healthy first, then in id order. */
-function listedFirst(all: ParentStatus[]): ParentStatus[] {
-  const urgent = all.filter((p) => p.state !== 'Healthy');
-  const rest = all.filter((p) => p.state === 'Healthy');
-  const keep = new Set([...urgent, ...rest].slice(0, MAX_STATUS_PARENTS));
+/**
+ * The parents a status lists: all of them when they fit; else at most MAX_STATUS_PARENTS and
+ * MAX_STATUS_PARENT_BYTES of them, those not Healthy first, in id order.
+ */
+function listed(all: ParentStatus[]): ParentStatus[] {
+  const size = (p: ParentStatus) => Buffer.byteLength(JSON.stringify(p)) + 1;
+  let bytes = 0;
+  for (const p of all) bytes += size(p);
+  if (all.length <= MAX_STATUS_PARENTS && bytes <= MAX_STATUS_PARENT_BYTES) return all;
+  const keep = new Set<ParentStatus>();
+  bytes = 0;
+  for (const p of [...all.filter((p) => p.state !== 'Healthy'), ...all.filter((p) => p.state === 'Healthy')]) {
+    if (keep.size >= MAX_STATUS_PARENTS) break;
+    const b = size(p);
+    if (bytes + b > MAX_STATUS_PARENT_BYTES) break;
+    bytes += b;
+    keep.add(p);
+  }
   return all.filter((p) => keep.has(p));
 }
