@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { copyOfAgentPod } from './self.js';
+import { copyOfAgentPod, SelfCheckpoint } from './self.js';
 
 const agentPod = (args: string[]): V1Pod => ({
   metadata: { name: 'lastseen-agent-abcde', namespace: 'lastseen-system' },
@@ -35,5 +35,62 @@ describe("the agent's own copy", () => {
     const c = copyOfAgentPod(agentPod(['agent'])).spec!.containers[0]!;
     expect(c.args).toEqual(['agent', '--health-port=9871']);
     expect(c.readinessProbe?.httpGet?.port).toBe(9871);
+  });
+});
+
+describe('which pod the copy is captured from', () => {
+  const store = {} as never;
+  const self = () =>
+    new SelfCheckpoint({
+      node: 'n1',
+      podName: 'lastseen-agent-old-n1',
+      namespace: 'lastseen-system',
+      store,
+      manifests: store,
+      kube: () => store,
+      logger: store,
+    });
+  const labels = { 'app.kubernetes.io/name': 'lastseen', 'app.kubernetes.io/component': 'agent' };
+  const dsPod = (name: string, extra: Partial<V1Pod['metadata']> = {}): V1Pod => ({
+    metadata: {
+      name,
+      namespace: 'lastseen-system',
+      labels,
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'lastseen-agent', uid: 'u', controller: true }],
+      ...extra,
+    },
+    spec: { nodeName: 'n1', containers: [] },
+  });
+  const mirror: V1Pod = {
+    metadata: { name: 'lastseen-agent-old-n1', namespace: 'lastseen-system', labels, annotations: { 'kubernetes.io/config.mirror': 'x' } },
+    spec: { nodeName: 'n1', containers: [] },
+  };
+
+  it('the DaemonSet pod follows only itself', () => {
+    const s = new SelfCheckpoint({
+      node: 'n1',
+      podName: 'lastseen-agent-abcde',
+      namespace: 'lastseen-system',
+      store,
+      manifests: store,
+      kube: () => store,
+      logger: store,
+    });
+    const pods = [mirror, dsPod('lastseen-agent-abcde'), dsPod('lastseen-agent-other')];
+    expect(pods.filter((p) => s.isOwnDaemonSetPod(p)).map((p) => p.metadata?.name)).toEqual(['lastseen-agent-abcde']);
+  });
+
+  it('the static copy follows the DaemonSet pod of its node once it has seen itself as a mirror pod (a DaemonSet update reaches it)', () => {
+    const s = self();
+    const next = dsPod('lastseen-agent-new');
+    expect(s.isOwnDaemonSetPod(next)).toBe(false); // not yet known to be the copy
+    expect(s.isOwnDaemonSetPod(mirror)).toBe(false);
+    expect(s.isOwnDaemonSetPod(next)).toBe(true);
+    // Never a pod being deleted, of another node, of another namespace or not owned by a DaemonSet.
+    expect(s.isOwnDaemonSetPod(dsPod('lastseen-agent-gone', { deletionTimestamp: new Date() }))).toBe(false);
+    expect(s.isOwnDaemonSetPod({ ...next, spec: { nodeName: 'n2', containers: [] } })).toBe(false);
+    expect(s.isOwnDaemonSetPod(dsPod('x', { namespace: 'kube-system' }))).toBe(false);
+    expect(s.isOwnDaemonSetPod(dsPod('y', { ownerReferences: [] }))).toBe(false);
+    expect(s.isOwnDaemonSetPod(dsPod('z', { labels: { 'app.kubernetes.io/name': 'other' } }))).toBe(false);
   });
 });

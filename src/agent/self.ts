@@ -82,10 +82,32 @@ export class SelfCheckpoint {
 
   constructor(private readonly d: SelfCheckpointDeps) {}
 
-  /** Whether this pod is the agent itself running from its DaemonSet (not its static copy). */
+  /** Set once this agent's own pod is seen as a mirror pod: this agent is the static copy. */
+  private runningAsCopy = false;
+
+  /**
+   * Whether the copy is to be captured from this pod: the agent's own pod when it runs from its
+   * DaemonSet; when this agent is the copy itself (its own pod is a mirror pod: after a reboot, or
+   * when the DaemonSet's pod was replaced and the copy took the node lock), the DaemonSet's agent
+   * pod on this node. So a DaemonSet update reaches the copy too: the kubelet restarts the copy on
+   * the new spec, and the DaemonSet's new pod, retrying the node lock, takes it over. Without it
+   * the old copy acted on and the new pod stood by, never Ready (found upgrading on a real kubelet).
+   * Learns which agent it is from the pods it is shown (the caller passes every pod of the node).
+   */
   isOwnDaemonSetPod(pod: V1Pod): boolean {
     const md = pod.metadata ?? {};
-    return md.name === this.d.podName && md.namespace === this.d.namespace && md.annotations?.[MIRROR_ANNOTATION] === undefined && !md.deletionTimestamp;
+    if (md.namespace !== this.d.namespace || md.deletionTimestamp) return false;
+    if (md.annotations?.[MIRROR_ANNOTATION] !== undefined) {
+      if (md.name === this.d.podName) this.runningAsCopy = true;
+      return false;
+    }
+    if (md.name === this.d.podName) return true;
+    return (
+      this.runningAsCopy &&
+      isAgentCopy(md.labels) &&
+      pod.spec?.nodeName === this.d.node &&
+      (md.ownerReferences ?? []).some((o) => o.kind === 'DaemonSet' && o.controller !== false)
+    );
   }
 
   /** Capture and activate the agent's own copy from its pod, when the spec is new. */
