@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decide } from './decide.js';
-import { FENCE_REPEAT_MS, HANG_CONFIRM_ROUNDS } from './fence.js';
+import { FENCE_REPEAT_MS, fenceFailed, fenceWakes, HANG_CONFIRM_ROUNDS, judgeFencedNotBack, judgeHang, observeFenced } from './fence.js';
 import { beat, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import type { Action, Input, ParentState } from './types.js';
 
@@ -167,5 +167,33 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     expect(none.state.reason.code).toBe('FenceNotNeeded');
     expect(kinds(feed(none.state, [[5000, { type: 'beat', beat: hungBeat() }]]).actions)).not.toContain('fence');
     expect(kinds(feed(none.state, [[3600 + FENCE_REPEAT_MS, { type: 'beat', beat: hungBeat() }]]).actions)).toContain('fence');
+  });
+});
+
+describe('fence.ts on its own: which rule judges a hung parent', () => {
+  it('judgeHang leaves a parent that is not hung, or reports a deliberate stop, to the other rules (null)', () => {
+    const h = fixtures(overlap).Healthy!.state;
+    expect(judgeHang(structuredClone(h), 2500, [])).toBeNull();
+    const hung = feed(h, [[2500, { type: 'beat', beat: hungBeat() }]]).state;
+    hung.hang.rounds = HANG_CONFIRM_ROUNDS;
+    const stopping = structuredClone(hung);
+    stopping.phase = 'Stopping';
+    expect(judgeHang(stopping, 3500, [])).toBeNull();
+    expect(judgeHang(hung, 3500, [])).toBe(true);
+    expect(hung.reason.code).toBe('ParentHung');
+  });
+
+  it('a fenced parent must be back by recoverBy; the wakes follow the fence and that deadline', () => {
+    const s = structuredClone(fixtures(POLICY).Healthy!.state);
+    s.hang.fence = { podUid: POD.uid, at: 3000, killed: null };
+    observeFenced(s, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL' }, 3500, 10_000);
+    s.phase = 'Starting'; // its restart beats, not Ready yet
+    expect(s.hang).toMatchObject({ since: null, rounds: 0, recoverBy: 13_500, fence: { killed: 1 } });
+    expect(fenceWakes(s)).toEqual([null, 13_500]);
+    expect(judgeFencedNotBack(s, 13_499, [])).toBeNull();
+    expect(judgeFencedNotBack(s, 13_500, [])).toBe(true);
+    expect(s.reason.code).toBe('FencedNotBack');
+    fenceFailed(s);
+    expect(s.hang.fence).toBeNull();
   });
 });

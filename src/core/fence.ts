@@ -22,7 +22,9 @@
 //   FENCE_REPEAT_MS; each is a Warning Event, a metric and a reason.
 //
 // Pure: times are the observer's monotonic milliseconds.
-import type { Beat, ParentState } from './types.js';
+import { due, inFlight, succeeded } from './actions.js';
+import { cover, event, holdNote, R, secs } from './transitions.js';
+import type { Action, Beat, Input, ParentState } from './types.js';
 
 /** Unanswered rounds in a row before a parent counts as hung: one is a slow answer, two a hang. */
 export const HANG_CONFIRM_ROUNDS = 2;
@@ -106,4 +108,120 @@ export function fenceAllowed(h: HangState, podUid: string, now: number): boolean
   if (f === null || f.podUid !== podUid) return true;
   if (f.killed === null) return false; // still in flight
   return now - f.at >= FENCE_REPEAT_MS;
+}
+
+/**
+ * Pending, Healthy, Starting or Silent: a hung parent (not one reporting a deliberate stop) is
+ * covered (coverHung). Returns whether the state changed, or null to let the other rules judge.
+ */
+export function judgeHang(s: ParentState, now: number, actions: Action[]): boolean | null {
+  const hung = hungPod(s);
+  if (hung === null || s.phase === 'Stopping') return null;
+  return coverHung(s, hung, now, actions);
+}
+
+/**
+ * Release: a fenced parent that did not report Ready within its window after the fence is covered
+ * by its checkpoint (a kubelet that does not restart it, a process that hangs again).
+ */
+export function judgeFencedNotBack(s: ParentState, now: number, actions: Action[]): boolean | null {
+  const recoverBy = s.hang.recoverBy ?? null;
+  if (recoverBy === null || now < recoverBy || s.phase === 'Ready') return null;
+  s.hang.recoverBy = null;
+  return cover(
+    s,
+    'FencedNotBack',
+    `the fenced parent did not report Ready within ${Math.round((recoverBy - (s.hang.fence?.at ?? recoverBy)) / 1000)}s of its fence`,
+    now,
+    actions,
+  );
+}
+
+/**
+ * The parent's own sidecar says its process has stopped answering. Overlap: activate the
+ * checkpoint at once (the fence follows once the copy is Ready beside the hung process). Release:
+ * the hung process holds the whole port, no copy could bind: fence it, and let the kubelet restart
+ * it; the ordinary rules cover it if it does not come back.
+ */
+function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean | null {
+  const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
+  if (s.policy.handover === 'overlap') {
+    return cover(
+      s,
+      'ParentHung',
+      `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung})`,
+      now,
+      actions,
+    );
+  }
+  requestFence(s, podUid, now, actions);
+  // While the fence is out, wait for its answer; once it failed (retried on the action back-off) or
+  // found nothing to stop, the ordinary rules judge the parent (null): a hang must never keep the
+  // silence rules from covering it.
+  return s.hang.fence !== null && s.hang.fence.podUid === podUid && s.hang.fence.killed === null ? false : null;
+}
+
+/**
+ * Active: fence a hung parent. Overlap: only beside a copy proven Ready; release: the hung process
+ * holds the whole port. (A hung parent is not fresh: its run of unanswered rounds began after its
+ * last answered beat.)
+ */
+export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]): void {
+  const hung = hungPod(s);
+  if (hung !== null && (s.policy.handover === 'release' || s.hang.copyReadyAt !== null)) requestFence(s, hung, now, actions);
+}
+
+/** Ask for the fence of pod `podUid` (once per FENCE_REPEAT_MS, after the action back-off when one failed). */
+function requestFence(s: ParentState, podUid: string, now: number, actions: Action[]): void {
+  if (!fenceAllowed(s.hang, podUid, now) || !due(s, 'fence', now)) return;
+  s.hang.fence = { podUid, at: now, killed: null };
+  inFlight(s, 'fence', now);
+  const why = R(
+    'ParentHung',
+    `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
+  );
+  actions.push({ type: 'fence', podUid, reason: why });
+  holdNote(s, why, actions);
+}
+
+/**
+ * The fence was carried out. The hung process is gone; the kubelet restarts it. Its sidecar's next
+ * rounds say how it does, and it gets a fresh start to be seen again, as after an agent restart.
+ * Without a copy serving (release), it must be Ready within `recoverWithinMs` (a hand-over window),
+ * as after a retire.
+ */
+export function observeFenced(s: ParentState, input: Extract<Input, { type: 'fenced' }>, now: number, recoverWithinMs: number): void {
+  succeeded(s, 'fence');
+  if (s.hang.fence?.podUid === input.podUid) s.hang.fence.killed = input.killed;
+  if (input.killed > 0) {
+    s.hang.since = null;
+    s.hang.rounds = 0;
+    s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
+    if (!s.checkpoint.active) s.hang.recoverBy = now + recoverWithinMs;
+  }
+}
+
+/** A failed fence is asked again after the action's back-off. */
+export function fenceFailed(s: ParentState): void {
+  s.hang.fence = null;
+}
+
+/** A fence's result, claimed once it is known: a Warning Event when a process was stopped. */
+export function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fenced' }>, actions: Action[]): void {
+  if (input.killed > 0) {
+    event(
+      actions,
+      'Warning',
+      'ParentFenced',
+      `${s.id}: pod ${input.podUid} held its port without answering; its main process was stopped (${input.detail}) so ${s.policy.handover === 'overlap' ? 'the checkpoint serves alone until the kubelet restarts it' : 'the kubelet restarts it on a free port'}`,
+    );
+    holdNote(s, R('ParentFenced', `pod ${input.podUid}: ${input.detail}`), actions);
+  } else {
+    holdNote(s, R('FenceNotNeeded', `pod ${input.podUid}: ${input.detail}`), actions);
+  }
+}
+
+/** When the same pod may be fenced again, or a fenced parent must be back. */
+export function fenceWakes(s: ParentState): Array<number | null | undefined> {
+  return [s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null, s.hang.recoverBy];
 }
