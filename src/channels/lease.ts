@@ -13,8 +13,8 @@
 // without a resourceVersion, which the api-server applies with its own retry and cannot 409. A
 // stubborn second writer therefore cannot make this writer miss its interval.
 //
-// MicroTime: client-node 1.4 types renewTime as V1MicroTime (a Date whose toISOString pads 3 digits
-// with "000"), but passes strings through unchanged both ways. The beat's renewTime string is sent
+// MicroTime: client-node (2.0, as 1.4) types renewTime as V1MicroTime (a Date whose toISOString pads
+// 3 digits with "000"), but passes strings through unchanged both ways. The beat's renewTime string is sent
 // verbatim, so the Lease and the other channels carry the identical six-digit value.
 import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import { ANNOTATION_POLICY_PROBLEM, LABEL_MANAGED_BY, LABEL_NODE, LABEL_PARENT, LABEL_ROLE, leaseName, MANAGED_BY } from '../core/names.js';

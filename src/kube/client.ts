@@ -127,8 +127,8 @@ export function makeKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeCli
     },
     post: async <T>(rsp: T): Promise<T> => rsp,
   };
-  // One middleware only: client-node 1.4 reversed the middleware array in place on every response;
-  // one is all we need anyway.
+  // One middleware only: client-node (1.4 and 2.0) reverses the middleware array in place on every
+  // response; one is all we need anyway.
   const config = createConfiguration({
     baseServer: new ServerConfiguration(cluster.server, {}),
     authMethods: { default: kc },

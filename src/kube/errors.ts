@@ -2,9 +2,11 @@
 // Adapters decide with `kind` (409: re-read and retry; 404: create; unreachable: back off, maybe a
 // fresh connection pool); people read `message`, which names the object and says what to do.
 //
-// Accepts anything thrown by @kubernetes/client-node 1.4: `ApiException` (has `code`, `body` as
-// the Status JSON text or object), node-fetch `FetchError` (`type: 'system'`, `code` like
-// ECONNREFUSED), an `AbortError` from our request timeout, or something unexpected.
+// Accepts anything thrown by @kubernetes/client-node 2.0 over our undici Agent: `ApiException`
+// (has `code`, `body` as the Status JSON text or object), a network error with a system or undici
+// `code` (ECONNREFUSED, UND_ERR_SOCKET), an `AbortError` from our request timeout, or something
+// unexpected. The node-fetch `FetchError` shape of client-node 1.x (`type: 'system'`) is still
+// accepted.
 
 export type KubeErrorKind =
   /** 409: the object changed since we read it (or already exists on create). Re-read, retry. */

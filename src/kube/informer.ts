@@ -19,10 +19,10 @@
 // (allowWatchBookmarks; true of the watch cache since 1.17, "roughly every minute" in cacher.go),
 // so a silence much longer than that means the connection, not the cluster, went quiet.
 //
-// Why not client-node's makeInformer/ListWatch (read in 1.4): it has no field selector in
-// makeInformer, no bookmarks, no restart after an error (it only calls ERROR handlers), no
-// "synced" signal, and its Watch.watch awaits the response before it hands back the
-// AbortController, so a connection that stalls before the headers cannot even be aborted. Its
+// Why not client-node's makeInformer/ListWatch (read in 1.4; 2.0's makeInformer still takes a
+// label selector only): it has no field selector in makeInformer, no bookmarks, no restart after
+// an error (it only calls ERROR handlers), no "synced" signal, and its Watch.watch awaits the
+// response before it hands back the AbortController, so a connection that stalls before the headers cannot even be aborted. Its
 // Watch also overwrites its own 30 s timeout signal. Here each request is a plain node https
 // request with the KubeConfig's TLS material and auth (applyToHTTPSOptions, so exec plugins,
 // tokens and proxies still work) and our own AbortSignal. Each request gets its own agent

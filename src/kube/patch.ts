@@ -1,4 +1,4 @@
-// Per-request options for client-node 1.4's object-parameter API.
+// Per-request options for client-node's object-parameter API.
 //
 // Its `patch...` calls send `application/json-patch+json` unless told otherwise. Call-time
 // middleware there is observable-style (the object API calls the observable API directly), which
