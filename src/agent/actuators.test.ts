@@ -9,6 +9,11 @@ import type { KubeClient } from '../kube/client.js';
 import { leaseWithBeat } from '../channels/lease.js';
 import { makeActuators, withoutPortSharing } from './actuators.js';
 import type { ParentView } from './agent.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { ManifestDir } from '../checkpoint/manifests.js';
+import { Store } from '../checkpoint/store.js';
+import { initialState } from '../core/decide.js';
+import { defaultPolicy } from '../policy/policy.js';
 
 const NODE = 'n1';
 const beat = {
@@ -42,7 +47,20 @@ function client(read: () => Promise<unknown>): KubeClient & { closed: number; re
   return c as unknown as KubeClient & { closed: number; reads: number };
 }
 
-const parent = { id: 'ns/demo', namespace: 'ns', key: 'demo', pod: null } as unknown as ParentView;
+const parent: ParentView<V1Pod> = {
+  id: 'ns/demo',
+  namespace: 'ns',
+  key: 'demo',
+  pod: null,
+  labels: {},
+  overrides: [],
+  state: initialState({ namespace: 'ns', key: 'demo', policy: defaultPolicy().defaults, now: 0 }),
+};
+/** Folders no test here reaches (the live read and the retire touch neither the store nor, below, the real folder). */
+const unused = {
+  store: new Store({ stateDir: join(tmpdir(), 'lastseen-unused-state') }),
+  manifests: new ManifestDir({ dir: join(tmpdir(), 'lastseen-unused-manifests') }),
+};
 const timeout = () => Promise.reject(Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' }));
 
 describe('withoutPortSharing', () => {
@@ -73,8 +91,7 @@ describe('readLive', () => {
     const a = makeActuators({
       node: NODE,
       instance: 'agent',
-      store: {} as never,
-      manifests: {} as never,
+      ...unused,
       kube: () => pooled,
       freshKube: () => {
         const c = client(async () => lease);
@@ -97,8 +114,7 @@ describe('readLive', () => {
     const a = makeActuators({
       node: NODE,
       instance: 'agent',
-      store: {} as never,
-      manifests: {} as never,
+      ...unused,
       kube: () => null,
       freshKube: () => fresh,
       logger: pino({ level: 'silent' }),
@@ -113,8 +129,7 @@ describe('readLive', () => {
     const a = makeActuators({
       node: NODE,
       instance: 'agent',
-      store: {} as never,
-      manifests: {} as never,
+      ...unused,
       kube: () => pooled,
       logger: pino({ level: 'silent' }),
     });
@@ -130,11 +145,16 @@ describe('retire', () => {
       await writeFile(join(dir, 'ns_demo.checkpoint.json'), '{}');
       await writeFile(join(dir, 'ns_demo.json'), '{}'); // the parent's own beat stays
       const retired: string[] = [];
-      const manifests = { retire: async (id: string) => void retired.push(id) } as never;
+      const manifests = new (class extends ManifestDir {
+        override async retire(id: string): Promise<'removed'> {
+          retired.push(id);
+          return 'removed';
+        }
+      })({ dir: join(dir, 'manifests') });
       const a = makeActuators({
         node: NODE,
         instance: 'agent',
-        store: {} as never,
+        store: unused.store,
         manifests,
         kube: () => null,
         logger: pino({ level: 'silent' }),

@@ -80,9 +80,9 @@ export interface ActuatorDeps {
   onManifestWritten?(id: string, manifest: V1Pod): void;
 }
 
-export function specHashOf(deps: Pick<ActuatorDeps, 'node' | 'store'>, id: string, key: string, pod: unknown): string {
+export function specHashOf(deps: Pick<ActuatorDeps, 'node' | 'store'>, id: string, key: string, pod: V1Pod): string {
   try {
-    return sanitize(pod as V1Pod, { parentKey: key, node: deps.node, checkpointDir: deps.store.checkpointDir(id) }).specHash;
+    return sanitize(pod, { parentKey: key, node: deps.node, checkpointDir: deps.store.checkpointDir(id) }).specHash;
   } catch {
     return ''; // an unsanitizable pod; capture will fail with the reason
   }
@@ -137,14 +137,14 @@ export interface EventTarget {
   namespace: string;
 }
 
-export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extract<Action, { type: 'event' }>, about?: EventTarget): Promise<void> } {
+export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & { nodeEvent(e: Extract<Action, { type: 'event' }>, about?: EventTarget): Promise<void> } {
   const wallNow = d.wallNow ?? Date.now;
   const kube = (what: string): KubeClient => {
     const k = d.kube();
     if (!k) throw new Error(`cannot ${what}: no api-server client`);
     return k;
   };
-  const removeCheckpointBeat = async (p: ParentView): Promise<void> => {
+  const removeCheckpointBeat = async (p: ParentView<V1Pod>): Promise<void> => {
     if (!d.heartbeatDir) return;
     const file = join(d.heartbeatDir, localBeatFile(p.namespace, p.key, 'checkpoint'));
     try {
@@ -157,7 +157,7 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
   };
   return {
     async capture(p, info) {
-      const pod = p.pod as V1Pod | null;
+      const pod = p.pod;
       if (!pod || pod.metadata?.uid !== info.uid)
         throw new Error(`cannot capture ${p.id}: pod ${info.name} (${info.uid}) is no longer the one the api-server shows`);
       const lastReady = p.state.lastChangeAt !== null ? new Date(wallNow()).toISOString() : null;
@@ -226,7 +226,7 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
               if (classifyKubeError(e, `lease ${p.namespace}/${name}`).kind !== 'notFound') throw e;
             }
           } else if (c === 'annotation') {
-            const podName = (p.pod as V1Pod | null)?.metadata?.name;
+            const podName = p.pod?.metadata?.name;
             if (!podName) continue;
             try {
               const pod = await k.core.readNamespacedPod({ name: podName, namespace: p.namespace });
@@ -247,7 +247,7 @@ export function makeActuators(d: ActuatorDeps): Actuators & { nodeEvent(e: Extra
       return { beats };
     },
     async event(p, e) {
-      const pod = p.pod as V1Pod | null;
+      const pod = p.pod;
       if (pod?.metadata?.uid) {
         await recordEvent(p.namespace, p.key, { apiVersion: 'v1', kind: 'Pod', name: pod.metadata.name, namespace: p.namespace, uid: pod.metadata.uid }, e);
         return;

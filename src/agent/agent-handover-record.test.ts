@@ -6,6 +6,7 @@ import { FakeTime } from '../core/fake-time.test-helpers.js';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
 import { Agent, type Actuators } from './agent.js';
+import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { HandoverRecords, type HandoverStore } from './handovers.js';
 
 const policy = (() => {
@@ -47,7 +48,7 @@ describe('the hand-over record guards the retire', () => {
       timers: time,
       logger: pino({ level: 'silent' }),
       actuators,
-      specHash: () => 'h-u1',
+      podInfo: (pod: PodStatusLike) => v1PodInfo(pod, 'h-u1'),
       policy,
       handovers: new HandoverRecords(store, () => 1_000_000 + time.now()),
     });

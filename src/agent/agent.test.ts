@@ -6,6 +6,7 @@ import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
 import { Agent, type Actuators, type HandoverRecord, type LiveRead, podLastExit } from './agent.js';
+import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
 import { AgentMetrics } from './metrics.js';
 import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
@@ -46,7 +47,7 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
     timers: time,
     logger: pino({ level: 'silent' }),
     actuators,
-    specHash: (pod) => `h-${(pod as { metadata: { uid: string } }).metadata.uid}`,
+    podInfo: (pod: PodStatusLike) => v1PodInfo(pod, `h-${pod.metadata?.uid}`),
     policy,
     ...(handovers ? { handovers } : {}),
   });
@@ -314,7 +315,7 @@ describe('Agent loop', () => {
 });
 
 describe('podLastExit: Unknown', () => {
-  const podLastExitUnknown = (pod: unknown) => podLastExit(pod)?.unknown === true;
+  const podLastExitUnknown = (pod: PodStatusLike) => podLastExit(pod)?.unknown === true;
   const status = (...last: Array<{ reason: string; finishedAt: string } | null>) => ({
     status: {
       containerStatuses: last.map((t) => ({ restartCount: 1, lastState: t ? { terminated: { exitCode: t.reason === 'Unknown' ? 255 : 1, ...t } } : {} })),

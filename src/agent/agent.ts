@@ -9,22 +9,25 @@ import type { Logger } from 'pino';
 import { beatFingerprint, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
 import { type ManifestFile, manifestAgrees } from '../core/manifest.js';
 import { parentId } from '../core/names.js';
-import { podReady } from './parents.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, Reason } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
 import type { Clock, Timers } from '../core/time.js';
 import type { ManifestCheck, ManifestSubject } from './observe/manifests.js';
 
 export { type Clock, monotonicClock, realTimers, type Timers } from '../core/time.js';
+export { type LastExit, podLastExit, podRestarts } from './parents.js';
 
-/** What the agent knows of a parent beyond the core's state: the pod to capture from, its labels. */
-export interface ParentView {
+/**
+ * What the agent knows of a parent beyond the core's state: the pod to capture from, its labels.
+ * `P`: the pod as the observers hand it over (a V1Pod in production, the model's pod in the simulator).
+ */
+export interface ParentView<P = unknown> {
   id: string;
   namespace: string;
   key: string;
   state: ParentState;
-  /** Latest parent pod the api-server showed us (raw object, for capture). */
-  pod: unknown | null;
+  /** Latest parent pod the api-server showed us (for capture). */
+  pod: P | null;
   labels: Record<string, string>;
   /** Overrides applied to this parent's policy (for status). */
   overrides: string[];
@@ -46,22 +49,32 @@ export class CollectRefusedError extends Error {
   }
 }
 
+/** A parent as the pod watch lists it: its key worked out once, by the observer (src/agent/parents.ts). */
+export interface ObservedParent<P> {
+  namespace: string;
+  key: string;
+  pod: P;
+  labels: Record<string, string>;
+  /** Other live pods of the same key here (a surge rollout): their beats are the parent's too. */
+  alsoListed?: Array<{ uid: string; name: string }>;
+}
+
 /** The ports the agent drives. Each returns when done; a rejection is reported to the core as actionFailed. */
-export interface Actuators {
+export interface Actuators<P = unknown> {
   /** `reason`: the core's, for logs (the simulator checks its invariants with it). */
-  capture(p: ParentView, pod: PodInfo, reason: Reason): Promise<{ specHash: string }>;
+  capture(p: ParentView<P>, pod: PodInfo, reason: Reason): Promise<{ specHash: string }>;
   /** `exclusive`: write the manifest without port sharing (see ParentState.knownBad). */
-  activate(p: ParentView, reason: Reason, exclusive?: boolean): Promise<void>;
-  retire(p: ParentView, reason: Reason): Promise<void>;
-  collect(p: ParentView, reason: Reason): Promise<void>;
+  activate(p: ParentView<P>, reason: Reason, exclusive?: boolean): Promise<void>;
+  retire(p: ParentView<P>, reason: Reason): Promise<void>;
+  collect(p: ParentView<P>, reason: Reason): Promise<void>;
   /** Read the parent's api channels live (no cache). */
-  readLive(p: ParentView, channels: Channel[]): Promise<LiveRead>;
+  readLive(p: ParentView<P>, channels: Channel[]): Promise<LiveRead>;
   /**
    * Take the hung main process of pod `podUid` (this parent's) off its port, only if it still does
    * not answer (src/core/fence.ts); `killed`: processes stopped (0: none was hung any more).
    */
-  fence(p: ParentView, podUid: string, reason: Reason): Promise<{ killed: number; detail: string }>;
-  event(p: ParentView, e: Extract<Action, { type: 'event' }>): Promise<void>;
+  fence(p: ParentView<P>, podUid: string, reason: Reason): Promise<{ killed: number; detail: string }>;
+  event(p: ParentView<P>, e: Extract<Action, { type: 'event' }>): Promise<void>;
 }
 
 /**
@@ -73,37 +86,36 @@ export interface HandoverRecord {
   set(id: string, h: RecoveredHandover | null): Promise<unknown>;
 }
 
-export interface AgentHooks {
+export interface AgentHooks<P = unknown> {
   /** Called after every transition (debounce in the caller). */
-  onTransition?(p: ParentView, a: Extract<Action, { type: 'transition' }>): void;
+  onTransition?(p: ParentView<P>, a: Extract<Action, { type: 'transition' }>): void;
   /** Called when the reason changes while the state stays (status REASON). */
-  onNote?(p: ParentView, a: Extract<Action, { type: 'note' }>): void;
+  onNote?(p: ParentView<P>, a: Extract<Action, { type: 'note' }>): void;
   /** Called after every decide() (metrics). */
-  onDecision?(p: ParentView): void;
+  onDecision?(p: ParentView<P>): void;
   /** Called when a parent is forgotten (collected and no longer scheduled). */
   onForget?(id: string): void;
   /** Called for every beat the core refused as not the parent's own (metrics; the log line is written here). */
-  onBeatRefused?(p: ParentView, a: Extract<Action, { type: 'beatRefused' }>): void;
+  onBeatRefused?(p: ParentView<P>, a: Extract<Action, { type: 'beatRefused' }>): void;
   /**
    * Called when an action's result is known, before the core hears it (`p.state` is still the state
    * it was asked in; `error`: null when it succeeded). Metrics that claim a result count here.
    */
-  onResult?(p: ParentView, a: Action, error: string | null): void;
+  onResult?(p: ParentView<P>, a: Action, error: string | null): void;
 }
 
-export interface AgentOptions {
+export interface AgentOptions<P> {
   node: string;
   clock: Clock;
   timers: Timers;
   logger: Logger;
-  actuators: Actuators;
-  /** Spec hash of the checkpoint a pod would give (sanitize(pod).specHash). */
-  specHash(pod: unknown): string;
-  /** Restarts of the pod's main containers as its kubelet reports them (undefined: unknown). Default: podRestarts below. */
-  podRestarts?(pod: unknown): number | undefined;
-  /** The latest exit of the pod's main containers: the kubelet's `Unknown` or not, and how long that run lasted. Default: podLastExit below. */
-  podLastExit?(pod: unknown): LastExit | null;
-  hooks?: AgentHooks;
+  actuators: Actuators<P>;
+  /**
+   * The one reader of a pod: what the core needs of it (uid, name, the spec hash its checkpoint
+   * would have, restarts, last exit, Ready), for the parent `parent` (production: v1PodInfo).
+   */
+  podInfo(pod: P, parent: { namespace: string; key: string }): PodInfo;
+  hooks?: AgentHooks<P>;
   policy?: Policy;
   /** Hand-overs in progress survive a restart through this record (none: they do not). */
   handovers?: HandoverRecord;
@@ -114,7 +126,7 @@ export interface AgentOptions {
   rebooted?: boolean;
 }
 
-interface Entry extends ParentView {
+interface Entry<P> extends ParentView<P> {
   wakeAt: number | null;
   /**
    * Bumped when a write or removal of the parent's manifest starts or ends: a reading of the folder
@@ -123,54 +135,11 @@ interface Entry extends ParentView {
   manifestTicket: number;
 }
 
-/**
- * Restarts of a V1Pod's main containers (`status.containerStatuses[].restartCount`, summed; init
- * and sidecar containers are not counted: a native sidecar outlives its main container's exits).
- */
-export function podRestarts(pod: unknown): number | undefined {
-  const statuses = (pod as { status?: { containerStatuses?: Array<{ restartCount?: number }> } }).status?.containerStatuses;
-  if (!Array.isArray(statuses)) return undefined;
-  return statuses.reduce((n, c) => n + (typeof c.restartCount === 'number' ? c.restartCount : 0), 0);
-}
-
-/** A pod's latest exit as PodInfo carries it (lastExitUnknown, lastExitRanMs). */
-export interface LastExit {
-  unknown: boolean;
-  ranMs?: number;
-}
-
-/**
- * The latest exit among the main containers (by `finishedAt`), as the kubelet reports it: whether
- * it calls it `Unknown` (what it reports for a container it found exited after its node restarted:
- * a reboot, a power cycle; not an exit of the process itself), and how long that run lasted
- * (`finishedAt - startedAt`, when both are given). Null: no exit reported.
- */
-export function podLastExit(pod: unknown): LastExit | null {
-  type Terminated = { reason?: string; startedAt?: string | Date; finishedAt?: string | Date };
-  const statuses = (pod as { status?: { containerStatuses?: Array<{ lastState?: { terminated?: Terminated } }> } }).status?.containerStatuses;
-  if (!Array.isArray(statuses)) return null;
-  let latest: Terminated | null = null;
-  let latestAt = Number.NEGATIVE_INFINITY;
-  for (const c of statuses) {
-    const t = c.lastState?.terminated;
-    if (!t) continue;
-    const at = t.finishedAt === undefined ? Number.NEGATIVE_INFINITY : new Date(t.finishedAt).getTime();
-    if (latest === null || at > latestAt) {
-      latest = t;
-      latestAt = at;
-    }
-  }
-  if (latest === null) return null;
-  const started = latest.startedAt === undefined ? Number.NaN : new Date(latest.startedAt).getTime();
-  const ranMs = latestAt - started;
-  return { unknown: latest.reason === 'Unknown', ...(Number.isFinite(ranMs) && ranMs >= 0 ? { ranMs } : {}) };
-}
-
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
 const MAX_UNTRACKED_KEYS = 1000;
 
-export class Agent implements ManifestSubject {
-  private readonly entries = new Map<string, Entry>();
+export class Agent<P = unknown> implements ManifestSubject {
+  private readonly entries = new Map<string, Entry<P>>();
   private readonly untracked = new Map<string, Beat[]>();
   private policy: Policy;
   private apiReachable = false;
@@ -184,7 +153,7 @@ export class Agent implements ManifestSubject {
   /** The last hand-over record written; a retire waits for it (see carryOut). */
   private handoverWritten: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly o: AgentOptions) {
+  constructor(private readonly o: AgentOptions<P>) {
     this.policy = o.policy ?? defaultPolicy();
     this.rebooted = o.rebooted ?? false;
   }
@@ -197,16 +166,14 @@ export class Agent implements ManifestSubject {
   }
 
   /** The api-server's pods for this node were (re)listed or changed; `parents` maps key id -> pod. */
-  podsObserved(
-    parents: Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string>; alsoListed?: Array<{ uid: string; name: string }> }>,
-  ): void {
+  podsObserved(parents: Map<string, ObservedParent<P>>): void {
     if (!this.apiReachable) return;
     for (const p of parents.values()) {
       const e = this.ensure(p.namespace, p.key, p.labels);
       e.pod = p.pod;
       e.labels = p.labels;
       this.refreshPolicy(e);
-      this.feed(e, { type: 'pod', pod: { ...this.podInfo(p.pod), ...(p.alsoListed?.length ? { alsoListed: p.alsoListed } : {}) } });
+      this.feed(e, { type: 'pod', pod: { ...this.o.podInfo(p.pod, p), ...(p.alsoListed?.length ? { alsoListed: p.alsoListed } : {}) } });
     }
     // Everything else has no pod here as far as the api-server knows: the core starts its GC clock.
     for (const e of this.entries.values()) {
@@ -266,7 +233,7 @@ export class Agent implements ManifestSubject {
     for (const e of this.entries.values()) this.refreshPolicy(e);
   }
 
-  views(): ParentView[] {
+  views(): ParentView<P>[] {
     return [...this.entries.values()].map((e) => ({ ...e }));
   }
 
@@ -293,7 +260,7 @@ export class Agent implements ManifestSubject {
 
   // ---- the loop ----
 
-  private ensure(namespace: string, key: string, labels: Record<string, string>, checkpoint?: CheckpointInfo, handover?: RecoveredHandover): Entry {
+  private ensure(namespace: string, key: string, labels: Record<string, string>, checkpoint?: CheckpointInfo, handover?: RecoveredHandover): Entry<P> {
     const id = parentId(namespace, key);
     let e = this.entries.get(id);
     if (e) {
@@ -323,34 +290,15 @@ export class Agent implements ManifestSubject {
     return e;
   }
 
-  private refreshPolicy(e: Entry): void {
+  private refreshPolicy(e: Entry<P>): void {
     const eff = policyFor(this.policy, { namespace: e.namespace, key: e.key, labels: e.labels });
     e.overrides = eff.applied;
     e.overridesSkipped = eff.skipped;
     if (JSON.stringify(eff.policy) !== JSON.stringify(e.state.policy)) this.feed(e, { type: 'policy', policy: eff.policy });
   }
 
-  private podInfo(pod: unknown): PodInfo {
-    const p = pod as { metadata?: { uid?: string; name?: string }; status?: { conditions?: Array<{ type?: string; status?: string }> } };
-    const m = p.metadata ?? {};
-    const restarts = (this.o.podRestarts ?? podRestarts)(pod);
-    // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
-    // without a status says nothing either way.
-    const ready = p.status ? { ready: podReady(p) } : {};
-    const exit = (this.o.podLastExit ?? podLastExit)(pod);
-    return {
-      uid: m.uid ?? '',
-      name: m.name ?? '',
-      specHash: this.o.specHash(pod),
-      ...(restarts !== undefined ? { restarts } : {}),
-      ...(exit?.unknown ? { lastExitUnknown: true } : {}),
-      ...(exit?.ranMs !== undefined ? { lastExitRanMs: exit.ranMs } : {}),
-      ...ready,
-    };
-  }
-
   /** Keep the hand-over record (deadline, attempts, known-bad verdict) of `e` on disk; unchanged records cost nothing. */
-  private persistHandover(e: Entry): void {
+  private persistHandover(e: Entry<P>): void {
     if (!this.o.handovers) return;
     // Kept as it settles: a retire waits for it and fails with it (the record guards the retire).
     const written = this.o.handovers.set(e.id, handoverToPersist(e.state, this.o.clock.now()));
@@ -358,7 +306,7 @@ export class Agent implements ManifestSubject {
     this.handoverWritten = written;
   }
 
-  private feed(e: Entry, input: Input): void {
+  private feed(e: Entry<P>, input: Input): void {
     if (this.stopped) return;
     const now = this.o.clock.now();
     const d = decide(e.state, input, now);
@@ -374,7 +322,7 @@ export class Agent implements ManifestSubject {
     this.schedule();
   }
 
-  private carryOut(e: Entry, a: Action): void {
+  private carryOut(e: Entry<P>, a: Action): void {
     const log = this.o.logger;
     const touchesManifest = a.type === 'activate' || a.type === 'retire' || a.type === 'collect';
     const told = (error: string | null) => {

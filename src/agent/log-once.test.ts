@@ -12,6 +12,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { monotonicClock as realClock, realTimers } from '../core/time.js';
 import { Agent, type Actuators } from './agent.js';
+import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { AgentMetrics } from './metrics.js';
 import { probeApiServer } from './observe/api-probe.js';
 import type { FilePolicySource } from './observe/policy-source.js';
@@ -36,7 +37,7 @@ function agentWith(log: pino.Logger): Agent {
     event: noop,
     fence: async () => ({ killed: 0, detail: 'not reached' }),
   };
-  return new Agent({ node: 'n1', clock: realClock, timers: realTimers, logger: log, actuators, specHash: () => 'h1' });
+  return new Agent({ node: 'n1', clock: realClock, timers: realTimers, logger: log, actuators, podInfo: (pod: PodStatusLike) => v1PodInfo(pod, 'h1') });
 }
 
 const cleanup: Array<() => Promise<unknown>> = [];

@@ -2,6 +2,7 @@
 // Pure functions: the wiring (run.ts) calls them from informer callbacks.
 import type { V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION_CHECKPOINT, ANNOTATION_CHECKPOINT_OF, LABEL_NODE, LABEL_PARENT, parentId, parentKey } from '../core/names.js';
+import type { PodInfo } from '../core/types.js';
 
 /** The kubelet marks the api-server's copy of a static pod with this annotation. */
 const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
@@ -77,4 +78,79 @@ export function localFileParent(name: string): { namespace: string; key: string;
 /** The pod's own Ready condition, as its kubelet last reported it to the api-server. */
 export function podReady(pod: { status?: { conditions?: Array<{ type?: string; status?: string }> } }): boolean {
   return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/** A container's last termination as the API reports it (times as its JSON strings, or Dates as client-node parses them). */
+type Terminated = { reason?: string; startedAt?: string | Date; finishedAt?: string | Date };
+
+/** The parts of a pod the reader below uses: a V1Pod has them. */
+export interface PodStatusLike {
+  metadata?: { uid?: string; name?: string };
+  status?: {
+    conditions?: Array<{ type?: string; status?: string }>;
+    containerStatuses?: Array<{ restartCount?: number; lastState?: { terminated?: Terminated } }>;
+  };
+}
+
+/**
+ * The one reader of an api-server pod: what the core needs of it (PodInfo). `specHash`: the spec
+ * hash its checkpoint would have (sanitize, which needs the parent key the observer worked out).
+ */
+export function v1PodInfo(pod: PodStatusLike, specHash: string): PodInfo {
+  const m = pod.metadata ?? {};
+  const restarts = podRestarts(pod);
+  const exit = podLastExit(pod);
+  return {
+    uid: m.uid ?? '',
+    name: m.name ?? '',
+    specHash,
+    ...(restarts !== undefined ? { restarts } : {}),
+    ...(exit?.unknown ? { lastExitUnknown: true } : {}),
+    ...(exit?.ranMs !== undefined ? { lastExitRanMs: exit.ranMs } : {}),
+    // The pod's own Ready condition: evidence for a parent whose heartbeat probes nothing. A pod
+    // without a status says nothing either way.
+    ...(pod.status ? { ready: podReady(pod) } : {}),
+  };
+}
+
+/**
+ * Restarts of a V1Pod's main containers (`status.containerStatuses[].restartCount`, summed; init
+ * and sidecar containers are not counted: a native sidecar outlives its main container's exits).
+ */
+export function podRestarts(pod: PodStatusLike): number | undefined {
+  const statuses = pod.status?.containerStatuses;
+  if (!Array.isArray(statuses)) return undefined;
+  return statuses.reduce((n, c) => n + (typeof c.restartCount === 'number' ? c.restartCount : 0), 0);
+}
+
+/** A pod's latest exit as PodInfo carries it (lastExitUnknown, lastExitRanMs). */
+export interface LastExit {
+  unknown: boolean;
+  ranMs?: number;
+}
+
+/**
+ * The latest exit among the main containers (by `finishedAt`), as the kubelet reports it: whether
+ * it calls it `Unknown` (what it reports for a container it found exited after its node restarted:
+ * a reboot, a power cycle; not an exit of the process itself), and how long that run lasted
+ * (`finishedAt - startedAt`, when both are given). Null: no exit reported.
+ */
+export function podLastExit(pod: PodStatusLike): LastExit | null {
+  const statuses = pod.status?.containerStatuses;
+  if (!Array.isArray(statuses)) return null;
+  let latest: Terminated | null = null;
+  let latestAt = Number.NEGATIVE_INFINITY;
+  for (const c of statuses) {
+    const t = c.lastState?.terminated;
+    if (!t) continue;
+    const at = t.finishedAt === undefined ? Number.NEGATIVE_INFINITY : new Date(t.finishedAt).getTime();
+    if (latest === null || at > latestAt) {
+      latest = t;
+      latestAt = at;
+    }
+  }
+  if (latest === null) return null;
+  const started = latest.startedAt === undefined ? Number.NaN : new Date(latest.startedAt).getTime();
+  const ranMs = latestAt - started;
+  return { unknown: latest.reason === 'Unknown', ...(Number.isFinite(ranMs) && ranMs >= 0 ? { ranMs } : {}) };
 }

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { localBeatText } from '../channels/local.js';
 import { FakeTime } from '../core/fake-time.test-helpers.js';
 import { Agent, type Actuators } from './agent.js';
+import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { observerFeed } from './run-observers.js';
 
 function setup() {
@@ -20,7 +21,14 @@ function setup() {
     readLive: async () => ({ beats: [] }),
     event: async () => {},
   };
-  const agent = new Agent({ node: 'n1', clock: time, timers: time, logger: pino({ level: 'silent' }), actuators, specHash: () => 'h1' });
+  const agent = new Agent({
+    node: 'n1',
+    clock: time,
+    timers: time,
+    logger: pino({ level: 'silent' }),
+    actuators,
+    podInfo: (pod: PodStatusLike) => v1PodInfo(pod, 'h1'),
+  });
   const pods = new Map([
     ['kube-system/kube-apiserver', { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid: 'u1', name: 'a-n1' } }, labels: {} }],
   ]);

@@ -9,14 +9,14 @@ import { beatFromPod } from '../channels/annotation.js';
 import { beatFromLease } from '../channels/lease.js';
 import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import type { Clock, Timers } from '../core/time.js';
-import { makeInformer } from '../kube/informer.js';
-import type { Agent } from './agent.js';
+import { type Informer, makeInformer } from '../kube/informer.js';
+import type { Agent, ObservedParent } from './agent.js';
 import type { Beat } from '../core/types.js';
 import type { AgentMetrics } from './metrics.js';
 import { API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS, API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
 import { type ManifestReader, watchManifests } from './observe/manifests.js';
-import { leaseParent, localFileParent, parentsOnNode } from './parents.js';
+import { leaseParent, localFileParent, type ParentPod, parentsOnNode } from './parents.js';
 import type { SelfCheckpoint } from './self.js';
 
 /** After the api-server returns, how long the loop waits for the watches to list again before it hears so anyway. */
@@ -24,7 +24,7 @@ export const RESYNC_WAIT_MS = 15_000;
 
 export interface ObserverWiring {
   node: string;
-  agent: Agent;
+  agent: Agent<V1Pod>;
   self: SelfCheckpoint;
   metrics: AgentMetrics;
   kubeConfig: KubeConfig;
@@ -54,11 +54,11 @@ export interface Observers {
 /** A beat decoded at the edge, with the parent it is for; or why it was refused, and what it came from. */
 export type ObservedBeat = { ok: true; namespace: string; key: string; beat: Beat } | { ok: false; reason: string; subject: string };
 
-export interface ObserverFeedWiring {
-  agent: Agent;
+export interface ObserverFeedWiring<P> {
+  agent: Agent<P>;
   node: string;
   /** This node's parents as the pod watch last listed them, by parent id (the key worked out once). */
-  parents(): Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }>;
+  parents(): Map<string, ObservedParent<P>>;
   /** A malformed or foreign beat: counted and logged by the caller, never acted on. */
   badInput(source: 'lease' | 'annotation' | 'local', reason: string, subject: string): void;
   /** A reachability verdict, before the loop hears it (production drops its connection pool here). */
@@ -91,7 +91,7 @@ export interface ObserverFeed {
   podsSynced(): boolean;
 }
 
-export function observerFeed(f: ObserverFeedWiring): ObserverFeed {
+export function observerFeed<P>(f: ObserverFeedWiring<P>): ObserverFeed {
   const a = f.agent;
   let podsSynced = false;
   const publishPods = () => {
@@ -196,9 +196,12 @@ export function startObservers(w: ObserverWiring): Observers {
     if (returning.pods && returning.leases) tell(true);
   };
 
-  // Pods of this node: who the parents are (and their annotation beats).
+  // Pods of this node: who the parents are (and their annotation beats). Each parent's key is
+  // worked out once per change of the list (parentsOnNode), for the loop and for the beats alike.
   let leasesSynced = false;
-  const pods = makeInformer<V1Pod>({
+  let listing: Map<string, ParentPod> | null = null;
+  const listed = (): Map<string, ParentPod> => (listing ??= parentsOnNode(pods.list(), node));
+  const pods: Informer<V1Pod> = makeInformer<V1Pod>({
     name: `pods of ${node}`,
     kubeConfig: w.kubeConfig,
     path: '/api/v1/pods',
@@ -209,8 +212,12 @@ export function startObservers(w: ObserverWiring): Observers {
     ...watch,
     onAdd: (pod) => podChanged(pod),
     onUpdate: (pod) => podChanged(pod),
-    onDelete: () => feed.podsChanged(),
+    onDelete: () => {
+      listing = null;
+      feed.podsChanged();
+    },
     onSynced: () => {
+      listing = null;
       feed.podsListed();
       relisted('pods');
     },
@@ -223,19 +230,25 @@ export function startObservers(w: ObserverWiring): Observers {
       if (!ok) feed.podsFailed(reason);
     },
   });
-  const podChanged = (pod: V1Pod) => {
+  const podChanged = (pod: V1Pod): void => {
+    listing = null;
     const ann = pod.metadata?.annotations ?? {};
-    if (ann['lastseen.dev/last-seen'] === undefined) return feed.podsChanged();
+    if (ann['lastseen.dev/last-seen'] === undefined) {
+      feed.podsChanged();
+      return;
+    }
     const r = beatFromPod(pod, node);
-    const parent = parentsOnNode([pod], node).values().next().value;
+    // The parent this pod is listed under (itself, or beside a newer pod of its key).
+    const uid = pod.metadata?.uid;
+    const parent = [...listed().values()].find((p) => p.pod.metadata?.uid === uid || p.alsoListed?.some((o) => o.uid === uid));
     if (r.ok && parent) feed.podsChanged({ ok: true, namespace: parent.namespace, key: parent.key, beat: r.beat });
     else if (!r.ok) feed.podsChanged({ ok: false, reason: r.reason, subject: `${pod.metadata?.namespace}/${pod.metadata?.name}` });
     else feed.podsChanged();
   };
-  const feed = observerFeed({
+  const feed: ObserverFeed = observerFeed<V1Pod>({
     agent: a,
     node,
-    parents: () => parentsOnNode(pods.list(), node),
+    parents: listed,
     badInput,
     onVerdict: (ok) => {
       metrics.apiReachable.set(ok ? 1 : 0);

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { ManifestDir } from '../checkpoint/manifests.js';
 import { Store } from '../checkpoint/store.js';
+import { parentId } from '../core/names.js';
 import { every } from '../core/time.js';
 import { type KubeClient, loadKubeConfig, makeKubeClient } from '../kube/client.js';
 import type { Condition } from '../kube/nodecheckpoint-types.js';
@@ -24,7 +25,7 @@ import { CoverageWatch } from './coverage.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import type { PolicySource } from './observe/policy-source.js';
-import { parentsOnNode } from './parents.js';
+import { v1PodInfo } from './parents.js';
 import { type HeldLock, holdNodeLock, type StateProblem } from './run-lock.js';
 import { watchManifestFolder } from './observe/manifests.js';
 import { type Observers, startObservers } from './run-observers.js';
@@ -171,7 +172,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
 
     // 4. The loop (`Agent`, around the core), its actuators and its reports (status, metrics).
     let policySource: PolicySource | null = null;
-    let agent: Agent | null = null;
+    let agent: Agent<V1Pod> | null = null;
     const views = () => agent?.views() ?? [];
     let observeQueued = false;
     const conditions = (): Condition[] => {
@@ -243,7 +244,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     const actuators = coverage.wrap(unwatched);
     const boot = await checkBoot(stateDir, log, o.bootIdFile);
     if (boot.rebooted) log.info({ bootId: boot.bootId, previous: boot.previous }, 'the node rebooted since the agent last ran');
-    agent = new Agent({
+    agent = new Agent<V1Pod>({
       rebooted: boot.rebooted,
       // Kept on disk so a restart keeps a hand-over's deadline; the agent waits for it before a retire.
       handovers,
@@ -252,13 +253,8 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       timers,
       logger: log,
       actuators,
-      specHash: (pod) => {
-        const md = (pod as V1Pod).metadata ?? {};
-        const p = parentsOnNode([pod as V1Pod], o.node)
-          .values()
-          .next().value;
-        return specHashOf({ node: o.node, store }, `${md.namespace}/${p?.key ?? md.name}`, p?.key ?? md.name ?? '', pod);
-      },
+      // The parent key comes with the pod, worked out once by the pod observer (parentsOnNode).
+      podInfo: (pod: V1Pod, p) => v1PodInfo(pod, specHashOf({ node: o.node, store }, parentId(p.namespace, p.key), p.key, pod)),
       hooks: {
         onBeatRefused: (_p, a) => {
           metrics.refusedBeats.inc({ channel: a.channel, why: a.why });

@@ -52,7 +52,7 @@ const DEFAULT_PORT = 9870;
  * second to start could not bind and would crash-loop (found on a real kubelet).
  */
 export function copyOfAgentPod(pod: V1Pod): V1Pod {
-  const copy = JSON.parse(JSON.stringify(pod)) as V1Pod;
+  const copy = structuredClone(pod);
   for (const c of copy.spec?.containers ?? []) {
     if (c.args?.[0] !== 'agent' && c.command?.[1] !== 'agent') continue;
     const args = c.args ?? [];

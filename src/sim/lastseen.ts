@@ -15,7 +15,7 @@
 // `alive()` and are dropped, as the kernel drops a killed process's.
 import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ParentView, type Timers } from '../agent/agent.js';
+import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ObservedParent, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
 import { HandoverRecords } from '../agent/handovers.js';
 import { type CheckpointDisk, recoverFromDisk } from '../agent/run-recover.js';
@@ -27,7 +27,7 @@ import { localBeatText } from '../channels/local.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { leaseName, manifestFile, parentId } from '../core/names.js';
 import type { ManifestFile } from '../core/manifest.js';
-import type { Beat, Channel } from '../core/types.js';
+import type { Beat, Channel, PodInfo } from '../core/types.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
 import type { ApiPod, StoredBeat } from './apiserver.js';
@@ -63,6 +63,22 @@ interface PodObject {
   sim: ApiPod;
 }
 
+/**
+ * The model pod as the agent's pod reader gives it to the core: no status (the model's pods have
+ * none), so nothing is said about the pod's Ready condition.
+ */
+function simPodInfo(pod: PodObject): PodInfo {
+  const { restarts, lastExitUnknown, lastExitRanMs } = pod.sim;
+  return {
+    uid: pod.metadata.uid,
+    name: pod.metadata.name,
+    specHash: pod.sim.spec.hash,
+    restarts,
+    ...(lastExitUnknown ? { lastExitUnknown: true } : {}),
+    ...(lastExitRanMs !== null ? { lastExitRanMs } : {}),
+  };
+}
+
 /** The scenario's per-parent policies as one policy document: defaults plus one override per parent. */
 export function scenarioPolicy(defs: ParentDef[]): Policy {
   const patch = (p: ParentPolicy): PartialParentPolicyRaw => ({
@@ -84,7 +100,7 @@ export function scenarioPolicy(defs: ParentDef[]): Policy {
 }
 
 export class SimLastseen implements AgentProcess {
-  readonly agent: Agent;
+  readonly agent: Agent<PodObject>;
   private readonly handovers: HandoverRecords;
   /** Production's observer logic (src/agent/run-observers.ts); the model watches below feed it. */
   private readonly feed: ObserverFeed;
@@ -126,18 +142,13 @@ export class SimLastseen implements AgentProcess {
       set: (fn, ms) => w.q.at(Math.max(w.q.now + 1, Math.ceil(node.clock.trueAt(clock.now() + ms))), () => this.enter(fn)),
       clear: (h) => (h as Scheduled | null)?.cancel(),
     };
-    this.agent = new Agent({
+    this.agent = new Agent<PodObject>({
       node: node.name,
       clock,
       timers,
       logger: SILENT,
       actuators: this.actuators(),
-      specHash: (pod) => (pod as PodObject).sim.spec.hash,
-      podRestarts: (pod) => (pod as PodObject).sim.restarts,
-      podLastExit: (pod) => {
-        const { lastExitUnknown, lastExitRanMs } = (pod as PodObject).sim;
-        return { unknown: lastExitUnknown, ...(lastExitRanMs !== null ? { ranMs: lastExitRanMs } : {}) };
-      },
+      podInfo: (pod: PodObject) => simPodInfo(pod),
       policy: scenarioPolicy(w.parentsOn(node.name)),
       rebooted,
       handovers: this.handovers,
@@ -305,8 +316,8 @@ export class SimLastseen implements AgentProcess {
   }
 
   /** The pod watch's picture of this node: the parents scheduled here, keyed once. */
-  private podsOnNode(): Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }> {
-    const parents = new Map<string, { namespace: string; key: string; pod: unknown; labels: Record<string, string> }>();
+  private podsOnNode(): Map<string, ObservedParent<PodObject>> {
+    const parents = new Map<string, ObservedParent<PodObject>>();
     for (const def of this.world.parentsOn(this.node.name)) {
       const pod = this.world.api.podFor(this.node.name, def.key);
       if (!pod) continue;
@@ -423,7 +434,7 @@ export class SimLastseen implements AgentProcess {
     });
   }
 
-  private actuators(): Actuators {
+  private actuators(): Actuators<PodObject> {
     const node = this.node;
     const w = this.world;
     const file = (p: ParentView) => manifestFile(p.namespace, p.key);

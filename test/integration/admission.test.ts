@@ -94,7 +94,7 @@ describe('Events about a parent whose pod is gone (issue 17, item 1)', () => {
     try {
       const a = makeActuators({ node, instance: 'agent-test', store: {} as never, manifests: {} as never, kube: () => kube, logger });
       // The usual case: the parent pod is gone, so the view has none.
-      const parent = { id: `${ns}/gone`, namespace: ns, key: 'gone', pod: null } as unknown as ParentView;
+      const parent = { id: `${ns}/gone`, namespace: ns, key: 'gone', pod: null } as unknown as ParentView<V1Pod>;
       for (const reason of ['CheckpointActivated', 'CheckpointCollected']) {
         await a.event(parent, { type: 'event', eventType: 'Normal', reason, message: `${parent.id}: ${reason}` });
       }

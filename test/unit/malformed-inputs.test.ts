@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { Agent, type Actuators, type LiveRead } from '../../src/agent/agent.js';
-import { leaseParent, localFileParent } from '../../src/agent/parents.js';
+import { leaseParent, localFileParent, type PodStatusLike, v1PodInfo } from '../../src/agent/parents.js';
 import {
   ANNOTATION_HOLDER_UID,
   ANNOTATION_LAST_SEEN,
@@ -465,7 +465,15 @@ describe('the agent loop fed malformed heartbeats', () => {
           fence: async () => ({ killed: 0, detail: 'not hung' }),
           event: async (_p, e) => void calls.push(`event:${e.reason}`),
         };
-        const agent = new Agent({ node: NODE, clock: time, timers: time, logger: pino({ level: 'silent' }), actuators, specHash: () => 'h1', policy });
+        const agent = new Agent({
+          node: NODE,
+          clock: time,
+          timers: time,
+          logger: pino({ level: 'silent' }),
+          actuators,
+          podInfo: (pod: PodStatusLike) => v1PodInfo(pod, 'h1'),
+          policy,
+        });
         agent.api(true);
         agent.podsObserved(new Map([[`${NS}/${KEY}`, { namespace: NS, key: KEY, pod: { metadata: { uid: UID, name: POD } }, labels: {} }]]));
         let nextBeatAt = 0;
