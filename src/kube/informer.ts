@@ -22,12 +22,12 @@
 // Why not client-node's makeInformer/ListWatch (read in 1.4; 2.0's makeInformer still takes a
 // label selector only): it has no field selector in makeInformer, no bookmarks, no restart after
 // an error (it only calls ERROR handlers), no "synced" signal, and its Watch.watch awaits the
-// response before it hands back the AbortController, so a connection that stalls before the headers cannot even be aborted. Its
-// Watch also overwrites its own 30 s timeout signal. Here each request is a plain node https
-// request with the KubeConfig's TLS material and auth (applyToHTTPSOptions, so exec plugins,
-// tokens and proxies still work) and our own AbortSignal. Each request gets its own agent
-// (applyToHTTPSOptions builds one; not keep-alive), so a re-opened watch never reuses a socket
-// that the stall left behind.
+// response before it hands back the AbortController, so a connection that stalls before the
+// headers cannot even be aborted. Its Watch also overwrites its own 30 s timeout signal. Here each
+// request is a plain node https request with the KubeConfig's TLS material and auth
+// (applyToHTTPSOptions, so exec plugins, tokens and proxies still work) and our own AbortSignal.
+// Each request gets its own agent (applyToHTTPSOptions builds one; not keep-alive), so a re-opened
+// watch never reuses a socket that the stall left behind.
 import type { KubeConfig, V1ObjectMeta } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { classifyKubeError } from './errors.js';
