@@ -13,7 +13,7 @@ import { capture } from '../../src/checkpoint/capture.js';
 import { ManifestDir } from '../../src/checkpoint/manifests.js';
 import { Store } from '../../src/checkpoint/store.js';
 import { makeKubeClient } from '../../src/kube/client.js';
-import { LASTSEEN_IMAGE, staticManifests } from './manifests.js';
+import { lastseenImage, staticManifests } from './manifests.js';
 import { CHECKPOINTS, log, MANIFESTS, realNodeTestbed, type Testbed } from './testbed.js';
 
 const NS = 'copies';
@@ -97,8 +97,7 @@ describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', ()
           containers: [
             {
               name: 'app',
-              image: LASTSEEN_IMAGE,
-              imagePullPolicy: 'Never',
+              ...lastseenImage(tb.env),
               command: ['/nodejs/bin/node', '-e', READER],
               volumeMounts: [{ name: 'demo-secret', mountPath: '/etc/demo-secret', readOnly: true }],
             },

@@ -1,5 +1,6 @@
 // Where the test-bed node lives: read from `scripts/node env`, the one place that decides it.
 import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -13,6 +14,13 @@ export interface TestbedEnv {
   apiserverPort: number;
   kubeconfig: string;
   kubectl: string;
+  /**
+   * lastseen's release image as the node pulls it, `<registry>/lastseen@sha256:…` (scripts/node
+   * writes it at `up`, when it pushes the image to the node's registry); read when asked, so a
+   * TestbedEnv made before `up` names the image of the node that runs. Absent on a bed without a
+   * registry (the cluster bed imports its own image): its manifests keep their own image name.
+   */
+  readonly lastseenImage?: string;
 }
 
 export function testbedEnv(): TestbedEnv {
@@ -34,5 +42,10 @@ export function testbedEnv(): TestbedEnv {
     apiserverPort: Number(need('LASTSEEN_NODE_APISERVER_PORT')),
     kubeconfig: need('LASTSEEN_NODE_KUBECONFIG'),
     kubectl: join(cpBin, 'kubectl'),
+    get lastseenImage(): string {
+      const file = join(need('LASTSEEN_NODE_DIR'), 'images', 'lastseen.ref');
+      if (!existsSync(file)) throw new Error(`${file} is missing: lastseen's image is pushed to the node's registry by \`scripts/node up\` (or \`images\`)`);
+      return readFileSync(file, 'utf8').trim();
+    },
   };
 }

@@ -6,6 +6,14 @@ import type { TestbedEnv } from './env.js';
 
 const IMAGE = (c: string) => `lastseen.test/${c}:testbed`;
 export const LASTSEEN_IMAGE = 'lastseen.test/lastseen:testbed';
+/**
+ * lastseen's image on a bed: the release image by digest from the node's registry where the bed has
+ * one (the kubelet pulls it once), else the bed's own imported image (never pulled).
+ */
+export function lastseenImage(env: TestbedEnv): { image: string; imagePullPolicy: 'IfNotPresent' | 'Never' } {
+  const image = env.lastseenImage;
+  return image ? { image, imagePullPolicy: 'IfNotPresent' } : { image: LASTSEEN_IMAGE, imagePullPolicy: 'Never' };
+}
 export const ETCD_CLIENT_PORT = 12379;
 export const ETCD_PEER_PORT = 12380;
 export const SCHEDULER_PORT = 10359;
@@ -153,8 +161,7 @@ export function staticManifests(env: TestbedEnv): Record<string, object> {
 function heartbeatSidecar(env: TestbedEnv, probe: string) {
   return {
     name: 'lastseen-heartbeat',
-    image: LASTSEEN_IMAGE,
-    imagePullPolicy: 'Never',
+    ...lastseenImage(env),
     restartPolicy: 'Always',
     // The sidecar's own bundle, as deploy/examples/parent-daemonset.yaml runs it.
     command: ['/nodejs/bin/node', '--max-semi-space-size=1', '/app/lastseen-heartbeat.mjs'],
@@ -346,8 +353,7 @@ export function demoParent(env: TestbedEnv, mode: 'serve' | 'crash' | 'exclusive
           containers: [
             {
               name: 'app',
-              image: LASTSEEN_IMAGE,
-              imagePullPolicy: 'Never',
+              ...lastseenImage(env),
               command: ['/nodejs/bin/node', '-e', DEMO_SCRIPT],
               env: [{ name: 'MODE', value: mode }],
             },

@@ -2,9 +2,10 @@
 // control plane on it, lastseen installed from deploy/ (overlay deploy/overlays/testbed), and
 // the measurements the reboot test reports. Needs root and the binaries `scripts/node ensure` makes.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { manifestFile } from '../../src/core/names.js';
@@ -164,9 +165,36 @@ export class Testbed {
     return readdirSync(CHECKPOINTS).some((d) => !d.startsWith('.') && d.includes(name) && existsSync(join(CHECKPOINTS, d, 'meta.json')));
   }
 
-  /** The lastseen objects from the test-bed overlay; without the agent's DaemonSet for a baseline run. */
-  async installLastseen(withAgent: boolean): Promise<void> {
-    const rendered = await this.kubectl(['kustomize', join(REPO, 'deploy', 'overlays', 'testbed')]);
+  /**
+   * The lastseen objects from the test-bed overlay, the agent's image pinned by digest as a user pins
+   * it (kustomize `images:` with `digest:`, in an overlay of deploy/overlays/testbed): by default the
+   * release image `scripts/node up` pushed to the node's registry. Without the agent's DaemonSet for
+   * a baseline run. Applying it again with another image is an upgrade.
+   */
+  async installLastseen(withAgent: boolean, image: string = this.env.lastseenImage ?? ''): Promise<void> {
+    const pin = image.match(/^(.+)@(sha256:[0-9a-f]{64})$/);
+    if (!pin?.[1] || !pin[2]) throw new Error(`lastseen's image must be named by digest (<repository>@sha256:<64 hex>), got "${image}"`);
+    const dir = mkdtempSync(join(tmpdir(), 'lastseen-testbed-install-'));
+    let rendered: string;
+    try {
+      const kustomization = {
+        apiVersion: 'kustomize.config.k8s.io/v1beta1',
+        kind: 'Kustomization',
+        // kustomize takes resources by relative path only.
+        resources: [relative(dir, join(REPO, 'deploy', 'overlays', 'testbed'))],
+        images: [{ name: 'lastseen.test/lastseen', newName: pin[1], digest: pin[2] }],
+        patches: [
+          {
+            target: { kind: 'DaemonSet', name: 'lastseen-agent' },
+            patch: stringify([{ op: 'replace', path: '/spec/template/spec/containers/0/imagePullPolicy', value: 'IfNotPresent' }]),
+          },
+        ],
+      };
+      writeFileSync(join(dir, 'kustomization.yaml'), stringify(kustomization));
+      rendered = await this.kubectl(['kustomize', dir]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
     const docs = parseAllDocuments(rendered)
       .map((d) => d.toJSON())
       .filter((o) => o && (withAgent || o.kind !== 'DaemonSet'));
