@@ -737,7 +737,7 @@ describe('decide: rules over time', () => {
     expect(kinds(decide(other.state, { type: 'pod', pod: { ...POD, specHash: 'h3' } }, 2200).actions)).not.toContain('capture');
   });
 
-  it('last known good (issue 11): an unprobed Ready (--probe none) is captured only once the api-server reports the pod Ready', () => {
+  it('last known good: an unprobed Ready (--probe none) is captured only once the api-server reports the pod Ready', () => {
     // A pod whose main container never ran: the sidecar beats Ready without a probe, the pod's own
     // Ready condition is False (or not reported yet).
     let s = decide(f.Healthy!.state, { type: 'beat', beat: beat('Ready', { unprobed: true }) }, 2050).state;
@@ -830,7 +830,7 @@ describe('decide: rules over time', () => {
     }
   });
 
-  it('a failed action backs off on its own: a failing capture does not delay an activation (issue 12)', () => {
+  it('a failed action backs off on its own: a failing capture does not delay an activation', () => {
     // A capture fails, again and again (disk full in the store's folder).
     let s = f.Silent!.state;
     s = decide(s, { type: 'actionFailed', action: 'capture', error: 'ENOSPC' }, 6500).state;
@@ -882,7 +882,7 @@ describe('decide: rules over time', () => {
   });
 });
 
-describe('decide: a parent is judged by the interval it declares (issue 11, item 1)', () => {
+describe('decide: a parent is judged by the interval it declares', () => {
   // The issue's run: a heartbeat on a 5s interval, an agent window of 4s (POLICY), live reads that
   // find nothing new. Drives decide() through its own wake-ups for a minute and counts activations.
   function run(declaredMs: number | undefined, everyMs = 5000, untilMs = 60_000, stopAtMs = Infinity) {
