@@ -209,7 +209,7 @@ NAMED['bad-then-good-rollout-overlap'] = {
   ],
   expect: { served: true, parentServed: true, checkpointGeneration: 3 },
 };
-// The other stories of issue 10 with the api-server as deploy/base/policy.yaml recommends it.
+// The other stories with the api-server as deploy/base/policy.yaml recommends it (handover: overlap).
 NAMED['agent-restart-mid-handover-overlap'] = {
   ...NAMED['agent-restart-mid-handover']!,
   name: 'agent-restart-mid-handover-overlap',

@@ -73,7 +73,7 @@ const parent = z.strictObject({
   /**
    * The heartbeat sidecar's own interval (its flag or its own copy of the policy), declared in every
    * beat; default the policy's `interval`. Set apart from the policy it models a writer and an agent
-   * that read different policies (issue 11), e.g. a parent beating every `window - 1s`; the agent
+   * that read different policies, e.g. a parent beating every `window - 1s`; the agent
    * then judges it by max(window, 2 x this interval).
    */
   beatInterval: duration()
