@@ -78,7 +78,7 @@ describe('parsePolicy', () => {
     for (const e of r.errors) expect(e.message.length).toBeGreaterThan(5);
   });
 
-  describe('whenApiUnreachable: activate needs the local channel (issue 11, item 6)', () => {
+  describe('whenApiUnreachable: activate needs the local channel', () => {
     it.each([
       ['in the defaults', 'defaults: { whenApiUnreachable: activate, channels: [lease] }', 'defaults.whenApiUnreachable'],
       ['with annotation only', 'defaults: { whenApiUnreachable: activate, channels: [annotation, lease] }', 'defaults.whenApiUnreachable'],
