@@ -43,7 +43,7 @@ describe('beatFromPod', () => {
     expect(beatFromPod(pod(), 'n1')).toEqual({ ok: true, beat });
   });
 
-  it('marks an unprobed Ready (--probe none) and reads it back; absent reads as probed (issue 11, item 4)', () => {
+  it('marks an unprobed Ready (--probe none) and reads it back; absent reads as probed', () => {
     const unprobed = { ...beat, phase: 'Ready' as const, unprobed: true };
     const p = pod((x) => Object.assign(x.metadata.annotations, annotationPatch(unprobed).metadata.annotations));
     expect(annotationPatch(unprobed).metadata.annotations['lastseen.dev/unprobed']).toBe('true');
@@ -55,7 +55,7 @@ describe('beatFromPod', () => {
     expect(beatFromPod(older, 'n1')).toEqual({ ok: true, beat: { ...beat, phase: 'Ready' } });
   });
 
-  it('declares the interval as an annotation, read back (issue 11, item 1)', () => {
+  it('declares the interval as an annotation, read back', () => {
     const declared = { ...beat, intervalMs: 2500 };
     const p = pod((x) => Object.assign(x.metadata.annotations, annotationPatch(declared).metadata.annotations));
     expect(annotationPatch(declared).metadata.annotations['lastseen.dev/interval-ms']).toBe('2500');

@@ -55,7 +55,7 @@ describe('leaseWithBeat', () => {
     expect(leaseWithBeat(l, target, { ...beat, sequence: 8 }).spec?.leaseTransitions).toBe(1);
   });
 
-  it('marks an unprobed Ready, also when the previous beat on the Lease was probed (issue 11, item 4)', () => {
+  it('marks an unprobed Ready, also when the previous beat on the Lease was probed', () => {
     const unprobed = leaseWithBeat(null, target, { ...beat, phase: 'Ready', unprobed: true });
     expect(unprobed.metadata?.annotations?.['lastseen.dev/unprobed']).toBe('true');
     expect(beatFromLease(JSON.parse(JSON.stringify(unprobed)), 'n1')).toEqual({ ok: true, beat: { ...beat, phase: 'Ready', unprobed: true } });
@@ -66,7 +66,7 @@ describe('leaseWithBeat', () => {
     expect((beatFromLease(JSON.parse(JSON.stringify(probed)), 'n1') as { beat: object }).beat).not.toHaveProperty('unprobed');
   });
 
-  it('declares the interval as an annotation, read back by beatFromLease; none from an older writer (issue 11, item 1)', () => {
+  it('declares the interval as an annotation, read back by beatFromLease; none from an older writer', () => {
     const l = leaseWithBeat(null, target, { ...beat, intervalMs: 5000 });
     expect(l.metadata?.annotations?.['lastseen.dev/interval-ms']).toBe('5000');
     expect(beatFromLease(JSON.parse(JSON.stringify(l)), 'n1')).toEqual({ ok: true, beat: { ...beat, intervalMs: 5000 } });

@@ -24,14 +24,14 @@ describe('beatFromFile', () => {
     expect(beatFromFile(good, { ...expected, role: 'parent' }).ok).toBe(true);
   });
 
-  it('carries the unprobed marker of a Ready beat (issue 11, item 4)', () => {
+  it('carries the unprobed marker of a Ready beat', () => {
     const unprobed = { ...beat, phase: 'Ready' as const, unprobed: true };
     const text = localBeatText(target, unprobed);
     expect(JSON.parse(text).unprobed).toBe(true);
     expect(beatFromFile(text, expected)).toEqual({ ok: true, beat: unprobed });
   });
 
-  it('carries the declared interval, and reads a file without one (an older writer) as undeclared (issue 11, item 1)', () => {
+  it('carries the declared interval, and reads a file without one (an older writer) as undeclared', () => {
     const declared = { ...beat, intervalMs: 5000 };
     const text = localBeatText(target, declared);
     expect(JSON.parse(text).intervalMs).toBe(5000);
@@ -104,7 +104,7 @@ describe('LocalChannel', () => {
     expect((await readdir(hbDir)).filter((f) => f.startsWith('.'))).toEqual([]);
   });
 
-  it('a checkpoint’s last beat (Stopping) removes its file instead of writing it, even after the agent removed it on retire (issue 17, item 5)', async () => {
+  it('a checkpoint’s last beat (Stopping) removes its file instead of writing it, even after the agent removed it on retire', async () => {
     dir = await mkdtemp(join(tmpdir(), 'lastseen-local-'));
     const cp = new LocalChannel(dir, { ...target, role: 'checkpoint' });
     const parent = new LocalChannel(dir, target);
