@@ -272,7 +272,7 @@ describe('capture', () => {
   });
 });
 
-describe('sanitize: the owner, group and modes the parent’s own volumes give its pod (issue 17, item 3)', () => {
+describe('sanitize: the owner, group and modes the parent’s own volumes give its pod', () => {
   const access = (pod: V1Pod) => {
     const r = sanitize(pod, OPTS);
     return { files: Object.fromEntries(r.files.map((f) => [f.relPath, f.access])), folders: r.folderAccess };
@@ -357,7 +357,7 @@ describe('sanitize: the owner, group and modes the parent’s own volumes give i
   });
 });
 
-describe('sanitize: the per-pod kube-api-access volume (issue 17, item 5)', () => {
+describe('sanitize: the per-pod kube-api-access volume', () => {
   const withPerPodVolume = (suffix: string, uid: string) => {
     const pod = parentPod();
     pod.metadata!.uid = uid;

@@ -148,7 +148,7 @@ describe('Store modes', () => {
     expect((await fsp.stat(join(store.checkpointDir(ID), 'secrets/certs'))).mode & 0o777).toBe(0o755);
   });
 
-  it('gives a non-root parent’s copies the owner, group and modes of its own volumes (runAsUser, fsGroup); issue 17, item 3', async () => {
+  it('gives a non-root parent’s copies the owner, group and modes of its own volumes (runAsUser, fsGroup)', async () => {
     // Ids the test may chown to without being root: its own.
     const uid = process.getuid!();
     const gid = process.getgid!();
@@ -432,7 +432,7 @@ describe('Store crash consistency', () => {
   });
 });
 
-describe('Store: re-captures of re-created pods (issue 17, item 5)', () => {
+describe('Store: re-captures of re-created pods', () => {
   /** The fixture pod as the ServiceAccount admission plugin would have made it, with its own suffix. */
   async function recreated(suffix: string): Promise<Version> {
     const pod = parentPod();
