@@ -7,14 +7,17 @@ import { describe, expect, it, vi } from 'vitest';
 import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import { watchLocalBeats } from './local-beats.js';
 
-vi.mock('node:fs/promises', async (importOriginal) => {
-  const real = await importOriginal<typeof import('node:fs/promises')>();
+vi.mock('node:fs', async (importOriginal) => {
+  const real = await importOriginal<typeof import('node:fs')>();
   return {
     ...real,
-    readFile: (async (path: Parameters<typeof real.readFile>[0], ...rest: unknown[]) => {
-      if (String(path).endsWith('locked.json')) throw Object.assign(new Error(`EACCES: permission denied, open '${String(path)}'`), { code: 'EACCES' });
-      return (real.readFile as (...a: unknown[]) => unknown)(path, ...rest);
-    }) as typeof real.readFile,
+    open: ((path: string, flags: number, cb: (e: Error | null, fd?: number) => void) => {
+      if (String(path).endsWith('locked.json')) {
+        process.nextTick(cb, Object.assign(new Error(`EACCES: permission denied, open '${String(path)}'`), { code: 'EACCES' }));
+        return;
+      }
+      real.open(path, flags, cb);
+    }) as typeof real.open,
   };
 });
 

@@ -19,10 +19,10 @@
 // Assumes: writers replace files atomically (dot-prefixed temporary, rename), as the local channel
 // does, so a read sees a whole file; a torn or hand-edited file is still handed over as text and
 // refused later by beatFromFile with a reason.
-import { createHash } from 'node:crypto';
-import { watch } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { close, constants as fsConstants, fstat, open, read, watch } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { DEFAULT_HEARTBEAT_DIR, MAX_BEAT_FILE_BYTES } from '../../channels/local.js';
 import { every, type Periodic, type Timers } from '../../core/time.js';
@@ -53,15 +53,41 @@ export interface BeatFolder {
   watch(changed: (name?: string) => void, failed: (e: Error) => void): { close(): void };
 }
 
+/** open, fstat, read and close with callbacks: fs/promises' readFile makes a FileHandle (tracked for finalization) per read. */
+const fsOpen = promisify(open);
+const fsFstat = promisify(fstat);
+const fsRead = promisify(read);
+const fsClose = promisify(close);
+
 export function fsBeatFolder(dir: string): BeatFolder {
   return {
     list: () => readdir(dir),
+    // Every parent's file is read every poll (and on each of its changes): four syscalls and one
+    // small buffer, nothing else kept.
     async read(name) {
-      const path = join(dir, name);
-      const st = await stat(path);
-      if (!st.isFile()) throw new Error('not a regular file');
-      if (st.size > MAX_BEAT_FILE_BYTES) throw new Error(`${st.size} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
-      return readFile(path);
+      const fd = await fsOpen(join(dir, name), fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+      try {
+        const st = await fsFstat(fd);
+        if (!st.isFile()) throw new Error('not a regular file');
+        if (st.size > MAX_BEAT_FILE_BYTES) throw new Error(`${st.size} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
+        // Sized by fstat (a small buffer comes from Node's pool), one byte more to see the end; a
+        // file that grew since is read on, up to one byte past the limit (then it is too big).
+        let buf = Buffer.allocUnsafe(st.size + 1);
+        let n = 0;
+        for (;;) {
+          const { bytesRead } = await fsRead(fd, buf, n, buf.length - n, null);
+          n += bytesRead;
+          if (bytesRead === 0) return buf.subarray(0, n);
+          if (n > MAX_BEAT_FILE_BYTES) throw new Error(`more than a beat (${MAX_BEAT_FILE_BYTES} bytes)`);
+          if (n === buf.length) {
+            const bigger = Buffer.allocUnsafe(MAX_BEAT_FILE_BYTES + 1);
+            buf.copy(bigger, 0, 0, n);
+            buf = bigger;
+          }
+        }
+      } finally {
+        await fsClose(fd);
+      }
     },
     watch(changed, failed) {
       const w = watch(dir, { persistent: false }, (_event, name) => changed(name ?? undefined));
@@ -99,8 +125,8 @@ export interface LocalBeats {
 }
 
 interface Seen {
-  /** sha256 of the bytes last handed over. */
-  hash: string | null;
+  /** The bytes last handed over (a beat is a few hundred bytes: kept and compared, not hashed). */
+  bytes: Buffer | null;
   /** The last problem logged for this name, so a bad file is logged once, not every second. */
   problem: string | null;
 }
@@ -140,12 +166,12 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
   const remove = (name: string) => {
     const s = seen.get(name);
     seen.delete(name);
-    if (s?.hash) call('onRemoved', () => opts.onRemoved(name));
+    if (s?.bytes) call('onRemoved', () => opts.onRemoved(name));
   };
 
   /** `notified`: read because the folder named it; gone, it is removed (a full scan finds removals by listing). */
   async function scanFile(name: string, notified = false): Promise<void> {
-    const s: Seen = seen.get(name) ?? { hash: null, problem: null };
+    const s: Seen = seen.get(name) ?? { bytes: null, problem: null };
     seen.set(name, s);
     try {
       // Always read (a beat is a few hundred bytes) and compare bytes: an mtime+size shortcut misses
@@ -153,9 +179,8 @@ export function watchLocalBeats(opts: LocalBeatsOptions): LocalBeats {
       const bytes = await folder.read(name);
       if (bytes.length > MAX_BEAT_FILE_BYTES) return problem(name, s, `${bytes.length} bytes, more than a beat (${MAX_BEAT_FILE_BYTES})`);
       s.problem = null;
-      const hash = createHash('sha256').update(bytes).digest('hex');
-      if (hash === s.hash) return;
-      s.hash = hash;
+      if (s.bytes?.equals(bytes)) return;
+      s.bytes = Buffer.from(bytes);
       const text = bytes.toString('utf8');
       call('onFile', () => opts.onFile(name, text));
     } catch (e) {
