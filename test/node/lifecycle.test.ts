@@ -1,0 +1,314 @@
+// Upgrade, downgrade and uninstall of lastseen on the real node, the way docs/install.md says to do
+// them. The images are the release image `scripts/node up` pushed to the node's registry and a second
+// build of it (the same layers, another version label, so another digest), both pulled by the
+// kubelet by digest. The upgrade and its way back must leave the parents covered throughout: no
+// checkpoint activated, every stored checkpoint kept, the NodeCheckpoint the same object, reported
+// on by the new agent; the agent's own stored copy follows its image. The uninstall must leave
+// nothing of lastseen behind: no manifest, state folder, Lease, RBAC object, CRD or other object.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments, stringify } from 'yaml';
+import { REPO } from './env.js';
+import { staticManifests } from './manifests.js';
+import { CHECKPOINTS, CONTROL_PLANE, log, MANIFESTS, realNodeTestbed, sleep, type Testbed } from './testbed.js';
+
+const run = promisify(execFile);
+const CRANE = join(REPO, 'scripts', 'crane');
+const NS = 'lastseen-system';
+
+let tb: Testbed;
+beforeAll(async () => {
+  tb = realNodeTestbed();
+  await tb.node('down');
+  await tb.node('up');
+  await tb.bootstrap(true);
+});
+afterAll(async () => {
+  await tb?.node('down');
+});
+
+const crane = async (...args: string[]) => (await run(CRANE, ['run', ...args], { maxBuffer: 16 << 20 })).stdout.trim();
+
+/**
+ * The same image index with another `org.opencontainers.image.version` label on each platform's
+ * image: a second build as far as every tool can tell (another digest), pushed to the same registry.
+ */
+async function relabelled(ref: string, version: string): Promise<string> {
+  const repo = ref.slice(0, ref.indexOf('@'));
+  const index = JSON.parse(await crane('manifest', ref)) as { manifests: { digest: string; platform: { os: string; architecture: string } }[] };
+  const images: string[] = [];
+  for (const m of index.manifests) {
+    images.push(await crane('mutate', `${repo}@${m.digest}`, '--label', `org.opencontainers.image.version=${version}`, '--repo', repo));
+  }
+  const out = await crane('index', 'append', ...images.flatMap((i) => ['-m', i]), '-t', `${repo}:${version}`);
+  const digest = out.match(/@(sha256:[0-9a-f]{64})$/)?.[1];
+  if (!digest) throw new Error(`crane index append printed no digest: ${out}`);
+  return `${repo}@${digest}`;
+}
+
+type Pod = {
+  metadata: { name: string; uid: string; annotations?: Record<string, string>; deletionTimestamp?: string };
+  spec: { containers: { image: string }[] };
+  status?: { containerStatuses?: { ready: boolean; imageID?: string }[] };
+};
+
+/** The agent's DaemonSet pods (not its static copy). */
+async function agentPods(): Promise<Pod[]> {
+  const pods: Pod[] = JSON.parse(await tb.kubectl(['get', 'pods', '-n', NS, '-l', 'app.kubernetes.io/component=agent', '-o', 'json'])).items;
+  return pods.filter((p) => !p.metadata.annotations?.['kubernetes.io/config.mirror']);
+}
+
+type NodeCheckpoint = {
+  metadata: { name: string; uid: string };
+  status?: {
+    node?: string;
+    observedAt?: string;
+    parents?: { namespace: string; key: string; checkpointStored?: boolean; checkpointActive?: boolean; covered?: boolean }[];
+  };
+};
+
+async function nodeCheckpoint(): Promise<NodeCheckpoint> {
+  const items: NodeCheckpoint[] = JSON.parse(await tb.kubectl(['get', 'nodecheckpoints', '-o', 'json'])).items;
+  const nc = items.find((i) => i.status?.node === tb.env.nodeName || i.metadata.name === tb.env.nodeName);
+  if (!nc) throw new Error(`no NodeCheckpoint for ${tb.env.nodeName} among ${items.map((i) => i.metadata.name).join(', ') || 'none'}`);
+  return nc;
+}
+
+/** The images the agent's own stored checkpoint would run (its pod.json), or [] when there is none. */
+function agentCopyImages(): string[] {
+  if (!existsSync(CHECKPOINTS)) return [];
+  const dir = readdirSync(CHECKPOINTS).find((d) => d.startsWith(`${NS}_`) && existsSync(join(CHECKPOINTS, d, 'pod.json')));
+  if (!dir) return [];
+  const pod = JSON.parse(readFileSync(join(CHECKPOINTS, dir, 'pod.json'), 'utf8')) as { spec: { containers: { image: string }[] } };
+  return pod.spec.containers.map((c) => c.image);
+}
+
+/** Whether exactly one agent pod runs, on `image`, Ready, and the NodeCheckpoint has a report of it newer than `since`. */
+async function agentOn(image: string, since: number): Promise<boolean> {
+  const pods = await agentPods();
+  if (pods.length !== 1 || pods[0]?.metadata.deletionTimestamp) return false;
+  const [pod] = pods;
+  if (pod?.spec.containers[0]?.image !== image || !pod.status?.containerStatuses?.[0]?.ready) return false;
+  const nc = await nodeCheckpoint();
+  return Date.parse(nc.status?.observedAt ?? '') > since;
+}
+
+type Watch = { samples: number; apiDown: number; active: Set<string>; storedMissing: Set<string>; agentsReady: number[] };
+
+/** Samples, every 500 ms until stopped, what must hold while the agent is replaced. */
+function watchCoverage(): { stop: () => Promise<Watch> } {
+  const w: Watch = { samples: 0, apiDown: 0, active: new Set(), storedMissing: new Set(), agentsReady: [] };
+  let on = true;
+  const loop = (async () => {
+    while (on) {
+      w.samples++;
+      if (!(await tb.readyz())) w.apiDown++;
+      for (const c of CONTROL_PLANE) {
+        if (tb.checkpointActive(c)) w.active.add(c);
+        if (!tb.checkpointStored(c)) w.storedMissing.add(c);
+      }
+      // Any parent's checkpoint manifest; the agent's own copy (lastseen-lastseen-system-*) is there always, by design.
+      for (const f of existsSync(MANIFESTS) ? readdirSync(MANIFESTS) : []) if (f.startsWith('lastseen-') && !f.startsWith(`lastseen-${NS}-`)) w.active.add(f);
+      try {
+        w.agentsReady.push((await agentPods()).filter((p) => p.status?.containerStatuses?.[0]?.ready).length);
+      } catch {
+        w.agentsReady.push(-1);
+      }
+      await sleep(500);
+    }
+  })();
+  return {
+    stop: async () => {
+      on = false;
+      await loop;
+      return w;
+    },
+  };
+}
+
+/** The agent's `activating checkpoint` decisions about any control-plane parent since `since`. */
+const activations = (since: number) =>
+  CONTROL_PLANE.flatMap((c) => tb.agentRecords(`kube-system/${c}`, since).filter((r) => r.msg === 'activating checkpoint'));
+
+/** Applies the install with `image` (the agent DaemonSet's pin changes: a rolling update) and waits until the new agent reports. */
+async function rollTo(image: string, what: string): Promise<{ seconds: number; noReadyAgentS: number; watch: Watch }> {
+  const watch = watchCoverage();
+  const t0 = Date.now();
+  await tb.installLastseen(true, image);
+  const seconds = await tb.waitFor(`the agent on ${image} (${what}), Ready and reporting`, 300, () => agentOn(image, t0), 500);
+  await sleep(3000); // a few more samples with the new agent in charge
+  const w = await watch.stop();
+  const noReadyAgentS = (w.agentsReady.filter((n) => n < 1).length * 500) / 1000;
+  log(`${what}: new agent reporting after ${seconds.toFixed(1)}s; ~${noReadyAgentS}s without a Ready agent; ${w.samples} samples`);
+  return { seconds, noReadyAgentS, watch: w };
+}
+
+describe('lastseen upgraded, downgraded and uninstalled on a real node', () => {
+  it('upgrade to a new image and back: nothing activated, every checkpoint kept, the NodeCheckpoint carried over', async () => {
+    const first = tb.env.lastseenImage;
+    if (!first) throw new Error('the node bed names no lastseen image');
+    expect(first).toMatch(/^127\.0\.0\.1:\d+\/lastseen@sha256:[0-9a-f]{64}$/);
+    const next = await relabelled(first, '0.1.0-upgrade-test');
+    expect(next).not.toBe(first);
+    // The running agent is the first image's, pulled by digest from the node's registry.
+    expect((await agentPods()).map((p) => p.spec.containers[0]?.image)).toEqual([first]);
+    await tb.waitFor("the agent's own copy on the first image", 60, () => agentCopyImages().includes(first));
+    const before = await nodeCheckpoint();
+    const t0 = Date.now();
+
+    for (const [image, what] of [
+      [next, 'upgrade'],
+      [first, 'downgrade'],
+    ] as const) {
+      const r = await rollTo(image, what);
+      expect(r.watch.active, `${what}: checkpoints activated`).toEqual(new Set());
+      expect(r.watch.storedMissing, `${what}: checkpoints missing`).toEqual(new Set());
+      expect(r.watch.apiDown, `${what}: /readyz polls failed`).toBe(0);
+      // The stored copy of the agent itself runs what the DaemonSet runs now (a reboot brings this version back).
+      await tb.waitFor(`the agent's own copy on the ${what}'s image`, 60, () => agentCopyImages().includes(image));
+      const nc = await nodeCheckpoint();
+      expect(nc.metadata.uid, `${what}: the NodeCheckpoint is the same object`).toBe(before.metadata.uid);
+      for (const c of CONTROL_PLANE) {
+        const p = nc.status?.parents?.find((x) => x.namespace === 'kube-system' && x.key === c);
+        expect(p, `${what}: ${c} in the NodeCheckpoint`).toMatchObject({ checkpointStored: true, checkpointActive: false });
+      }
+    }
+    expect(activations(t0), 'the agents activated a checkpoint').toEqual([]);
+    // Both images came from the registry: containerd holds each under its registry name.
+    const { stdout } = await run('ctr', ['--address', join(tb.env.dir, 'run/containerd/containerd.sock'), '-n', 'k8s.io', 'images', 'ls', '-q']);
+    for (const ref of [first, next]) expect(stdout.split('\n'), ref).toContain(ref);
+  });
+
+  it('uninstall in the documented order: no manifest, state folder, Lease, RBAC object, CRD or other object of lastseen left', async () => {
+    const t0 = Date.now();
+    // 1. The agents' DaemonSet goes. Each node's permanent copy of the agent (a static pod) takes
+    //    over and acts on: it must go too, before the parents change, or it covers them.
+    await kubectlRetried('delete the agent DaemonSet', ['-n', NS, 'delete', 'daemonset', 'lastseen-agent', '--ignore-not-found']);
+    await tb.waitFor('the agent DaemonSet pods gone', 120, async () => (await agentPods()).length === 0);
+    // 2. The node's files, the agent's copy with them: the cleanup DaemonSet (deploy/uninstall),
+    //    pinned to the installed image. From here no agent runs on the node.
+    const cleanup = await renderPinned(join(REPO, 'deploy', 'uninstall'), tb.env.lastseenImage ?? '');
+    const tc = Date.now();
+    await tb.waitFor(
+      'the cleanup DaemonSet applied',
+      120,
+      async () => {
+        await tb.apply(cleanup);
+        return true;
+      },
+      2000,
+    );
+    await tb.waitFor('the cleanup DaemonSet done on the node', 240, async () => {
+      const ds = JSON.parse(await tb.kubectl(['-n', NS, 'get', 'daemonset', 'lastseen-cleanup', '-o', 'json']));
+      return ds.status?.desiredNumberScheduled === 1 && ds.status?.numberReady === 1;
+    });
+    log(`cleanup done after ${((Date.now() - tc) / 1000).toFixed(1)}s`);
+    await kubectlRetried('delete the cleanup DaemonSet', ['-n', NS, 'delete', 'daemonset', 'lastseen-cleanup', '--ignore-not-found']);
+    await tb.waitFor('the agent copy stopped', 120, async () => {
+      const pods = JSON.parse(await tb.kubectl(['get', 'pods', '-n', NS, '-o', 'json'])).items as { metadata: { name: string } }[];
+      return !pods.some((p) => p.metadata.name.startsWith('lastseen-agent'));
+    });
+    // 3. lastseen out of the parents. On a control plane of one node its components go back to
+    //    static pods first (as bootstrap ran them), then their DaemonSets (with the heartbeat
+    //    sidecars) go, then the heartbeat identity and policy the recipes added to kube-system.
+    for (const [name, obj] of Object.entries(staticManifests(tb.env))) if (name.startsWith('bootstrap-')) tb.writeStatic(name, obj);
+    await tb.waitFor('the static api-server beside the self-hosted one', 180, async () =>
+      (await tb.kubectl(['get', 'pods', '-n', 'kube-system', '-o', 'name'])).includes('bootstrap-kube-apiserver'),
+    );
+    await tb.waitFor('the static api-server ready', 120, async () => {
+      const pods = JSON.parse(await tb.kubectl(['get', 'pods', '-n', 'kube-system', '-o', 'json'])).items as {
+        metadata: { name: string };
+        status?: { containerStatuses?: { ready: boolean }[] };
+      }[];
+      return pods.some((p) => p.metadata.name.startsWith('bootstrap-kube-apiserver') && p.status?.containerStatuses?.[0]?.ready === true);
+    });
+    await kubectlRetried('delete the self-hosted DaemonSets', ['-n', 'kube-system', 'delete', 'daemonset', ...CONTROL_PLANE, '--ignore-not-found']);
+    // While the self-hosted api-server stops, connections the kernel gives its closing listener fail: wait it out.
+    await tb.waitFor('the self-hosted pods gone', 180, async () => {
+      const left = await tb.kubectl(['get', 'pods', '-n', 'kube-system', '-l', `app.kubernetes.io/name in (${CONTROL_PLANE.join(',')})`, '-o', 'name']);
+      return left.trim() === '';
+    });
+    await tb.waitFor('the static api-server answering alone', 120, async () => (await tb.readyz()) && (await tb.readyz()) && (await tb.readyz()));
+    await kubectlRetried('delete the recipes’ objects in kube-system', [
+      '-n',
+      'kube-system',
+      'delete',
+      'serviceaccount,role,rolebinding,configmap',
+      '-l',
+      'app.kubernetes.io/part-of=lastseen',
+      '--ignore-not-found',
+    ]);
+    // 4. The cluster's objects: the install itself (deploy/base: CRD and NodeCheckpoints, RBAC,
+    //    admission policies, namespace), then the heartbeats' Leases in the parents' namespaces.
+    const base = (await tb.kubectl(['kustomize', join(REPO, 'deploy', 'base')])).trim();
+    await kubectlRetried('delete deploy/base', ['delete', '-f', '-', '--ignore-not-found', '--wait=false'], base);
+    await tb.waitFor('the namespace and the CRD gone', 180, async () => {
+      const left = await tb.kubectl(['get', 'namespace/lastseen-system', 'crd/nodecheckpoints.lastseen.dev', '-o', 'name', '--ignore-not-found']);
+      return left.trim() === '';
+    });
+    await kubectlRetried('delete the heartbeat Leases', ['delete', 'leases', '-A', '-l', 'app.kubernetes.io/managed-by=lastseen', '--ignore-not-found']);
+    log(`uninstalled in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+
+    // What remains: nothing.
+    expect(existsSync(MANIFESTS) ? readdirSync(MANIFESTS).filter((f) => f.includes('lastseen')) : [], 'manifests').toEqual([]);
+    expect(
+      ['/var/lib/lastseen', '/run/lastseen'].filter((p) => existsSync(p)),
+      'state folders',
+    ).toEqual([]);
+    const kinds = (await tb.kubectl(['api-resources', '--verbs=list', '-o', 'name'])).split('\n').filter((k) => k && !k.startsWith('events'));
+    for (const selector of ['app.kubernetes.io/part-of=lastseen', 'app.kubernetes.io/managed-by=lastseen', 'app.kubernetes.io/name=lastseen']) {
+      const left = (await tb.kubectl(['get', kinds.join(','), '-A', '-l', selector, '-o', 'name', '--ignore-not-found'])).trim();
+      expect(left, `objects labelled ${selector}`).toBe('');
+    }
+    const crds = (await tb.kubectl(['get', 'crd', '-o', 'name'])).trim();
+    expect(
+      crds.split('\n').filter((c) => c.includes('lastseen')),
+      'CRDs',
+    ).toEqual([]);
+    const namespaces = (await tb.kubectl(['get', 'namespaces', '-o', 'name'])).trim();
+    expect(
+      namespaces.split('\n').filter((n) => n.includes('lastseen')),
+      'namespaces',
+    ).toEqual([]);
+    const roles = (await tb.kubectl(['get', 'clusterroles,clusterrolebindings,roles,rolebindings,serviceaccounts', '-A', '-o', 'name'])).trim();
+    expect(
+      roles.split('\n').filter((r) => r.includes('lastseen')),
+      'RBAC objects and service accounts by name',
+    ).toEqual([]);
+    // And the cluster still serves (the pivot to static pods worked).
+    expect(await tb.readyz()).toBe(true);
+  });
+});
+
+/** A kubectl command, retried for up to 2 minutes while the api-server does not answer (it is being replaced). */
+async function kubectlRetried(what: string, args: string[], input?: string): Promise<void> {
+  await tb.waitFor(
+    what,
+    120,
+    async () => {
+      await tb.kubectl(args, input);
+      return true;
+    },
+    2000,
+  );
+}
+
+/** The objects of a kustomization with lastseen's image pinned to `image` (repository@digest), as a user's overlay pins it. */
+async function renderPinned(dir: string, image: string): Promise<object[]> {
+  const pin = image.match(/^(.+)@(sha256:[0-9a-f]{64})$/);
+  if (!pin?.[1] || !pin[2]) throw new Error(`not an image by digest: "${image}"`);
+  const tmp = mkdtempSync(join(tmpdir(), 'lastseen-pin-'));
+  try {
+    writeFileSync(
+      join(tmp, 'kustomization.yaml'),
+      stringify({ resources: [relative(tmp, dir)], images: [{ name: 'ghcr.io/lastseen/lastseen', newName: pin[1], digest: pin[2] }] }),
+    );
+    return parseAllDocuments(await tb.kubectl(['kustomize', tmp])).map((d) => d.toJSON() as object);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
