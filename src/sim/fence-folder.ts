@@ -14,6 +14,8 @@ import { type SimNode, T } from './model.js';
 import type { World } from './world.js';
 
 const WRITTEN = Promise.resolve();
+/** No request: what every round of every parent's sidecar reads. */
+const NONE = Promise.resolve(null);
 
 type Notice = (fn: () => void) => void;
 
@@ -59,7 +61,10 @@ export class FenceFolder {
     const request = fenceRequestFile(namespace, key);
     const answer = fenceAnswerFile(namespace, key);
     return {
-      readRequest: () => Promise.resolve(this.read(request)),
+      readRequest: () => {
+        const text = this.read(request);
+        return text === null ? NONE : Promise.resolve(text);
+      },
       writeAnswer: (text) => {
         this.write(answer, text);
         return WRITTEN;

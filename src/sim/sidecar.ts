@@ -46,10 +46,10 @@ export interface SidecarProcess {
 /** The exit message of a container its sidecar fenced. */
 export const FENCED = 'fenced by lastseen (its process held the port without answering): SIGKILL';
 
-/** The probe's answers (one object each: a round makes one). */
-const READY: ProbeResult = { ok: true };
-const NOT_READY: ProbeResult = { ok: false, error: 'main container not ready' };
-const NO_ANSWER: ProbeResult = { ok: false, error: 'main container: no answer within the probe timeout', unanswered: true };
+/** The probe's answers, made once (a sidecar probes every round). */
+const READY = Promise.resolve<ProbeResult>({ ok: true });
+const NOT_READY = Promise.resolve<ProbeResult>({ ok: false, error: 'main container not ready' });
+const NO_ANSWER = Promise.resolve<ProbeResult>({ ok: false, error: 'main container: no answer within the probe timeout', unanswered: true });
 export const SENT = Promise.resolve();
 
 export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarProcess {
@@ -81,8 +81,8 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarPro
   };
 
   const probe = (): Promise<ProbeResult> => {
-    if (pod.hung && !pod.removed) return Promise.resolve(NO_ANSWER);
-    return Promise.resolve(pod.state === 'running' && !pod.removed ? READY : NOT_READY);
+    if (pod.hung && !pod.removed) return NO_ANSWER;
+    return pod.state === 'running' && !pod.removed ? READY : NOT_READY;
   };
 
   /**
