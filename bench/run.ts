@@ -20,6 +20,7 @@ import { type ActivationFigures, activation, INTERVAL_MS, LOCAL_POLL_MS, WINDOW_
 import { type CostFigures, heartbeatCost, type IdleAgentFigures, idleAgent } from './sections/apicost.js';
 import {
   FOOTPRINT_INTERVAL_MS,
+  type FootprintChannel,
   type FootprintFigures,
   footprint,
   type SidecarFigures,
@@ -39,7 +40,7 @@ interface Config {
   activationTrials: number;
   cost: { sizes: number[]; warmupMs: number; measureMs: number; concurrentChannels: boolean };
   idleMs: number;
-  footprint: { counts: number[]; measureMs: number; concurrent: boolean; settleMs: number };
+  footprint: { counts: number[]; measureMs: number; concurrent: boolean; settleMs: number; channel: FootprintChannel };
   startRuns: number;
   sidecar: { runs: number; idleMs: number; settleMs: number };
   scale: { agents: number; warmupMs: number; measureMs: number };
@@ -54,7 +55,7 @@ const QUICK: Config = {
   cost: { sizes: [1, 10, 100], warmupMs: 1000, measureMs: 3000, concurrentChannels: true },
   // quick: the idle agent's rate comes from the scale section's no-parent step (10 agents) instead.
   idleMs: 0,
-  footprint: { counts: [1, 10, 50], measureMs: 20_000, concurrent: true, settleMs: 2000 },
+  footprint: { counts: [1, 10, 50], measureMs: 20_000, concurrent: true, settleMs: 2000, channel: 'lease' },
   startRuns: 2,
   sidecar: { runs: 3, idleMs: 20_000, settleMs: 5000 },
   // 5 s: one /readyz period of every agent before calm probing; calm agents probe every
@@ -78,7 +79,7 @@ const FULL: Config = {
   cost: { sizes: [1, 10, 100], warmupMs: 3000, measureMs: 15_000, concurrentChannels: false },
   idleMs: 60_000,
   // 200: the largest parent count the README's sizing table covers (RSS over 10 minutes).
-  footprint: { counts: [1, 10, 50, 200], measureMs: 120_000, concurrent: false, settleMs: 5000 },
+  footprint: { counts: [1, 10, 50, 200], measureMs: 120_000, concurrent: false, settleMs: 5000, channel: 'lease' },
   startRuns: 7,
   sidecar: { runs: 5, idleMs: 20_000, settleMs: 5000 },
   scale: { agents: 100, warmupMs: 6000, measureMs: 20_000 },
@@ -107,8 +108,11 @@ function parseArgs(argv: string[]): { cfg: Config; only: Set<Section> } {
       only = new Set(list as Section[]);
     } else if (a === '--trials') cfg.activationTrials = Number(argv[++i]);
     else if (a === '--footprint') {
-      // e.g. --footprint 200:600 : the footprint section for 200 parents only, measured 600 s (one agent at a time)
-      const [counts, seconds] = (argv[++i] ?? '').split(':');
+      // e.g. --footprint 200:600 : the footprint section for 200 parents only, measured 600 s (one agent at a time);
+      // --footprint 200,50:600:local : the parents beat on the local channel (files) instead of Leases
+      const [counts, seconds, channel] = (argv[++i] ?? '').split(':');
+      if (channel !== undefined && channel !== 'lease' && channel !== 'local') throw new Error(`--footprint: channel "${channel}" is not lease or local`);
+      if (channel) cfg.footprint.channel = channel;
       cfg.footprint.counts = (counts ?? '').split(',').map(Number);
       if (cfg.footprint.counts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--footprint: "${counts}" is not a list of parent counts`);
       if (seconds) cfg.footprint.measureMs = Number(seconds) * 1000;
@@ -116,7 +120,7 @@ function parseArgs(argv: string[]): { cfg: Config; only: Set<Section> } {
       cfg.startRuns = 0;
       cfg.sidecar.runs = 0;
     } else if (a === '--help' || a === '-h') {
-      console.log('npm run bench [-- --quick] [--only sim,activation,cost,footprint,scale,runtime] [--trials N] [--footprint COUNTS[:SECONDS]]');
+      console.log('npm run bench [-- --quick] [--only sim,activation,cost,footprint,scale,runtime] [--trials N] [--footprint COUNTS[:SECONDS[:lease|local]]]');
       process.exit(0);
     } else if (a !== '--quick') throw new Error(`unknown argument ${a}`);
   }
@@ -308,7 +312,7 @@ function printIssue14(res: Results): void {
       ['figure', 'issue 14', 'this run', 'goal', 'table'],
       rows.map(([name, then, now, goal, from]) => [name, then, now === undefined || now === null ? '-' : fmt(now, 1), goal, from]),
       [
-        'the sidecar runs as parent pods run it: node --max-semi-space-size=1 lastseen-heartbeat.mjs heartbeat (its own bundle, no client-node); the agent without V8 flags.',
+        "the sidecar runs as parent pods run it: node --max-semi-space-size=1 lastseen-heartbeat.mjs heartbeat (its own bundle, no client-node); the agent in section 4 with the image's flags, elsewhere without.",
         'quick mode measures the idle rate in the scale section instead (bench/idle-api.ts for a rate over minutes); docs/footprint.md has the notes.',
       ],
     ),
@@ -525,15 +529,30 @@ async function runCost(cp: ControlPlane, base: Baseline, cfg: Config, res: Resul
 }
 
 async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promise<void> {
-  const agents = await footprint(cp, cfg.footprint.counts, cfg.footprint.measureMs, cfg.footprint.concurrent, cfg.footprint.settleMs);
+  const agents = await footprint(cp, cfg.footprint.counts, cfg.footprint.measureMs, cfg.footprint.concurrent, cfg.footprint.settleMs, cfg.footprint.channel);
   const start = cfg.startRuns > 0 ? await startComparison(cp, cfg.startRuns) : [];
   const sidecar = cfg.sidecar.runs > 0 ? await sidecarFootprint(cp, cfg.sidecar.runs, cfg.sidecar.idleMs, cfg.sidecar.settleMs) : [];
   res.footprint = { agents, start, sidecar };
   const one = agents.find((a) => a.parents === 1);
   print(
     table(
-      `4. Agent footprint (bundled agent process, lease channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s)`,
-      ['parents', 'seconds', 'CPU % of a core', 'CPU vs 1 parent', 'RSS MiB p50', 'RSS MiB max', 'RSS vs 1 parent', 'Healthy', 'captured', 'NodeCheckpoint kB'],
+      `4. Agent footprint (bundled agent process as the image runs it: node ${agents[0]?.nodeFlags.join(' ') ?? ''} lastseen.mjs; ${cfg.footprint.channel} channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s, /metrics every 5s)`,
+      [
+        'parents',
+        'seconds',
+        'CPU % of a core',
+        'CPU vs 1 parent',
+        'RSS MiB p50',
+        'RSS MiB max',
+        'RSS p50 last quarter',
+        'RSS vs 1 parent',
+        'heap used MiB p50/max',
+        'heap total MiB max',
+        'external MiB max',
+        'states at the end',
+        'stored',
+        'NodeCheckpoint kB',
+      ],
       agents.map((a) => [
         a.parents,
         fmt(a.seconds, 1),
@@ -541,8 +560,14 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
         ratio(a.cpuPercent, one?.cpuPercent),
         fmt(a.rssMiB.p50, 1),
         fmt(a.rssMiB.max, 1),
+        fmt(a.rssLastQuarterMiB.p50, 1),
         ratio(a.rssMiB.p50, one?.rssMiB.p50),
-        a.healthy,
+        `${fmt(a.heapUsedMiB.p50, 1)}/${fmt(a.heapUsedMiB.max, 1)}`,
+        fmt(a.heapTotalMiB.max, 1),
+        fmt(a.externalMiB.max, 1),
+        Object.entries(a.states)
+          .map(([state, n]) => `${state} ${n}`)
+          .join(', ') || '-',
         a.captured,
         fmt(a.nodeCheckpointBytes / 1000, 1),
       ]),

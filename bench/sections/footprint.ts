@@ -14,11 +14,51 @@ import { startHeartbeat } from '../../src/heartbeat/heartbeat.js';
 import type { Heartbeat } from '../../src/heartbeat/loop.js';
 import type { ControlPlane } from '../lib/cp.js';
 import { createNamespace, createParentPods } from '../lib/kube.js';
-import { agentArgs, healthPortOf, lastseen, type Proc, type Runner, sampleProc, tempDirs, warmCompileCache, writePolicy } from '../lib/procs.js';
+import { ROOT } from '../lib/cp.js';
+import { agentArgs, currentBundle, healthPortOf, lastseen, type Proc, type Runner, sampleProc, tempDirs, warmCompileCache, writePolicy } from '../lib/procs.js';
 import { progress, type Summary, sleep, summarize, waitFor } from '../lib/util.js';
 
 export const FOOTPRINT_INTERVAL_MS = 1000;
-const POLICY = `{ interval: ${FOOTPRINT_INTERVAL_MS}ms, window: 4s, startupGrace: 4s, channels: [lease] }`;
+/** The channel the parents beat on: `lease` (an api write per beat) or `local` (a file per beat, no api write). */
+export type FootprintChannel = 'lease' | 'local';
+/**
+ * Beats every second, judged with the default window and grace (20 s, 30 s): memory and CPU follow
+ * the beat rate, and on a loaded machine a 4 s window turned late beats of the bench's own heartbeat
+ * loops into silences, so the agent measured an activation storm instead of its steady state.
+ */
+const policyFor = (channel: FootprintChannel) => `{ interval: ${FOOTPRINT_INTERVAL_MS}ms, window: 20s, startupGrace: 30s, channels: [${channel}] }`;
+const POLICY = policyFor('lease');
+
+/**
+ * The Node flags of the image's entrypoint (Dockerfile `ENTRYPOINT ["/nodejs/bin/node", <flags>,
+ * "/app/lastseen.mjs"]`), so the agent is measured as the DaemonSet runs it.
+ */
+export async function imageAgentFlags(): Promise<string[]> {
+  const text = await readFile(join(ROOT, 'Dockerfile'), 'utf8');
+  const m = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(text);
+  if (!m) throw new Error("Dockerfile: no ENTRYPOINT [...] line to take the agent's Node flags from");
+  const argv = JSON.parse(m[1]!) as string[];
+  const end = argv.indexOf('/app/lastseen.mjs');
+  if (end < 1) throw new Error(`Dockerfile: ENTRYPOINT ${m[1]} does not run /app/lastseen.mjs`);
+  return argv.slice(1, end);
+}
+
+/** The agent's heap as its /metrics tells it (prom-client's default metrics), MiB. */
+export interface HeapSample {
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+}
+
+async function heapOf(port: number): Promise<HeapSample | null> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const v = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
+    return { heapUsed: v('nodejs_heap_size_used_bytes'), heapTotal: v('nodejs_heap_size_total_bytes'), external: v('nodejs_external_memory_bytes') };
+  } catch {
+    return null;
+  }
+}
 
 export interface FootprintFigures {
   parents: number;
@@ -26,9 +66,20 @@ export interface FootprintFigures {
   /** CPU time / wall time over the window, in % of one core */
   cpuPercent: number;
   rssMiB: Summary;
-  /** parents the agent judged Healthy at the end (from its transition logs) */
+  /** RSS over the last quarter of the window: a p50 well above the whole window's is growth, not a sawtooth. */
+  rssLastQuarterMiB: Summary;
+  /** From the agent's /metrics every 5 s: V8 heap used and total, and external (Buffers) memory. */
+  heapUsedMiB: Summary;
+  heapTotalMiB: Summary;
+  externalMiB: Summary;
+  channel: FootprintChannel;
+  /** Node flags the agent ran with (the image's). */
+  nodeFlags: string[];
+  /** Parents the agent reports Healthy at the end (its NodeCheckpoint; the bench keeps only the last 5000 log lines). */
   healthy: number;
-  /** Parents whose checkpoint the agent captured (its "checkpoint captured" log lines, distinct parents). */
+  /** Parents by state in the NodeCheckpoint at the end. */
+  states: Record<string, number>;
+  /** Parents with a stored checkpoint at the end (the NodeCheckpoint's checkpointStored). */
   captured: number;
   /** The agent's NodeCheckpoint as the api-server returns it, in bytes of JSON (at the end). */
   nodeCheckpointBytes: number;
@@ -41,13 +92,22 @@ export async function readyAgent(p: Proc): Promise<number> {
   return Date.now();
 }
 
-async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agent: Proc; hbs: Heartbeat[]; ns: string; node: string }> {
+async function setupFootprint(
+  cp: ControlPlane,
+  parents: number,
+  channel: FootprintChannel,
+  nodeFlags: string[],
+): Promise<{ agent: Proc; hbs: Heartbeat[]; ns: string; node: string }> {
   const kc = cp.kc();
-  const ns = await createNamespace(kc, `fp${parents}`);
-  const node = `fp-node-${parents}`;
+  const ns = await createNamespace(kc, `fp${parents}${channel === 'lease' ? '' : `-${channel}`}`);
+  const node = `fp-node-${parents}-${channel}`;
   const dirs = await tempDirs();
-  await writePolicy(dirs.policy, POLICY);
-  const agent = lastseen(agentArgs({ node, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }));
+  await writePolicy(dirs.policy, policyFor(channel));
+  const agent = lastseen(agentArgs({ node, namespace: ns, kubeconfig: cp.adminKubeconfig, dirs }), 'bundle', {
+    node: process.execPath,
+    bundle: currentBundle(),
+    flags: nodeFlags,
+  });
   await readyAgent(agent);
   progress(`footprint: agent with ${parents} parents ready`);
   const logger = pino({ level: 'silent' });
@@ -59,7 +119,8 @@ async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agen
       startHeartbeat({
         identity: { node, podName: pod.name, namespace: ns, podUid: pod.uid || randomUUID(), key: `p${i}`, role: 'parent' },
         intervalMs: FOOTPRINT_INTERVAL_MS,
-        channels: ['lease'],
+        channels: [channel],
+        heartbeatDir: dirs.heartbeats,
         probe: 'none',
         kubeConfig: kc,
         logger,
@@ -69,53 +130,78 @@ async function setupFootprint(cp: ControlPlane, parents: number): Promise<{ agen
   return { agent, hbs, ns, node };
 }
 
-/** Bytes of the node's NodeCheckpoint as the api-server returns it (0: not there). */
-async function nodeCheckpointBytes(cp: ControlPlane, node: string): Promise<number> {
+/** The node's NodeCheckpoint as the api-server returns it: its bytes of JSON (0: not there) and its parents by state. */
+async function nodeCheckpoint(cp: ControlPlane, node: string): Promise<{ bytes: number; states: Record<string, number>; stored: number }> {
   const { CustomObjectsApi } = await import('@kubernetes/client-node');
-  const o = await cp
+  const o = (await cp
     .kc()
     .makeApiClient(CustomObjectsApi)
     .getClusterCustomObject({ group: 'lastseen.dev', version: 'v1alpha1', plural: 'nodecheckpoints', name: node })
-    .catch(() => null);
-  return o === null ? 0 : Buffer.byteLength(JSON.stringify(o));
-}
-
-function capturedCount(agent: Proc): number {
-  return new Set(agent.logs.filter((l) => l.msg === 'checkpoint captured').map((l) => String(l.parent))).size;
-}
-
-function healthyCount(agent: Proc): number {
-  const last = new Map<string, string>();
-  for (const l of agent.logs) if (l.msg === 'transition') last.set(String(l.parent), String(l.to));
-  return [...last.values()].filter((s) => s === 'Healthy').length;
+    .catch(() => null)) as { status?: { parents?: Array<{ state?: string; checkpointStored?: boolean }> } } | null;
+  const states: Record<string, number> = {};
+  for (const p of o?.status?.parents ?? []) states[p.state ?? '?'] = (states[p.state ?? '?'] ?? 0) + 1;
+  const stored = (o?.status?.parents ?? []).filter((p) => p.checkpointStored === true).length;
+  return { bytes: o === null ? 0 : Buffer.byteLength(JSON.stringify(o)), states, stored };
 }
 
 /** Measures the given parent counts, one after another, or all at once (quick mode). */
-export async function footprint(cp: ControlPlane, counts: number[], measureMs: number, concurrent: boolean, settleMs: number): Promise<FootprintFigures[]> {
+export async function footprint(
+  cp: ControlPlane,
+  counts: number[],
+  measureMs: number,
+  concurrent: boolean,
+  settleMs: number,
+  channel: FootprintChannel = 'lease',
+): Promise<FootprintFigures[]> {
+  // BENCH_AGENT_FLAGS adds Node flags for a profile (e.g. --heapsnapshot-signal=SIGUSR2, --trace-gc).
+  const nodeFlags = [...(await imageAgentFlags()), ...(process.env.BENCH_AGENT_FLAGS ?? '').split(' ').filter(Boolean)];
   const run = async (setups: Array<{ agent: Proc; hbs: Heartbeat[]; parents: number; node: string }>) => {
     progress('footprint: heartbeats running; measuring');
     await sleep(settleMs); // captures, Events and status writes of the first beats settle
     const first = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
     const rss: number[][] = setups.map(() => []);
+    const heaps: HeapSample[][] = setups.map(() => []);
+    const ports = setups.map((s) => healthPortOf(s.agent));
     const t0 = performance.now();
+    let lastMinute = 0;
     while (performance.now() - t0 < measureMs) {
       await sleep(1000);
       const ss = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
       ss.forEach((s, i) => {
         rss[i]!.push(s.rssKiB / 1024);
       });
+      if (rss[0]!.length % 5 === 0) {
+        const hs = await Promise.all(ports.map((p) => (p === undefined ? null : heapOf(p))));
+        hs.forEach((h, i) => {
+          if (h) heaps[i]!.push(h);
+        });
+      }
+      const minute = Math.floor((performance.now() - t0) / 60_000);
+      if (minute > lastMinute) {
+        lastMinute = minute;
+        progress(
+          `footprint: ${minute} min: ${setups.map((s, i) => `${s.parents} parents RSS max ${summarize(rss[i]!.slice(-60)).max?.toFixed(1)} MiB, heap used ${heaps[i]!.at(-1)?.heapUsed.toFixed(1)} MiB`).join('; ')}`,
+        );
+      }
     }
     const last = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
-    const ncBytes = await Promise.all(setups.map((s) => nodeCheckpointBytes(cp, s.node)));
+    const ncs = await Promise.all(setups.map((s) => nodeCheckpoint(cp, s.node)));
     return setups.map(
       (s, i): FootprintFigures => ({
         parents: s.parents,
         seconds: (last[i]!.t - first[i]!.t) / 1000,
         cpuPercent: (100 * (last[i]!.cpuSeconds - first[i]!.cpuSeconds)) / ((last[i]!.t - first[i]!.t) / 1000),
         rssMiB: summarize(rss[i]!),
-        healthy: healthyCount(s.agent),
-        captured: capturedCount(s.agent),
-        nodeCheckpointBytes: ncBytes[i]!,
+        rssLastQuarterMiB: summarize(rss[i]!.slice(Math.floor((rss[i]!.length * 3) / 4))),
+        heapUsedMiB: summarize(heaps[i]!.map((h) => h.heapUsed)),
+        heapTotalMiB: summarize(heaps[i]!.map((h) => h.heapTotal)),
+        externalMiB: summarize(heaps[i]!.map((h) => h.external)),
+        channel,
+        nodeFlags,
+        healthy: ncs[i]!.states.Healthy ?? 0,
+        states: ncs[i]!.states,
+        captured: ncs[i]!.stored,
+        nodeCheckpointBytes: ncs[i]!.bytes,
         concurrent,
       }),
     );
@@ -125,7 +211,7 @@ export async function footprint(cp: ControlPlane, counts: number[], measureMs: n
     await s.agent.stop();
   };
   if (concurrent) {
-    const setups = await Promise.all(counts.map(async (n) => ({ ...(await setupFootprint(cp, n)), parents: n })));
+    const setups = await Promise.all(counts.map(async (n) => ({ ...(await setupFootprint(cp, n, channel, nodeFlags)), parents: n })));
     try {
       return await run(setups);
     } finally {
@@ -134,7 +220,7 @@ export async function footprint(cp: ControlPlane, counts: number[], measureMs: n
   }
   const out: FootprintFigures[] = [];
   for (const n of counts) {
-    const s = { ...(await setupFootprint(cp, n)), parents: n };
+    const s = { ...(await setupFootprint(cp, n, channel, nodeFlags)), parents: n };
     try {
       out.push(...(await run([s])));
     } finally {
