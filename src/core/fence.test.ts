@@ -19,35 +19,50 @@ function feed(s: ParentState, steps: Array<[number, Input]>) {
 }
 
 describe('fencing a hung parent (src/core/fence.ts)', () => {
-  it('overlap: two unanswered rounds activate the checkpoint (ParentHung); the fence waits for the copy to beat Ready', () => {
+  it('overlap: two unanswered rounds activate the checkpoint (ParentHung) and fence the hung process at once, not waiting for the copy', () => {
     const h = fixtures(overlap).Healthy!.state; // a Ready beat at 2000
     const one = feed(h, [[2500, { type: 'beat', beat: hungBeat() }]]);
     expect(one.state.state).toBe('Healthy'); // one round may be a slow answer
+    expect(kinds(one.actions)).not.toContain('fence');
     expect(HANG_CONFIRM_ROUNDS).toBe(2);
     const two = feed(one.state, [[3500, { type: 'beat', beat: hungBeat() }]]);
     expect(two.state.state).toBe('Active');
     expect(two.state.reason.code).toBe('ParentHung');
+    // A copy beside a hung listener cannot prove itself Ready, and the kubelet may start it late:
+    // the fence does not wait for it.
     expect(kinds(two.actions)).toContain('activate');
-    expect(kinds(two.actions)).not.toContain('fence');
-    // The copy is written and beats Starting: still no fence (overlap waits for Ready).
-    const copyStarting = feed(two.state, [
+    expect(two.actions.find((a) => a.type === 'fence')).toMatchObject({ type: 'fence', podUid: POD.uid });
+    // Asked once: more unanswered beats, the copy's beats, do not ask again while it is in flight.
+    const more = feed(two.state, [
       [3600, { type: 'activated' }],
       [4000, { type: 'beat', beat: beat('Starting', { role: 'checkpoint', holderUid: 'copy-1', holder: 'kube-apiserver-checkpoint' }) }],
       [4500, { type: 'beat', beat: hungBeat() }],
-    ]);
-    expect(kinds(copyStarting.actions)).not.toContain('fence');
-    const ready = feed(copyStarting.state, [
       [6000, { type: 'beat', beat: beat('Ready', { role: 'checkpoint', holderUid: 'copy-1', holder: 'kube-apiserver-checkpoint' }) }],
     ]);
-    const fence = ready.actions.find((a) => a.type === 'fence');
-    expect(fence).toMatchObject({ type: 'fence', podUid: POD.uid });
-    // Asked once: more unanswered beats do not ask again while it is in flight.
-    expect(kinds(feed(ready.state, [[7000, { type: 'beat', beat: hungBeat() }]]).actions)).not.toContain('fence');
+    expect(kinds(more.actions)).not.toContain('fence');
     // Its result is claimed once known: a Warning Event and the reason.
-    const done = feed(ready.state, [[7200, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL of pid 42' }]]);
+    const done = feed(more.state, [[7200, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL of pid 42' }]]);
     expect(kinds(done.actions)).toContain('event:ParentFenced');
     expect(done.state.reason.code).toBe('ParentFenced');
     expect(done.state.state).toBe('Active'); // the copy serves until the restarted parent is Ready
+  });
+
+  it('overlap: a parent that hangs again after a fence found it answering is fenced again after FENCE_REPEAT_MS, once', () => {
+    const h = fixtures(overlap).Healthy!.state;
+    const active = feed(h, [
+      [2500, { type: 'beat', beat: hungBeat() }],
+      [3500, { type: 'beat', beat: hungBeat() }],
+      [3600, { type: 'activated' }],
+      [3700, { type: 'fenced', podUid: POD.uid, killed: 0, detail: 'the main container answers its probe again: not fenced' }],
+    ]).state;
+    expect(active.state).toBe('Active');
+    // It answers, then hangs again once the repeat interval has passed: fenced again, once.
+    const again = feed(active, [
+      [3700 + FENCE_REPEAT_MS, { type: 'beat', beat: beat('Ready') }],
+      [3800 + FENCE_REPEAT_MS, { type: 'beat', beat: hungBeat() }],
+      [3900 + FENCE_REPEAT_MS, { type: 'beat', beat: hungBeat() }],
+    ]);
+    expect(again.actions.filter((a) => a.type === 'fence')).toHaveLength(1);
   });
 
   it('release: the hung process holds the whole port, so it is fenced at once, with no copy; the parent gets a fresh start', () => {

@@ -11,8 +11,9 @@
 // The rules (docs/decisions/0005-fencing.md):
 // - Only on that evidence, for HANG_CONFIRM_ROUNDS unanswered rounds in a row from the same pod
 //   after an answered one; an answered beat ends it. Never a parent fresh on any channel.
-// - `overlap`: the checkpoint is activated at once (reason ParentHung) and the fence comes only
-//   once the copy is proven Ready beside the hung process: clients have somewhere to go.
+// - `overlap`: the checkpoint is activated (reason ParentHung) and the hung process fenced at once:
+//   its share of the port fails its clients either way, and waiting for the copy to be proven
+//   Ready beside it never ends on a real node (coverHung says why).
 // - `release`: the hung process holds the whole port, so no copy can ever prove itself first. The
 //   fence is the cover: the kubelet restarts the parent's container (its sidecar still runs), and
 //   the parent gets a fresh start (startupGrace) to be seen again; if it cannot, the ordinary rules
@@ -139,20 +140,32 @@ export function judgeFencedNotBack(s: ParentState, now: number, actions: Action[
 
 /**
  * The parent's own sidecar says its process has stopped answering. Overlap: activate the
- * checkpoint at once (the fence follows once the copy is Ready beside the hung process). Release:
- * the hung process holds the whole port, no copy could bind: fence it, and let the kubelet restart
- * it; the ordinary rules cover it if it does not come back.
+ * checkpoint and fence the hung process at once. Release: the hung process holds the whole port,
+ * no copy could bind: fence it, and let the kubelet restart it; the ordinary rules cover it if it
+ * does not come back.
+ *
+ * Why overlap does not wait for the copy to be Ready first (measured on the real node, a
+ * kube-apiserver stopped with SIGSTOP): a copy cannot prove itself Ready beside a hung listener
+ * (its proof needs N answers in a row on fresh connections, and the kernel hands about half of
+ * them to the process that answers nothing), and when the hung parent is the api-server the
+ * kubelet starts the copy late: each sync of a static pod first creates its mirror pod through
+ * that api-server (34 s on its stale HTTP/2 connection, then 10 s TLS handshake timeouts). Waiting
+ * fenced nothing in 120 s. The hung process's share of the port fails its clients either way, so
+ * taking it off the port costs them nothing; the sidecar still fences only a process that does not
+ * answer its own probe then.
  */
 function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean | null {
   const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
   if (s.policy.handover === 'overlap') {
-    return cover(
+    const changed = cover(
       s,
       'ParentHung',
       `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung})`,
       now,
       actions,
     );
+    requestFence(s, podUid, now, actions);
+    return changed;
   }
   requestFence(s, podUid, now, actions);
   // While the fence is out, wait for its answer; once it failed (retried on the action back-off) or
@@ -162,13 +175,12 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
 }
 
 /**
- * Active: fence a hung parent. Overlap: only beside a copy proven Ready; release: the hung process
- * holds the whole port. (A hung parent is not fresh: its run of unanswered rounds began after its
- * last answered beat.)
+ * Active: fence a hung parent (in both modes: see coverHung), once per FENCE_REPEAT_MS. (A hung
+ * parent is not fresh: its run of unanswered rounds began after its last answered beat.)
  */
 export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]): void {
   const hung = hungPod(s);
-  if (hung !== null && (s.policy.handover === 'release' || s.hang.copyReadyAt !== null)) requestFence(s, hung, now, actions);
+  if (hung !== null) requestFence(s, hung, now, actions);
 }
 
 /** Ask for the fence of pod `podUid` (once per FENCE_REPEAT_MS, after the action back-off when one failed). */
