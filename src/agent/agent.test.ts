@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
-import { Agent, type Actuators, type HandoverRecord, type LiveRead, podLastExit } from './agent.js';
+import { Agent, type Actuators, CollectRefusedError, type HandoverRecord, type LiveRead, podLastExit } from './agent.js';
 import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
 import { AgentMetrics } from './metrics.js';
@@ -153,6 +153,46 @@ describe('Agent loop', () => {
     await flush();
     expect(calls.length).toBe(n);
     expect(agent.manifestChecks()[0]!.ticket).not.toBe(check!.ticket);
+    await agent.stop();
+  });
+
+  it('CheckpointCollected only once the collection is done: a collection its live read refuses says nothing of it', async () => {
+    const time = new FakeTime();
+    const calls: string[] = [];
+    let refuse = true;
+    const actuators: Actuators = {
+      capture: async (_p, pod) => ({ specHash: pod.specHash }),
+      activate: async () => void calls.push('activate'),
+      retire: async () => void calls.push('retire'),
+      collect: async () => {
+        calls.push(refuse ? 'collect:refused' : 'collect');
+        if (refuse) throw new CollectRefusedError('the live read found a pod for this parent scheduled here');
+      },
+      readLive: async () => ({ beats: [] }),
+      event: async (_p, e) => void calls.push(`event:${e.reason}`),
+      fence: async () => ({ killed: 0, detail: 'not reached' }),
+    };
+    const agent = new Agent({
+      node: 'n1',
+      clock: time,
+      timers: time,
+      logger: pino({ level: 'silent' }),
+      actuators,
+      podInfo: (pod: PodStatusLike) => v1PodInfo(pod, 'h1'),
+      policy,
+    });
+    agent.restore('kube-system', 'gone', { stored: true, active: false, specHash: 'h1' });
+    agent.api(true);
+    agent.podsObserved(new Map());
+    const gcGraceMs = agent.views()[0]!.state.policy.gcGraceMs;
+    await time.advance(gcGraceMs + 1000);
+    expect(calls).toContain('collect:refused');
+    expect(calls).not.toContain('event:CheckpointCollected');
+    expect(calls).toContain('event:CollectionCancelled');
+    refuse = false;
+    agent.podsObserved(new Map());
+    await time.advance(gcGraceMs + 1000);
+    expect(calls.slice(-2)).toEqual(['collect', 'event:CheckpointCollected']);
     await agent.stop();
   });
 
