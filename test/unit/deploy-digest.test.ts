@@ -46,6 +46,11 @@ describe('pinning the image by digest (kustomize images: digest)', () => {
     expect(pinned).toEqual([`lastseen-agent/agent ${PINNED}`]);
   });
 
+  it('deploy/uninstall: the cleanup DaemonSet runs the same pinned digest', () => {
+    expect(images(render({ resources: ['deploy/uninstall'] }))).toEqual(['lastseen-cleanup/cleanup ghcr.io/lastseen/lastseen:0.1.0']);
+    expect(images(render({ resources: ['deploy/uninstall'], images: [PIN] }))).toEqual([`lastseen-cleanup/cleanup ${PINNED}`]);
+  });
+
   it('the parent recipes: every heartbeat sidecar runs the pinned digest; the parents keep their own images', () => {
     const bare = (name: string) => ({
       apiVersion: 'apps/v1',
