@@ -10,11 +10,11 @@ import { parseScenario, type ScenarioInput } from './schema.js';
 import { FENCED } from './sidecar.js';
 import { World } from './world.js';
 
-function world(faults: ScenarioInput['faults'] = [], seed = 1): World {
+function world(faults: ScenarioInput['faults'] = [], seed = 1, driftPpm = 0): World {
   const r = parseScenario({
     name: 'sidecar',
     duration: 600_000,
-    nodes: [{ name: 'm1', master: true }],
+    nodes: [{ name: 'm1', master: true, driftPpm }],
     parents: [
       { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } },
       { key: 'kube-flannel', kind: 'app', policy: { whenApiUnreachable: 'hold' } },
@@ -65,6 +65,16 @@ describe('the sidecar in the simulator is production’s', () => {
     const lease = w.api.readBeat('lease', 'kube-system', leaseName('kube-flannel', 'm1', 'parent'))!;
     const same = mine.find((x) => x.beat.sequence === lease.sequence)!;
     expect(lease).toMatchObject({ channel: 'lease', phase: same.beat.phase, renewTime: same.beat.renewTime });
+  });
+
+  it('its interval is kept on its node’s monotonic clock, which drifts (the agent judges it on the same clock)', async () => {
+    const w = world([], 1, 10_000);
+    const writes = recordLocal(w);
+    const interval = w.parentDef('kube-flannel').beatIntervalMs;
+    expect(await run(w, 60_000)).toBe(true);
+    const mine = writes.filter((x) => x.file === FLANNEL);
+    // 1% fast: an interval on the node's clock is 1% shorter in true time.
+    for (let i = 1; i < mine.length; i++) expect(mine[i]!.t - mine[i - 1]!.t).toBeCloseTo(interval / 1.01, 6);
   });
 
   it('a deleted pod’s sidecar writes a last Stopping round (SIGTERM), the next sequence', async () => {
