@@ -1,4 +1,4 @@
-// npm run e2e:reboot -- --reboots N [--without-agent] [--json] [--case reboot|delete-pod|bad-rollout]
+// npm run e2e:reboot -- --reboots N [--without-agent] [--json] [--case reboot|delete-pod|bad-rollout|hang]
 //
 // On a real node (scripts/node: kubelet v1.36.3 + containerd), bootstrap a self-hosted control
 // plane with lastseen installed from deploy/, then power-cycle the node N times and measure each
@@ -6,11 +6,17 @@
 // which is expected never to come back (the background deadlock). --case delete-pod deletes the
 // self-hosted api-server's pod instead (N times); --case bad-rollout rolls out an api-server spec
 // that never becomes ready, measures for --limit seconds, then rolls it back and measures the
-// recovery. Needs root; see docs/real-node.md.
+// recovery. --case hang stops the self-hosted api-server's process (SIGSTOP) for --hang seconds, N
+// times in a row, and measures when clients are served again. --migrate-req sets the node's
+// net.ipv4.tcp_migrate_req (scripts/node up; down restores it). Needs root; see docs/real-node.md.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { Agent } from 'node:https';
+import { loadavg } from 'node:os';
 import { Command } from 'commander';
-import { badRollout, type Disruption, deleteApiserverPod, log, type RebootResult, rebootOnce, Testbed, undoRollout } from './testbed.js';
+import { FENCE_REPEAT_MS } from '../../src/core/fence.js';
+import { type HangResult, hangOnce, SERVED_AGAIN_GOAL_S } from './hang.js';
+import { badRolloutTo, type Disruption, deleteApiserverPod, log, type RebootResult, rebootOnce, sleep, Testbed, undoRollout } from './testbed.js';
 
 const program = new Command('e2e:reboot')
   .option('--reboots <n>', 'power cycles in a row', '3')
@@ -19,7 +25,10 @@ const program = new Command('e2e:reboot')
   .option('--off <seconds>', 'how long the node stays off', '2')
   .option('--limit <seconds>', 'how long to wait for a recovery (default 240, or 90 for the baseline)')
   .option('--settle <seconds>', 'keep measuring this long after the parent serves again', '15')
-  .option('--case <name>', 'reboot, delete-pod or bad-rollout', 'reboot')
+  .option('--case <name>', 'reboot, delete-pod, bad-rollout or hang', 'reboot')
+  .option('--hang <seconds>', 'how long the api-server stays stopped (--case hang)', '120')
+  .option('--migrate-req <0|1>', "the node's net.ipv4.tcp_migrate_req while it runs", '1')
+  .option('--poll <mode>', 'the /readyz poller: fresh (a connection per poll, as new clients) or keepalive (one long-lived client)', 'fresh')
   .option('--out <file>', 'also write every figure, with the date and commit, to this JSON file (bench/real-node.json is what npm run bench reads)')
   .option('--keep', 'leave the node up at the end');
 program.parse();
@@ -32,12 +41,30 @@ const o = program.opts<{
   settle: string;
   keep?: boolean;
   case: string;
+  hang: string;
+  migrateReq: string;
+  poll: string;
   out?: string;
 }>();
-if (!['reboot', 'delete-pod', 'bad-rollout'].includes(o.case)) {
-  console.error(`--case ${o.case}: expected reboot, delete-pod or bad-rollout`);
+if (!['reboot', 'delete-pod', 'bad-rollout', 'hang'].includes(o.case)) {
+  console.error(`--case ${o.case}: expected reboot, delete-pod, bad-rollout or hang`);
   process.exit(2);
 }
+if (o.migrateReq !== '0' && o.migrateReq !== '1') {
+  console.error(`--migrate-req ${o.migrateReq}: expected 0 or 1`);
+  process.exit(2);
+}
+if (o.poll !== 'fresh' && o.poll !== 'keepalive') {
+  console.error(`--poll ${o.poll}: expected fresh or keepalive`);
+  process.exit(2);
+}
+if (o.case === 'hang' && o.withoutAgent) {
+  console.error('--case hang measures lastseen: it has no --without-agent');
+  process.exit(2);
+}
+// scripts/node up reads it.
+process.env.LASTSEEN_NODE_TCP_MIGRATE_REQ = o.migrateReq;
+const pollAgent = o.poll === 'keepalive' ? new Agent({ keepAlive: true, maxSockets: 1 }) : false;
 
 const withAgent = !o.withoutAgent;
 // The commit the test bed's images are built from (at `node up`, below), not the one checked out when it ends.
@@ -45,6 +72,10 @@ const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding:
 const tb = new Testbed();
 const t0 = Date.now();
 const results: RebootResult[] = [];
+const hangs: HangResult[] = [];
+/** The load average (1, 5, 15 min) at each run's end: the machine is shared. */
+const load: number[][] = [];
+const loadNow = () => loadavg().map((x) => Math.round(x * 100) / 100);
 let failed: Error | null = null;
 try {
   await tb.node('down');
@@ -52,24 +83,47 @@ try {
   log(`node up after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   await tb.bootstrap(withAgent);
   const limitS = Number(o.limit ?? (withAgent ? 240 : 90));
-  if (o.case === 'bad-rollout') {
-    const bad = await rebootOnce(tb, { offS: 0, limitS: Number(o.limit ?? 90), settleS: 0, withAgent, disrupt: badRollout });
-    log(`bad rollout, ${o.limit ?? 90} s: ${JSON.stringify(bad)}`);
-    results.push(bad);
-    const undo: Disruption = async (t) => {
-      const t0 = Date.now();
-      await undoRollout(t);
-      return t0;
-    };
-    const back = await rebootOnce(tb, { offS: 0, limitS, settleS: Number(o.settle), withAgent, disrupt: undo });
-    log(`rolled back: ${JSON.stringify(back)}`);
-    results.push(back);
+  if (o.case === 'hang') {
+    let lastFenceAt = 0;
+    for (let i = 1; i <= Number(o.reboots); i++) {
+      // The same pod is fenced at most once per FENCE_REPEAT_MS: the next hang starts after that.
+      const wait = lastFenceAt + FENCE_REPEAT_MS + 5000 - Date.now();
+      if (wait > 0) {
+        log(`waiting ${Math.round(wait / 1000)}s: the pod was fenced less than ${FENCE_REPEAT_MS / 1000}s ago`);
+        await sleep(wait);
+      }
+      const t = Date.now();
+      const h = await hangOnce(tb, { hangS: Number(o.hang), limitS: Number(o.limit ?? Number(o.hang) + 120), settleS: Number(o.settle), pollAgent });
+      if (h.fencedAfterS !== null) lastFenceAt = t + 2000 + h.fencedAfterS * 1000;
+      hangs.push(h);
+      load.push(loadNow());
+      log(`hang ${i}: ${JSON.stringify(h)} load ${load[load.length - 1]?.join(' ')}`);
+    }
+  } else if (o.case === 'bad-rollout') {
+    // N bad rollouts in a row, each of another spec (a verdict on one says nothing about the next),
+    // each rolled back and recovered before the next.
+    for (let i = 1; i <= Number(o.reboots); i++) {
+      const bad = await rebootOnce(tb, { offS: 0, limitS: Number(o.limit ?? 90), settleS: 0, withAgent, disrupt: badRolloutTo(8 + i), pollAgent });
+      load.push(loadNow());
+      log(`bad rollout ${i}, ${o.limit ?? 90} s: ${JSON.stringify(bad)} load ${load[load.length - 1]?.join(' ')}`);
+      results.push(bad);
+      const undo: Disruption = async (t) => {
+        const t0 = Date.now();
+        await undoRollout(t);
+        return t0;
+      };
+      const back = await rebootOnce(tb, { offS: 0, limitS, settleS: Number(o.settle), withAgent, disrupt: undo, pollAgent });
+      load.push(loadNow());
+      log(`rolled back ${i}: ${JSON.stringify(back)} load ${load[load.length - 1]?.join(' ')}`);
+      results.push(back);
+    }
   } else {
     for (let i = 1; i <= Number(o.reboots); i++) {
       const disrupt = o.case === 'delete-pod' ? deleteApiserverPod : undefined;
-      const r = await rebootOnce(tb, { offS: Number(o.off), limitS, settleS: Number(o.settle), withAgent, ...(disrupt ? { disrupt } : {}) });
+      const r = await rebootOnce(tb, { offS: Number(o.off), limitS, settleS: Number(o.settle), withAgent, pollAgent, ...(disrupt ? { disrupt } : {}) });
       results.push(r);
-      log(`${o.case} ${i}: ${JSON.stringify(r)}`);
+      load.push(loadNow());
+      log(`${o.case} ${i}: ${JSON.stringify(r)} load ${load[load.length - 1]?.join(' ')}`);
       if (!r.recovered && withAgent) log('not recovered: the next one starts from this state');
     }
   }
@@ -86,15 +140,48 @@ const summary = {
     parentServedAfterS: r.parentServedAfterS,
     unavailableS: r.unavailableS,
     agentActivatedAfterS: r.agentActivatedAfterS,
+    failedAfterServed: r.failedAfterServed,
     recovered: r.recovered,
   })),
+  ...(o.case === 'hang'
+    ? {
+        hangs: hangs.map((h) => ({
+          servedAgainAfterS: h.servedAgainAfterS,
+          failedAfterGoal: h.failedAfterGoal,
+          pollsAfterGoal: h.pollsAfterGoal,
+          unavailableS: h.unavailableS,
+          agentActivatedAfterS: h.agentActivatedAfterS,
+          fencedAfterS: h.fencedAfterS,
+          parentServedAfterS: h.parentServedAfterS,
+        })),
+      }
+    : {}),
   baseline: !withAgent,
+  migrateReq: Number(o.migrateReq),
+  poll: o.poll,
+  load,
+  commit,
   ...(o.case === 'reboot' ? {} : { case: o.case }),
 };
 if (o.out) {
   writeFileSync(
     o.out,
-    `${JSON.stringify({ measuredAt: new Date().toISOString(), commit, case: o.case, baseline: !withAgent, offS: Number(o.off), reboots: results }, null, 2)}\n`,
+    `${JSON.stringify(
+      {
+        measuredAt: new Date().toISOString(),
+        commit,
+        case: o.case,
+        baseline: !withAgent,
+        offS: Number(o.off),
+        migrateReq: Number(o.migrateReq),
+        poll: o.poll,
+        load,
+        reboots: results,
+        ...(o.case === 'hang' ? { hangS: Number(o.hang), hangs } : {}),
+      },
+      null,
+      2,
+    )}\n`,
   );
 }
 if (o.json) {
@@ -107,11 +194,25 @@ if (o.json) {
     const median = s.length % 2 ? s[Math.floor(mid)] : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
     return `min ${s[0]} / median ${Math.round((median as number) * 100) / 100} / max ${s[s.length - 1]} s`;
   };
-  console.log(`${withAgent ? 'lastseen' : 'baseline (no agent)'}: ${results.filter((r) => r.recovered).length} of ${results.length} reboots recovered`);
-  console.log(`  api-server answers: ${spread(results.map((r) => r.apiServedAfterS))}`);
-  console.log(`  parent serves, checkpoint retired: ${spread(results.map((r) => r.parentServedAfterS))}`);
-  console.log(`  unavailable after the kubelet started: ${spread(results.map((r) => r.unavailableS))}`);
-  if (withAgent && o.case === 'reboot') console.log(`  agent decided to run the checkpoint: ${spread(results.map((r) => r.agentActivatedAfterS))}`);
+  if (o.case === 'hang') {
+    console.log(`lastseen: ${hangs.length} hang(s) of ${o.hang} s, the api-server's process stopped (SIGSTOP)`);
+    console.log(`  served again (every poll answered from then to the hang's end): ${spread(hangs.map((h) => h.servedAgainAfterS))} after the stop`);
+    console.log(
+      `  failed polls from ${SERVED_AGAIN_GOAL_S} s to the hang's end: ${hangs.map((h) => `${h.failedAfterGoal} of ${h.pollsAfterGoal}`).join(', ')}`,
+    );
+    console.log(`  fenced (the stopped process killed): ${spread(hangs.map((h) => h.fencedAfterS))} after the stop`);
+    console.log(`  load average at each end: ${load.map((l) => l.join(' ')).join('; ')}`);
+  }
+  if (o.case !== 'hang') {
+    console.log(`${withAgent ? 'lastseen' : 'baseline (no agent)'}: ${results.filter((r) => r.recovered).length} of ${results.length} reboots recovered`);
+    console.log(`  api-server answers: ${spread(results.map((r) => r.apiServedAfterS))}`);
+    console.log(`  parent serves, checkpoint retired: ${spread(results.map((r) => r.parentServedAfterS))}`);
+    console.log(`  unavailable after the kubelet started: ${spread(results.map((r) => r.unavailableS))}`);
+    console.log(
+      `  failed polls after the first answer: ${results.map((r) => r.failedAfterServed).join(', ')} (net.ipv4.tcp_migrate_req=${o.migrateReq}, ${o.poll} poller)`,
+    );
+    if (withAgent && o.case === 'reboot') console.log(`  agent decided to run the checkpoint: ${spread(results.map((r) => r.agentActivatedAfterS))}`);
+  }
   console.log(`  total ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 }
 if (failed) process.exit(2);

@@ -2,7 +2,12 @@
 // are: etcd and a temporary api-server, scheduler and controller-manager as static pods; then the
 // real ones as DaemonSet pods (hostNetwork) with the `lastseen heartbeat` sidecar; then the
 // temporary ones go, and the only way back after a reboot is lastseen. etcd stays a static pod.
-import type { TestbedEnv } from './env.js';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { parseAllDocuments, stringify } from 'yaml';
+import { REPO, type TestbedEnv } from './env.js';
 
 const IMAGE = (c: string) => `lastseen.test/${c}:testbed`;
 export const LASTSEEN_IMAGE = 'lastseen.test/lastseen:testbed';
@@ -280,6 +285,85 @@ export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[]
       true,
     ),
   ];
+}
+
+/** The probe port each shipped parent recipe (deploy/components/parent-*) assumes, and the test bed's. */
+const RECIPE_PORTS: Record<(typeof RECIPE_PARENTS)[number], { shipped: number; testbed: (env: TestbedEnv) => number }> = {
+  'kube-apiserver': { shipped: 6443, testbed: (env) => env.apiserverPort },
+  'kube-scheduler': { shipped: 10259, testbed: () => SCHEDULER_PORT },
+  'kube-controller-manager': { shipped: 10257, testbed: () => CONTROLLER_MANAGER_PORT },
+};
+const RECIPE_PARENTS = ['kube-apiserver', 'kube-scheduler', 'kube-controller-manager'] as const;
+
+/**
+ * The self-hosted control plane made a lastseen parent by the shipped recipes, as an operator does
+ * it: bare DaemonSets (no sidecar, no port sharing, as bootkube renders them) with
+ * deploy/components/parent-kube-system and parent-kube-{apiserver,scheduler,controller-manager}
+ * applied by the real kustomize (`kubectl kustomize`). Then only what the test bed differs in:
+ * the image it builds and imports itself (no registry), its ports (the recipes assume 6443, 10259
+ * and 10257), and its policy (the recipe's plus the ready-proof demo's override).
+ */
+export function selfHostedFromComponents(env: TestbedEnv, policyYaml: string): object[] {
+  const bare = RECIPE_PARENTS.map((name) => {
+    const ds = selfHosted(env, name, bareCommand(env, name), '', true) as ReturnType<typeof selfHosted>;
+    const t = ds.spec.template as { metadata: { labels: Record<string, string>; annotations: Record<string, string> } };
+    t.metadata = { labels: { 'app.kubernetes.io/name': name, component: name, tier: 'control-plane' }, annotations: {} };
+    const spec = ds.spec.template.spec as unknown as Record<string, unknown> & { volumes: Array<{ name: string }> };
+    for (const k of ['serviceAccountName', 'shareProcessNamespace', 'initContainers']) delete spec[k];
+    spec.volumes = spec.volumes.filter((v) => v.name === 'node-dir');
+    return ds;
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'lastseen-testbed-recipes-'));
+  let rendered: string;
+  try {
+    writeFileSync(join(dir, 'control-plane.yaml'), bare.map((o) => stringify(o)).join('---\n'));
+    // kustomize takes components by relative path only.
+    const components = ['parent-kube-system', ...RECIPE_PARENTS.map((n) => `parent-${n}`)].map((c) => relative(dir, join(REPO, 'deploy', 'components', c)));
+    writeFileSync(join(dir, 'kustomization.yaml'), stringify({ resources: ['control-plane.yaml'], components }));
+    rendered = execFileSync(env.kubectl, ['kustomize', dir], { encoding: 'utf8', maxBuffer: 16 << 20 });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const objects = parseAllDocuments(rendered).map((d) => d.toJSON() as RecipeObject);
+  for (const o of objects) {
+    if (o.kind === 'ConfigMap' && o.metadata.name === 'lastseen-policy') o.data = { 'policy.yaml': policyYaml };
+    const name = o.metadata.name as (typeof RECIPE_PARENTS)[number];
+    if (o.kind !== 'DaemonSet' || !RECIPE_PARENTS.includes(name)) continue;
+    const ports = RECIPE_PORTS[name];
+    const sidecar = o.spec?.template.spec.initContainers?.find((c) => c.name === 'lastseen-heartbeat');
+    if (!sidecar) throw new Error(`deploy/components/parent-${name} gave the ${name} DaemonSet no lastseen-heartbeat sidecar`);
+    Object.assign(sidecar, lastseenImage(env));
+    const probe = sidecar.args?.findIndex((a) => a.startsWith('--probe=')) ?? -1;
+    const shipped = `:${ports.shipped}/`;
+    if (probe < 0 || !sidecar.args?.[probe]?.includes(shipped)) throw new Error(`the ${name} recipe's sidecar does not probe port ${ports.shipped}`);
+    sidecar.args[probe] = sidecar.args[probe].replace(shipped, `:${ports.testbed(env)}/`);
+    for (const e of sidecar.env ?? []) if (e.name === 'KUBERNETES_SERVICE_PORT') e.value = String(env.apiserverPort);
+  }
+  return objects;
+}
+
+type RecipeObject = {
+  kind: string;
+  metadata: { name: string };
+  data?: Record<string, string>;
+  spec?: {
+    template: {
+      spec: {
+        initContainers?: Array<{ name: string; image?: string; imagePullPolicy?: string; args?: string[]; env?: Array<{ name: string; value?: string }> }>;
+      };
+    };
+  };
+};
+
+/** A component's command as it runs before lastseen: the recipe adds --permit-port-sharing itself. */
+function bareCommand(env: TestbedEnv, name: (typeof RECIPE_PARENTS)[number]): string[] {
+  const full =
+    name === 'kube-apiserver'
+      ? ['/usr/local/bin/kube-apiserver', ...apiserverArgs(env)]
+      : name === 'kube-scheduler'
+        ? schedulerCommand(env, SCHEDULER_PORT)
+        : controllerManagerCommand(env, CONTROLLER_MANAGER_PORT);
+  return full.filter((a) => a !== '--permit-port-sharing');
 }
 
 /** The ready-proof parent's port on the node's loopback (host network, like the control plane). */

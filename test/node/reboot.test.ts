@@ -4,6 +4,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hangOnce } from './hang.js';
 import { CONTROL_PLANE, deleteApiserverPod, type RebootResult, realNodeTestbed, rebootOnce, type Testbed } from './testbed.js';
 
 const REBOOTS = Number(process.env.LASTSEEN_NODE_REBOOTS ?? 3);
@@ -57,6 +58,26 @@ describe('a self-hosted control plane on a real kubelet', () => {
     // Its heartbeat says Stopping, so the checkpoint is started before the pod is gone.
     expect(r.unavailableS).toBeLessThan(30);
     await retiredBeatFilesGone();
+  });
+
+  it('with lastseen: a hung api-server (its process stopped for 2 minutes) is fenced, and clients are served for the rest of the hang', async () => {
+    // The node the tests above left: self-hosted, lastseen installed, the api-server pod serving.
+    await tb.waitFor(
+      'the api-server pod serving, its checkpoint retired',
+      120,
+      async () => !tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver')),
+    );
+    const h = await hangOnce(tb, { hangS: 120, limitS: 210, settleS: 5 });
+    console.log(`hang: ${JSON.stringify(h)}`);
+    // Its sidecar's SIGKILL took the stopped process off the port (nothing else kills it: the
+    // test bed's api-server has no liveness probe).
+    expect(h.fencedAfterS).not.toBeNull();
+    expect(h.fencedAfterS as number).toBeLessThan(h.hangS);
+    // Served again within the goal: at least 99% of the polls answered from then to the hang's end.
+    expect(h.pollsAfterGoal).toBeGreaterThan(0);
+    expect(h.failedAfterGoal).toBeLessThanOrEqual(h.pollsAfterGoal / 100);
+    // The restarted api-server took over from its checkpoint.
+    expect(h.parentServedAfterS).not.toBeNull();
   });
 
   it('without lastseen: the api-server does not come back (the deadlock lastseen exists for)', async () => {

@@ -3,14 +3,14 @@
 // the measurements the reboot test reports. Needs root and the binaries `scripts/node ensure` makes.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:https';
+import { type Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { manifestFile } from '../../src/core/names.js';
 import { NODE_SCRIPT, REPO, type TestbedEnv, testbedEnv } from './env.js';
-import { selfHostedObjects, staticManifests } from './manifests.js';
+import { selfHostedFromComponents, staticManifests } from './manifests.js';
 
 const run = promisify(execFile);
 export const MANIFESTS = '/etc/kubernetes/manifests';
@@ -20,6 +20,12 @@ export const CONTROL_PLANE = ['kube-apiserver', 'kube-scheduler', 'kube-controll
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const log = (msg: string) => process.stderr.write(`testbed: ${msg}\n`);
 
+/** The failed checks of a /readyz body (`[-]etcd failed: …`), or its first line. */
+function failedChecks(body: string): string {
+  const failed = body.split('\n').filter((l) => l.startsWith('[-]'));
+  return (failed.length ? failed.map((l) => l.replace(/: reason withheld$/, '')).join(' ') : (body.split('\n')[0] ?? '')).slice(0, 200);
+}
+
 type ContainerStatus = { name: string; ready: boolean; state?: { running?: { startedAt?: string } } };
 
 /** A container running since `since` (ms; container start times have whole seconds). */
@@ -28,7 +34,7 @@ function startedSince(c: ContainerStatus | undefined, since: number): boolean {
 }
 
 interface PodJson {
-  metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
+  metadata: { name: string; uid?: string; annotations?: Record<string, string>; deletionTimestamp?: string };
   status?: { containerStatuses?: ContainerStatus[] };
 }
 
@@ -70,14 +76,34 @@ export class Testbed {
   }
 
   /** Whether the api-server on the node's port answers /readyz with 200 within 1 s. */
-  readyz(): Promise<boolean> {
+  async readyz(): Promise<boolean> {
+    return (await this.readyzFailure()) === null;
+  }
+
+  /**
+   * One /readyz poll: null when it answers 200 within 1 s, else why not (the status and the failed
+   * checks, or the error). By default as a client that opens a connection for it (each poll lands
+   * wherever the kernel sends a new connection, as a new client's would); with a keep-alive `agent`,
+   * as one long-lived client, which stays on the listener its connection reached.
+   */
+  readyzFailure(agent: Agent | false = false): Promise<string | null> {
     return new Promise((resolve) => {
-      const req = request({ host: '127.0.0.1', port: this.env.apiserverPort, path: '/readyz', rejectUnauthorized: false, timeout: 1000 }, (res) => {
-        res.resume();
-        resolve(res.statusCode === 200);
+      const req = request({ host: '127.0.0.1', port: this.env.apiserverPort, path: '/readyz', rejectUnauthorized: false, timeout: 1000, agent }, (res) => {
+        if (res.statusCode === 200) {
+          res.resume();
+          resolve(null);
+          return;
+        }
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          if (body.length < 2000) body += d;
+        });
+        res.on('end', () => resolve(`HTTP ${res.statusCode}: ${failedChecks(body)}`));
+        res.on('error', (e) => resolve(`HTTP ${res.statusCode}, then ${(e as NodeJS.ErrnoException).code ?? e.message}`));
       });
-      req.on('timeout', () => req.destroy());
-      req.on('error', () => resolve(false));
+      req.on('timeout', () => req.destroy(new Error('no answer within 1 s')));
+      req.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
       req.end();
     });
   }
@@ -213,7 +239,7 @@ export class Testbed {
     );
     await this.installLastseen(withAgent);
     const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
-    await this.apply(selfHostedObjects(this.env, policy));
+    await this.apply(selfHostedFromComponents(this.env, policy));
     for (const c of CONTROL_PLANE) await this.waitFor(`the ${c} DaemonSet pod`, 180, () => this.daemonPodServing(c));
     log(`self-hosted control plane ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     if (withAgent) {
@@ -236,6 +262,10 @@ export interface RebootResult {
   unavailableS: number;
   /** Stretches of failed /readyz polls after the first answer, in seconds from the kubelet's start ([from, to]). */
   darkAfterServed: Array<[number, number]>;
+  /** Why the polls of each of those stretches failed (the distinct reasons, in order), one entry per stretch. */
+  darkWhy: string[][];
+  /** Failed polls after the first answer (the polls in darkAfterServed). */
+  failedAfterServed: number;
   offS: number;
   recovered: boolean;
   schedulerBack: boolean;
@@ -272,25 +302,30 @@ export const deleteApiserverPod: Disruption = async (tb) => {
 /**
  * A rollout of an api-server spec that never becomes ready: its only etcd is one nobody serves
  * (replaced, not added: a second --etcd-servers flag appends to the list); measured from the patch.
+ * Each `deadPort` makes another spec (a bad rollout judged afresh, not the last one's again).
  */
-export const badRollout: Disruption = async (tb) => {
-  const ds = JSON.parse(await tb.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json']));
-  const command: string[] = ds.spec.template.spec.containers[0].command;
-  const at = command.findIndex((a) => a.startsWith('--etcd-servers='));
-  if (at < 0) throw new Error('the kube-apiserver DaemonSet has no --etcd-servers flag to break');
-  const t0 = Date.now();
-  await tb.kubectl([
-    '-n',
-    'kube-system',
-    'patch',
-    'daemonset',
-    'kube-apiserver',
-    '--type=json',
-    '-p',
-    JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value: '--etcd-servers=http://127.0.0.1:9' }]),
-  ]);
-  return t0;
-};
+export const badRollout: Disruption = (tb) => badRolloutTo(9)(tb);
+
+export const badRolloutTo =
+  (deadPort: number): Disruption =>
+  async (tb) => {
+    const ds = JSON.parse(await tb.kubectl(['-n', 'kube-system', 'get', 'daemonset', 'kube-apiserver', '-o', 'json']));
+    const command: string[] = ds.spec.template.spec.containers[0].command;
+    const at = command.findIndex((a) => a.startsWith('--etcd-servers='));
+    if (at < 0) throw new Error('the kube-apiserver DaemonSet has no --etcd-servers flag to break');
+    const t0 = Date.now();
+    await tb.kubectl([
+      '-n',
+      'kube-system',
+      'patch',
+      'daemonset',
+      'kube-apiserver',
+      '--type=json',
+      '-p',
+      JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/0/command/${at}`, value: `--etcd-servers=http://127.0.0.1:${deadPort}` }]),
+    ]);
+    return t0;
+  };
 
 /** Undo badRollout (the DaemonSet's previous spec), through whichever api-server serves. */
 export async function undoRollout(tb: Testbed): Promise<void> {
@@ -304,18 +339,10 @@ export async function undoRollout(tb: Testbed): Promise<void> {
  */
 export async function rebootOnce(
   tb: Testbed,
-  opts: { offS: number; limitS: number; settleS: number; withAgent: boolean; disrupt?: Disruption },
+  opts: { offS: number; limitS: number; settleS: number; withAgent: boolean; disrupt?: Disruption; pollAgent?: Agent | false },
 ): Promise<RebootResult> {
-  const samples: { t: number; ok: boolean }[] = [];
-  let polling = true;
-  const poller = (async () => {
-    while (polling) {
-      const t = Date.now();
-      samples.push({ t, ok: await tb.readyz() });
-      const rest = 100 - (Date.now() - t);
-      if (rest > 0) await sleep(rest);
-    }
-  })();
+  const poller = new ReadyzPoller(tb, opts.pollAgent ?? false);
+  const samples = poller.samples;
   const tKill = Date.now();
   const t0 = await (opts.disrupt ?? powerCycle(opts.offS))(tb);
   const since = (t: number) => (t - t0) / 1000;
@@ -347,19 +374,27 @@ export async function rebootOnce(
     if (parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack && Date.now() - parentServedAt >= opts.settleS * 1000) break;
     await sleep(200);
   }
-  polling = false;
-  await poller;
+  await poller.stop();
   let unavailableMs = 0;
   const darkAfterServed: Array<[number, number]> = [];
+  const darkWhy: string[][] = [];
+  let failedAfterServed = 0;
   for (let i = 1; i < samples.length; i++) {
     const a = samples[i - 1];
     const b = samples[i];
     if (!a || !b || a.t < t0 || a.ok) continue;
     unavailableMs += b.t - a.t;
     if (apiServedAt === null || a.t < apiServedAt) continue;
+    failedAfterServed++;
     const last = darkAfterServed[darkAfterServed.length - 1];
-    if (last && Math.abs(last[1] - round(since(a.t))) < 0.001) last[1] = round(since(b.t));
-    else darkAfterServed.push([round(since(a.t)), round(since(b.t))]);
+    if (last && Math.abs(last[1] - round(since(a.t))) < 0.001) {
+      last[1] = round(since(b.t));
+      const why = darkWhy[darkWhy.length - 1] as string[];
+      if (a.why && !why.includes(a.why)) why.push(a.why);
+    } else {
+      darkAfterServed.push([round(since(a.t)), round(since(b.t))]);
+      darkWhy.push(a.why ? [a.why] : []);
+    }
   }
   const recovered = apiServedAt !== null && parentServedAt !== null && schedulerBack && controllerManagerBack && agentBack;
   // The agent's log about the api-server in this run (read once): when it decided to run the
@@ -375,6 +410,8 @@ export async function rebootOnce(
     parentServedAfterS: parentServedAt === null ? null : round(since(parentServedAt)),
     unavailableS: round(unavailableMs / 1000),
     darkAfterServed,
+    darkWhy,
+    failedAfterServed,
     offS: round((t0 - tKill) / 1000),
     recovered,
     schedulerBack,
@@ -385,3 +422,27 @@ export async function rebootOnce(
 }
 
 const round = (x: number) => Math.round(x * 100) / 100;
+
+/** The independent /readyz poller: one poll every 100 ms (1 s timeout), each recorded with why it failed. */
+export class ReadyzPoller {
+  readonly samples: Array<{ t: number; ok: boolean; why?: string }> = [];
+  private polling = true;
+  private readonly loop: Promise<void>;
+
+  constructor(tb: Testbed, agent: Agent | false) {
+    this.loop = (async () => {
+      while (this.polling) {
+        const t = Date.now();
+        const why = await tb.readyzFailure(agent);
+        this.samples.push(why === null ? { t, ok: true } : { t, ok: false, why });
+        const rest = 100 - (Date.now() - t);
+        if (rest > 0) await sleep(rest);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.polling = false;
+    await this.loop;
+  }
+}
