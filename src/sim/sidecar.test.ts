@@ -18,6 +18,8 @@ function world(faults: ScenarioInput['faults'] = [], seed = 1, driftPpm = 0): Wo
     parents: [
       { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } },
       { key: 'kube-flannel', kind: 'app', policy: { whenApiUnreachable: 'hold' } },
+      // Beats on its Lease only: its sidecar has no heartbeat folder, so no fence responder (as startHeartbeat).
+      { key: 'kube-scheduler', kind: 'app', ports: [10259], policy: { channels: ['lease'] } },
     ],
     faults,
   });
@@ -149,5 +151,31 @@ describe('the sidecar in the simulator is production’s', () => {
     expect(await run(hung, at + 1_000)).toBe(true);
     expect(await answer).toMatchObject({ killed: 1, detail: expect.stringMatching(/^SIGKILL/) });
     expect(hung.logs.find((l) => l.text.includes(FENCED))!.t).toBe(at + 50); // the sidecar's folder notice
+  });
+
+  it('a parent beating on its Lease only has no fence responder: the agent’s fences of it go unanswered and fail', async () => {
+    // Production's startHeartbeat answers fence requests only beside a local channel (the folder
+    // they are written to). The core still asks (its evidence is the Lease's unanswered beats):
+    // each request times out, the process is never fenced, and the copy cannot bind beside it.
+    const w = world([{ type: 'hang', at: '2m', node: 'm1', key: 'kube-scheduler', duration: '2m' }]);
+    expect(await run(w, 200_000)).toBe(true);
+    const asked = w.logs.filter((l) => l.key === 'kube-scheduler' && l.kind === 'core' && /ParentHung: .* fencing it/.test(l.text));
+    expect(asked.length).toBeGreaterThanOrEqual(2);
+    expect(w.logs.some((l) => l.key === 'kube-scheduler' && (l.text.includes(FENCED) || /^fence of pod/.test(l.text)))).toBe(false);
+    const m1 = w.nodes.get('m1')!;
+    const uid = w.api.podFor('m1', 'kube-scheduler')!.uid;
+    const outcome = askSidecarToFence(
+      w,
+      m1,
+      { namespace: 'kube-system', key: 'kube-scheduler' },
+      uid,
+      { code: 'ParentHung', message: 'test' },
+      () => true,
+    ).then(
+      () => 'answered',
+      (e: Error) => e.message,
+    );
+    expect(await run(w, 221_000)).toBe(true);
+    expect(await outcome).toMatch(/did not answer the fence request within 20s/);
   });
 });
