@@ -132,7 +132,7 @@ export function initialState(a: InitialStateArgs): ParentState {
 }
 
 function copy(s: ParentState): ParentState {
-  return {
+  const c: ParentState = {
     ...s,
     policy: s.policy,
     seen: { ...s.seen },
@@ -140,7 +140,6 @@ function copy(s: ParentState): ParentState {
     inflight: { ...s.inflight },
     retry: { ...s.retry },
     handover: { ...s.handover },
-    confirm: s.confirm ? { ...s.confirm } : null,
     pod: s.pod ? { ...s.pod } : null,
     rounds: [...s.rounds],
     exitWatch: { ...s.exitWatch, base: s.exitWatch.base ? { ...s.exitWatch.base } : null },
@@ -148,6 +147,8 @@ function copy(s: ParentState): ParentState {
     beatTrust: copyTrust(s.beatTrust),
     hang: copyHang(s.hang),
   };
+  if (c.confirm) c.confirm = { ...c.confirm };
+  return c;
 }
 
 export { beatFingerprint, changedBeat, judgingWindowMs, WINDOW_INTERVALS } from './freshness.js';

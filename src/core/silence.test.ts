@@ -1,9 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { fixtures, POLICY } from './fixtures.test-helpers.js';
 import { answerLiveRead, CONFIRM_RETRY_MS, CONFIRM_TIMEOUT_MS, judgeSilence, silenceWake, usesApiChannels } from './silence.js';
-import type { Action } from './types.js';
+import { enter, R } from './transitions.js';
+import type { Action, SilentState } from './types.js';
 
-const silent = () => structuredClone(fixtures().Silent!);
+function silent(policy = POLICY): { state: SilentState; now: number } {
+  const { state, now } = structuredClone(fixtures(policy).Silent!);
+  if (state.state !== 'Silent') throw new Error(`the Silent fixture is ${state.state}`);
+  return { state, now };
+}
 
 describe('silence: confirmed by a live read before it is covered', () => {
   it('asks a live read of the api channels once, again only when it goes unanswered for CONFIRM_TIMEOUT_MS', () => {
@@ -38,7 +43,7 @@ describe('silence: confirmed by a live read before it is covered', () => {
     expect(judgeSilence(s, now + 10, [])).toBe(false);
     expect(silenceWake(s)).toBe(now + 10 + CONFIRM_RETRY_MS);
     expect(judgeSilence(s, now + 10 + CONFIRM_RETRY_MS, [])).toBe('again');
-    const a = structuredClone(fixtures({ ...POLICY, whenApiUnreachable: 'activate' }).Silent!);
+    const a = silent({ ...POLICY, whenApiUnreachable: 'activate' });
     a.state.confirm = { since: a.now, result: 'unavailable' };
     expect(judgeSilence(a.state, a.now, [])).toBe(true);
     expect(a.state.reason.code).toBe('ApiUnreachable');
@@ -52,5 +57,14 @@ describe('silence: confirmed by a live read before it is covered', () => {
     const actions: Action[] = [];
     expect(judgeSilence(s, now, actions)).toBe(false);
     expect(s.reason.code).toBe('HoldApiUnreachable');
+  });
+
+  it('the live read means nothing outside Silent: leaving Silent clears it, and a late answer is ignored', () => {
+    const { state: s, now } = silent();
+    expect(s.confirm).toEqual({ since: now, result: 'pending' });
+    enter(s, 'Active', R('SilenceConfirmed', 'test'), now + 1, []);
+    expect(s.confirm).toBeNull();
+    answerLiveRead(s, { type: 'confirmed', outcome: 'unchanged' }, s.lastChangeAt, now + 2);
+    expect(s.confirm).toBeNull();
   });
 });

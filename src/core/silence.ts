@@ -5,11 +5,11 @@
 // api-server's absence means: `hold` never covers while it is unreachable, `activate` treats its
 // absence as the failure and covers without a read.
 //
-// Owns `ParentState.confirm` (meaningful in Silent only; cleared by any change in the parent's
-// beats and on every entry into Silent). Pure: times are the observer's monotonic milliseconds.
+// Owns `ParentState.confirm`, typed in the Silent variant only (types.ts SilentData): cleared on
+// entering and leaving Silent and by any change in the parent's beats. Pure: times are the observer's monotonic milliseconds.
 import { fresh } from './freshness.js';
 import { cover, enter, holdNote, liveState, R } from './transitions.js';
-import type { Action, Input, ParentPolicy, ParentState } from './types.js';
+import type { Action, Input, ParentPolicy, ParentState, SilentState } from './types.js';
 
 /** A live read unanswered for this long is asked again (the adapter's own timeout is shorter). */
 export const CONFIRM_TIMEOUT_MS = 10_000;
@@ -28,6 +28,7 @@ export function usesApiChannels(p: ParentPolicy): boolean {
  * counted) leaves the silence as it was, the read found nothing new from the parent.
  */
 export function answerLiveRead(s: ParentState, input: Extract<Input, { type: 'confirmed' }>, changedBefore: number | null, now: number): void {
+  if (s.state !== 'Silent') return; // no question is open outside Silent (its confirm is null)
   if (input.outcome === 'changed') {
     if (s.confirm && s.lastChangeAt === changedBefore && s.confirm.result === 'pending') s.confirm = { since: s.confirm.since, result: 'unchanged' };
     else if (s.confirm) s.confirm = null;
@@ -43,7 +44,7 @@ export function answerLiveRead(s: ParentState, input: Extract<Input, { type: 'co
  * activate). Returns whether the state changed, or 'again' when a failed read's pause is over and
  * the step should run again (to ask anew).
  */
-export function judgeSilence(s: ParentState, now: number, actions: Action[]): boolean | 'again' {
+export function judgeSilence(s: SilentState, now: number, actions: Action[]): boolean | 'again' {
   const p = s.policy;
   if (fresh(s, now) && s.lastChangeAt! >= s.since) {
     if (s.phase === 'Stopping') return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);

@@ -29,7 +29,8 @@ export function event(actions: Action[], eventType: 'Normal' | 'Warning', reason
 /** Enter state `to`; always true, so a rule's step can `return enter(...)` ("the state changed"). */
 export function enter(s: ParentState, to: ParentStateName, reason: Reason, now: number, actions: Action[]): true {
   actions.push({ type: 'transition', from: s.state, to, reason });
-  if (to === 'Silent') s.confirm = null; // every silence is confirmed afresh
+  // Every silence is confirmed afresh, and the live read means nothing outside Silent (SilentData).
+  if (to === 'Silent' || s.state === 'Silent') s.confirm = null;
   s.state = to;
   s.since = now;
   s.reason = reason;

@@ -124,13 +124,38 @@ export function reasonText(r: Reason): string {
   return `${r.code}: ${r.message}`;
 }
 
-export interface ParentState {
+/** The live read that must precede a Silent parent's cover (src/core/silence.ts): asked at `since`; `pending` until answered. */
+export interface LiveRead {
+  since: number;
+  result: 'pending' | 'unchanged' | 'unavailable';
+}
+
+/**
+ * What the core remembers about a parent. Per-state data sits in the variant of its state: a field
+ * that only means something in one state is typed there, and is null (or absent) in every other.
+ */
+export type ParentState = ParentStateCommon & (SilentData | NotSilentData);
+
+/** Silent: the live read that must precede its cover. Cleared on entering and on leaving Silent, and by any change in the parent's beats. */
+export interface SilentData {
+  state: 'Silent';
+  confirm: LiveRead | null;
+}
+
+/** A parent known to be Silent (the step's `case 'Silent'` narrows to it). */
+export type SilentState = ParentStateCommon & SilentData;
+
+export interface NotSilentData {
+  state: Exclude<ParentStateName, 'Silent'>;
+  confirm: null;
+}
+
+export interface ParentStateCommon {
   /** `<namespace>/<parent key>` */
   id: string;
   namespace: string;
   key: string;
   policy: ParentPolicy;
-  state: ParentStateName;
   /** Observer time the state was entered. */
   since: number;
   /** Why the state was entered (or last noted): a CamelCase code and a message for humans. */
@@ -178,11 +203,6 @@ export interface ParentState {
   pod: PodInfo | null;
   /** Observer time the api-server was first seen to have no pod for this key here (null: has one, or unknown). */
   unscheduledSince: number | null;
-  /**
-   * The live read that must precede an activation on api channels: asked at `since`; `pending`
-   * until answered. Cleared by any change in the parent's beats.
-   */
-  confirm: { since: number; result: 'pending' | 'unchanged' | 'unavailable' } | null;
   /** Actions handed to actuators and not yet reported, with the time they were asked for. */
   inflight: Partial<Record<ActionKind, number>>;
   /** Spec hash of the capture in flight (so a new spec is not asked for twice). */
