@@ -1,5 +1,6 @@
 // Faults from a scenario's schedule, applied to the world at their time. Each records when it
 // ends, for the liveness bounds.
+import { manifestFile } from '../core/names.js';
 import { T } from './model.js';
 import { type Delay, formatDelay, NO_DELAY } from './network.js';
 import type { FaultSpec } from './schema.js';
@@ -58,6 +59,8 @@ export function describeFault(f: FaultSpec): string {
       return `${f.key}'s process killed (no last beat)`;
     case 'hang':
       return `${f.key}'s process hangs for ${f.duration / 1000}s`;
+    case 'remove-manifest':
+      return f.key ? `${f.key}'s checkpoint manifest removed by hand` : 'every checkpoint manifest removed (the folder)';
   }
 }
 
@@ -180,6 +183,18 @@ function apply(w: World, f: FaultSpec): void {
       }
       if (f.type === 'kill') k.exit(p, 'killed (SIGKILL, no last beat)');
       else k.hang(p, f.duration, f.scope === 'pod');
+      return;
+    }
+    case 'remove-manifest': {
+      // Checkpoint manifests only: the agent's own copy is not modelled as a checkpoint lastseen restores.
+      const n = node!;
+      const def = f.key ? w.parentDef(f.key) : null;
+      const file = def ? manifestFile(def.namespace, def.key) : null;
+      const gone = [...n.disk.manifests].filter(([name, m]) => m.role === 'checkpoint' && (file === null || name === file)).map(([name]) => name);
+      for (const name of gone) n.disk.manifests.delete(name);
+      if (gone.length === 0) w.log(n.name, 'fault', 'no checkpoint manifest to remove', f.key);
+      // The folder's change notice (inotify) to the agent's manifest observer.
+      w.agents.get(n.name)?.onManifestsChanged?.();
       return;
     }
   }

@@ -165,6 +165,11 @@ const fault = z.discriminatedUnion('type', [
     scope: z.enum(['process', 'pod']).default('process'),
   }),
   z.strictObject({ type: z.literal('clock-step'), at, node: z.string(), step: duration(true) }),
+  /**
+   * Something other than lastseen removes the checkpoint manifest of `key` from the node's static-pod
+   * folder, or, without `key`, every checkpoint manifest in it (the folder removed).
+   */
+  z.strictObject({ type: z.literal('remove-manifest'), at, node: z.string(), key: z.string().optional() }),
 ]);
 
 /**
@@ -409,7 +414,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
   const focus = spec.focus ?? {
     node: focusNode,
     // The first parent that runs on the focus node (a fault on a worker is about a parent there, not a master's api-server).
-    key: first && 'key' in first ? first.key : (parents.find((p) => p.nodes.includes(focusNode)) ?? parents[0]!).key,
+    key: (first && 'key' in first ? first.key : undefined) ?? (parents.find((p) => p.nodes.includes(focusNode)) ?? parents[0]!).key,
   };
   const base = KUBELET_MODEL_BY_NAME[spec.kubelet.model];
   const kubelet: KubeletModel = {

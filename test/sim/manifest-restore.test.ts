@@ -4,14 +4,13 @@
 // the copy again. The removal is made straight on the node disk (the scenario language has no
 // fault for it), with or without the folder's change notice (inotify).
 import { describe, expect, it } from 'vitest';
-import { parseScenario } from '../../src/sim/index.js';
+import { parseScenario, runScenario } from '../../src/sim/index.js';
 import { scheduleFaults } from '../../src/sim/faults.js';
 import { manifestFile } from '../../src/core/names.js';
 import { World } from '../../src/sim/world.js';
 
 const app = { key: 'app', kind: 'app', policy: { window: '20s' } } as const;
 const apiserver = { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } } as const;
-const HANG_AT = 180_000;
 const REMOVE_AT = 260_000;
 const FILE = manifestFile('kube-system', 'app');
 
@@ -76,6 +75,34 @@ describe('a checkpoint manifest removed under an Active parent (simulator, produ
     expect(r.violations).toEqual([]);
     expect(r.backAt).not.toBeNull();
     expect(r.backAt! - REMOVE_AT).toBeLessThan(5_000);
+  });
+
+  it('the remove-manifest fault (scenario language): the Active parent is served again by its copy, covered all along but a few seconds', async () => {
+    const r = parseScenario({
+      name: 'remove-manifest',
+      duration: '8m',
+      nodes: [{ name: 'm1', master: true }],
+      parents: [apiserver, app],
+      faults: [
+        { type: 'hang', at: '3m', key: 'app', node: 'm1', duration: '4m', scope: 'pod' },
+        { type: 'remove-manifest', at: '4m20s', node: 'm1', key: 'app' },
+        { type: 'remove-manifest', at: '5m20s', node: 'm1' },
+      ],
+      expect: {
+        faults: [
+          { fault: 1, served: true, maxUnserved: '15s' },
+          { fault: 2, served: true, maxUnserved: '15s' },
+        ],
+      },
+    });
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    const out = await runScenario(r.scenario, { seed: 1 });
+    expect(out.invariantViolations).toEqual([]);
+    expect(out.verdict).toBe('pass');
+    const restored = out.logs.filter((l) => l.key === 'app' && /Normal CheckpointRestored/.test(l.text)).map((l) => l.t);
+    expect(restored).toHaveLength(2);
+    expect(restored[0]! - 260_000).toBeLessThan(5_000);
+    expect(restored[1]! - 320_000).toBeLessThan(5_000);
   });
 
   it.each([2, 3, 4])('seed %i: the same within 5 s', async (seed) => {
