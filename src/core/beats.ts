@@ -1,5 +1,5 @@
 // Whose beat is it? The one rule every channel (Lease, annotation, local file) goes through before a
-// parent beat counts as a sign of life (called from decide.ts's observeBeat). Pure: no I/O, no
+// parent beat counts as a sign of life (called from freshness.ts's observeBeat). Pure: no I/O, no
 // clock, plain data in and out.
 //
 // A beat counts only if it is the parent's own:

@@ -32,13 +32,13 @@ export interface Beat {
   renewTime: string;
   /**
    * The interval the writer beats at, as it declares it (absent: a writer that does not say). The
-   * agent never judges a parent by a window shorter than twice this (see decide.ts).
+   * agent never judges a parent by a window shorter than twice this (see freshness.ts).
    */
   intervalMs?: number;
   /**
    * A Ready that no probe checked (`--probe none`): the sidecar runs, nothing more is known. Such a
    * beat keeps the parent alive, but a copy is kept as last known good only when the api-server
-   * also reports the pod Ready (decide.ts). Absent: the phase came from a probe.
+   * also reports the pod Ready (last-known-good.ts). Absent: the phase came from a probe.
    */
   unprobed?: boolean;
   /**
@@ -71,7 +71,7 @@ export interface PodInfo {
   /**
    * How long the run that ended in that latest exit lasted (`finishedAt - startedAt`, ms; absent:
    * not reported). A process that cannot bind a port held without sharing fails before it could be
-   * Ready; one that ran longer had its ports (see OWN_SPEC_BIND_SLACK_MS in decide.ts).
+   * Ready; one that ran longer had its ports (see OWN_SPEC_BIND_SLACK_MS in overlap.ts).
    */
   lastExitRanMs?: number;
   /** The pod's own Ready condition as the api-server reports it (absent: no status, as in the simulator). */
