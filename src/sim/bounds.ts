@@ -101,7 +101,7 @@ export function serveBoundMs(def: ParentDef, kubelet: KubeletModel, desiredHealt
 /**
  * The window the agent judges the parent by and the period its beats come at: a sidecar beating
  * slower than the policy's interval (`beatInterval`) declares it, and the core then judges by
- * max(window, WINDOW_INTERVALS x that interval) (core/decide.ts judgingWindowMs).
+ * max(window, WINDOW_INTERVALS x that interval) (src/core/freshness.ts judgingWindowMs).
  */
 export function judged(def: ParentDef): { windowMs: number; intervalMs: number } {
   const intervalMs = Math.max(def.policy.intervalMs, def.beatIntervalMs);
