@@ -80,12 +80,29 @@ export interface ActuatorDeps {
   onManifestWritten?(id: string, manifest: V1Pod): void;
 }
 
+/**
+ * Spec hashes by pod object. Every pod event hands the loop every parent's pod again (the pod watch
+ * keeps one object per pod and replaces it when the pod changes), and sanitizing each of them each
+ * time made a node's pod events cost O(parents): at 200 parents, the 400 events of their creation
+ * and first status were 80,000 sanitized copies, the agent's largest burst of garbage.
+ */
+const specHashes = new WeakMap<object, Map<string, string>>();
+
 export function specHashOf(deps: Pick<ActuatorDeps, 'node' | 'store'>, id: string, key: string, pod: V1Pod): string {
+  const checkpointDir = deps.store.checkpointDir(id);
+  const memoKey = `${deps.node}\0${key}\0${checkpointDir}`;
+  const memo = specHashes.get(pod);
+  const known = memo?.get(memoKey);
+  if (known !== undefined) return known;
+  let hash: string;
   try {
-    return sanitize(pod, { parentKey: key, node: deps.node, checkpointDir: deps.store.checkpointDir(id) }).specHash;
+    hash = sanitize(pod, { parentKey: key, node: deps.node, checkpointDir }).specHash;
   } catch {
-    return ''; // an unsanitizable pod; capture will fail with the reason
+    hash = ''; // an unsanitizable pod; capture will fail with the reason
   }
+  if (memo) memo.set(memoKey, hash);
+  else specHashes.set(pod, new Map([[memoKey, hash]]));
+  return hash;
 }
 
 export function kubeResolver(k: KubeClient, node: string): DataResolver {
