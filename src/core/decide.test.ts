@@ -25,6 +25,8 @@ const inputs: Record<string, () => Input> = {
   retired: () => ({ type: 'retired' }),
   collected: () => ({ type: 'collected' }),
   actionFailed: () => ({ type: 'actionFailed', action: 'activate', error: 'ENOSPC' }),
+  fencedNothing: () => ({ type: 'fenced', podUid: 'u1', killed: 0, detail: 'nothing hung' }),
+  fencedKilled: () => ({ type: 'fenced', podUid: 'u1', killed: 1, detail: 'SIGKILL of pid 42' }),
 };
 
 const summary = (as: Action[]) =>
@@ -51,6 +53,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Pending', 'retired', 'Pending', [], 'AgentStarted: waiting for a first beat'],
   ['Pending', 'collected', 'Pending', [], 'AgentStarted: waiting for a first beat'],
   ['Pending', 'actionFailed', 'Pending', [], 'AgentStarted: waiting for a first beat'],
+  ['Pending', 'fencedNothing', 'Pending', [], 'FenceNotNeeded: pod u1: nothing hung'],
+  ['Pending', 'fencedKilled', 'Pending', ['event:ParentFenced'], 'ParentFenced: pod u1: SIGKILL of pid 42'],
   ['Healthy', 'tick', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Healthy', 'beatReady', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Healthy', 'beatStarting', 'Starting', [], 'Starting: the parent reports Starting'],
@@ -68,6 +72,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Healthy', 'retired', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Healthy', 'collected', 'Healthy', ['capture'], 'Ready: the parent reports Ready'],
   ['Healthy', 'actionFailed', 'Healthy', [], 'Ready: the parent reports Ready'],
+  ['Healthy', 'fencedNothing', 'Healthy', [], 'FenceNotNeeded: pod u1: nothing hung'],
+  ['Healthy', 'fencedKilled', 'Healthy', ['event:ParentFenced'], 'ParentFenced: pod u1: SIGKILL of pid 42'],
   ['Starting', 'tick', 'Starting', [], 'Starting: the parent reports Starting'],
   ['Starting', 'beatReady', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Starting', 'beatStarting', 'Starting', [], 'Starting: the parent reports Starting'],
@@ -85,6 +91,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Starting', 'retired', 'Starting', [], 'Starting: the parent reports Starting'],
   ['Starting', 'collected', 'Starting', [], 'Starting: the parent reports Starting'],
   ['Starting', 'actionFailed', 'Starting', [], 'Starting: the parent reports Starting'],
+  ['Starting', 'fencedNothing', 'Starting', [], 'FenceNotNeeded: pod u1: nothing hung'],
+  ['Starting', 'fencedKilled', 'Starting', ['event:ParentFenced'], 'ParentFenced: pod u1: SIGKILL of pid 42'],
   ['Silent', 'tick', 'Silent', [], 'WindowExpired: no beat changed within the window'],
   ['Silent', 'beatReady', 'Healthy', [], 'BeatResumed: a changed beat arrived'],
   ['Silent', 'beatStarting', 'Starting', [], 'BeatResumed: a changed beat arrived'],
@@ -102,6 +110,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Silent', 'retired', 'Silent', [], 'WindowExpired: no beat changed within the window'],
   ['Silent', 'collected', 'Silent', ['event:NoCheckpoint'], 'NoCheckpoint: silent'],
   ['Silent', 'actionFailed', 'Silent', [], 'WindowExpired: no beat changed within the window'],
+  ['Silent', 'fencedNothing', 'Silent', [], 'FenceNotNeeded: pod u1: nothing hung'],
+  ['Silent', 'fencedKilled', 'Silent', ['event:ParentFenced'], 'ParentFenced: pod u1: SIGKILL of pid 42'],
   ['Active', 'tick', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
   ['Active', 'beatReady', 'Healthy', ['event:CheckpointRetired', 'retire'], 'ParentReady: the parent reports Ready; checkpoint retired'],
   ['Active', 'beatStarting', 'HandingOver', ['event:HandoverStarted', 'retire'], 'HandoverStarted: attempt 1'],
@@ -119,6 +129,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Active', 'retired', 'Active', ['activate'], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
   ['Active', 'collected', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
   ['Active', 'actionFailed', 'Active', [], 'SilenceConfirmed: no beat changed within the window, confirmed by a live read'],
+  ['Active', 'fencedNothing', 'Active', [], 'FenceNotNeeded: pod u1: nothing hung'],
+  ['Active', 'fencedKilled', 'Active', ['event:ParentFenced'], 'ParentFenced: pod u1: SIGKILL of pid 42'],
   ['HandingOver', 'tick', 'HandingOver', [], 'HandoverStarted: attempt 1'],
   ['HandingOver', 'beatReady', 'Healthy', ['event:HandoverSucceeded'], 'HandedOver: the parent is Ready'],
   ['HandingOver', 'beatStarting', 'HandingOver', [], 'HandoverStarted: attempt 1'],
@@ -136,6 +148,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['HandingOver', 'retired', 'HandingOver', [], 'HandoverStarted: attempt 1'],
   ['HandingOver', 'collected', 'HandingOver', [], 'HandoverStarted: attempt 1'],
   ['HandingOver', 'actionFailed', 'HandingOver', [], 'HandoverStarted: attempt 1'],
+  ['HandingOver', 'fencedNothing', 'HandingOver', [], 'FenceNotNeeded: pod u1: nothing hung'],
+  ['HandingOver', 'fencedKilled', 'HandingOver', ['event:ParentFenced'], 'ParentFenced: pod u1: SIGKILL of pid 42'],
   ['Orphaned', 'tick', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
   ['Orphaned', 'beatReady', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
   ['Orphaned', 'beatStarting', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
@@ -165,6 +179,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Orphaned', 'retired', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
   ['Orphaned', 'collected', 'Orphaned', ['event:CheckpointCollected'], 'NotScheduled: no pod for this parent key on this node'],
   ['Orphaned', 'actionFailed', 'Orphaned', [], 'NotScheduled: no pod for this parent key on this node'],
+  ['Orphaned', 'fencedNothing', 'Orphaned', [], 'FenceNotNeeded: pod u1: nothing hung'],
+  ['Orphaned', 'fencedKilled', 'Orphaned', ['event:ParentFenced'], 'ParentFenced: pod u1: SIGKILL of pid 42'],
 ];
 
 describe('decide: every state x every input', () => {
