@@ -536,7 +536,11 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
   const one = agents.find((a) => a.parents === 1);
   print(
     table(
-      `4. Agent footprint (bundled agent process as the image runs it: node ${agents[0]?.nodeFlags.join(' ') ?? ''} lastseen.mjs; ${cfg.footprint.channel} channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s, /metrics every 5s)`,
+      `4. Agent footprint (bundled agent process as the image runs it: ${Object.entries(agents[0]?.imageEnv ?? {})
+        .map(([k, v]) => `${k}=${v} `)
+        .join(
+          '',
+        )}node ${agents[0]?.nodeFlags.join(' ') ?? ''} lastseen.mjs; ${cfg.footprint.channel} channel, interval ${FOOTPRINT_INTERVAL_MS}ms; /proc sampled every 1s, /metrics every 5s)`,
       [
         'parents',
         'seconds',

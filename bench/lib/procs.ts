@@ -95,6 +95,8 @@ export interface Pair {
   bundle: string;
   /** Node/V8 flags before the bundle (e.g. --max-semi-space-size=1) */
   flags?: string[];
+  /** Environment added to this process's (e.g. the image's MALLOC_ARENA_MAX). */
+  env?: Record<string, string>;
 }
 
 export function lastseen(args: string[], runner: Runner = 'bundle', pair?: Pair): Proc {
@@ -107,7 +109,8 @@ export function lastseen(args: string[], runner: Runner = 'bundle', pair?: Pair)
         : [bundlePath, ...args]
       : ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args];
   const startedAt = Date.now();
-  const env = runner === 'cached' && !pair ? { ...process.env, NODE_COMPILE_CACHE: compileCacheDir() } : process.env;
+  const env =
+    runner === 'cached' && !pair ? { ...process.env, NODE_COMPILE_CACHE: compileCacheDir() } : pair?.env ? { ...process.env, ...pair.env } : process.env;
   const child = spawn(pair?.node ?? process.execPath, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: Array<Record<string, unknown>> = [];
   const listeners = new Set<(l: Record<string, unknown>) => void>();

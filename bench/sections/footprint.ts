@@ -31,16 +31,19 @@ const POLICY = policyFor('lease');
 
 /**
  * The Node flags of the image's entrypoint (Dockerfile `ENTRYPOINT ["/nodejs/bin/node", <flags>,
- * "/app/lastseen.mjs"]`), so the agent is measured as the DaemonSet runs it.
+ * "/app/lastseen.mjs"]`) and the final stage's `ENV` lines, so the agent is measured as the
+ * DaemonSet runs it.
  */
-export async function imageAgentFlags(): Promise<string[]> {
+export async function imageAgentRuntime(): Promise<{ flags: string[]; env: Record<string, string> }> {
   const text = await readFile(join(ROOT, 'Dockerfile'), 'utf8');
   const m = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(text);
   if (!m) throw new Error("Dockerfile: no ENTRYPOINT [...] line to take the agent's Node flags from");
   const argv = JSON.parse(m[1]!) as string[];
   const end = argv.indexOf('/app/lastseen.mjs');
   if (end < 1) throw new Error(`Dockerfile: ENTRYPOINT ${m[1]} does not run /app/lastseen.mjs`);
-  return argv.slice(1, end);
+  const final = text.slice(text.lastIndexOf('\nFROM '));
+  const env = Object.fromEntries([...final.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((e) => [e[1]!, e[2]!]));
+  return { flags: argv.slice(1, end), env };
 }
 
 /** The agent's heap as its /metrics tells it (prom-client's default metrics), MiB. */
@@ -75,6 +78,8 @@ export interface FootprintFigures {
   channel: FootprintChannel;
   /** Node flags the agent ran with (the image's). */
   nodeFlags: string[];
+  /** Environment the image adds (Dockerfile ENV), as the agent ran with it. */
+  imageEnv: Record<string, string>;
   /** Parents the agent reports Healthy at the end (its NodeCheckpoint; the bench keeps only the last 5000 log lines). */
   healthy: number;
   /** Parents by state in the NodeCheckpoint at the end. */
@@ -97,6 +102,7 @@ async function setupFootprint(
   parents: number,
   channel: FootprintChannel,
   nodeFlags: string[],
+  env: Record<string, string>,
 ): Promise<{ agent: Proc; hbs: Heartbeat[]; ns: string; node: string }> {
   const kc = cp.kc();
   const ns = await createNamespace(kc, `fp${parents}${channel === 'lease' ? '' : `-${channel}`}`);
@@ -107,6 +113,7 @@ async function setupFootprint(
     node: process.execPath,
     bundle: currentBundle(),
     flags: nodeFlags,
+    env,
   });
   await readyAgent(agent);
   progress(`footprint: agent with ${parents} parents ready`);
@@ -154,7 +161,8 @@ export async function footprint(
   channel: FootprintChannel = 'lease',
 ): Promise<FootprintFigures[]> {
   // BENCH_AGENT_FLAGS adds Node flags for a profile (e.g. --heapsnapshot-signal=SIGUSR2, --trace-gc).
-  const nodeFlags = [...(await imageAgentFlags()), ...(process.env.BENCH_AGENT_FLAGS ?? '').split(' ').filter(Boolean)];
+  const image = await imageAgentRuntime();
+  const nodeFlags = [...image.flags, ...(process.env.BENCH_AGENT_FLAGS ?? '').split(' ').filter(Boolean)];
   const run = async (setups: Array<{ agent: Proc; hbs: Heartbeat[]; parents: number; node: string }>) => {
     progress('footprint: heartbeats running; measuring');
     await sleep(settleMs); // captures, Events and status writes of the first beats settle
@@ -198,6 +206,7 @@ export async function footprint(
         externalMiB: summarize(heaps[i]!.map((h) => h.external)),
         channel,
         nodeFlags,
+        imageEnv: image.env,
         healthy: ncs[i]!.states.Healthy ?? 0,
         states: ncs[i]!.states,
         captured: ncs[i]!.stored,
@@ -211,7 +220,7 @@ export async function footprint(
     await s.agent.stop();
   };
   if (concurrent) {
-    const setups = await Promise.all(counts.map(async (n) => ({ ...(await setupFootprint(cp, n, channel, nodeFlags)), parents: n })));
+    const setups = await Promise.all(counts.map(async (n) => ({ ...(await setupFootprint(cp, n, channel, nodeFlags, image.env)), parents: n })));
     try {
       return await run(setups);
     } finally {
@@ -220,7 +229,7 @@ export async function footprint(
   }
   const out: FootprintFigures[] = [];
   for (const n of counts) {
-    const s = { ...(await setupFootprint(cp, n, channel, nodeFlags)), parents: n };
+    const s = { ...(await setupFootprint(cp, n, channel, nodeFlags, image.env)), parents: n };
     try {
       out.push(...(await run([s])));
     } finally {
