@@ -40,6 +40,12 @@ LABEL org.opencontainers.image.title="lastseen" \
 WORKDIR /app
 COPY --from=build /src/dist/lastseen.mjs /src/dist/lastseen-heartbeat.mjs /app/
 ENV NODE_ENV=production
+# glibc's malloc gives each thread that allocates (libuv's pool: file reads, TLS) its own arena and
+# keeps what is freed there: at 200 parents beating every second the agent's RSS was 194 MiB with
+# 25-50 MiB of V8 heap in use; with two arenas 139 MiB, same code, same time (docs/footprint.md).
+# The release image (scripts/release-image.mjs) sets it the same way; the deploy bundle and the
+# chart run this image.
+ENV MALLOC_ARENA_MAX=2
 # No V8 compile cache (NODE_COMPILE_CACHE): the released image (scripts/release-image.mjs) is
 # assembled from packages for two architectures without running them, so it cannot make one, and
 # this file describes that image. Measured when it was here (issue 14): `agent --help` 0.22 -> 0.17 s

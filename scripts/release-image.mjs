@@ -410,6 +410,9 @@ async function main() {
         'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
         '--env',
         'NODE_ENV=production',
+        // As the Dockerfile: two malloc arenas (the agent's RSS at 200 parents, docs/footprint.md).
+        '--env',
+        'MALLOC_ARENA_MAX=2',
         ...Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
         '-t',
         `${repo}:${arch}`,

@@ -128,7 +128,11 @@ describe('release image', () => {
     const workdirs = [...dockerfile.matchAll(/^WORKDIR (\S+)$/gm)].map((m) => m[1]);
     for (const m of index.manifests) {
       const manifest = json<{ config: Descriptor; layers: Descriptor[] }>(blob(layout, m.digest));
-      const config = json<{ architecture: string; config: { User: string; Entrypoint: string[]; WorkingDir: string } }>(blob(layout, manifest.config.digest));
+      const config = json<{ architecture: string; config: { User: string; Entrypoint: string[]; WorkingDir: string; Env: string[] } }>(
+        blob(layout, manifest.config.digest),
+      );
+      // Every ENV of the Dockerfile's final stage (NODE_ENV, MALLOC_ARENA_MAX) is the release image's too.
+      for (const env of dockerfile.slice(dockerfile.lastIndexOf('\nFROM ')).matchAll(/^ENV (\S+=\S+)$/gm)) expect(config.config.Env).toContain(env[1]);
       expect(config.architecture).toBe(m.platform?.architecture);
       expect(config.config.Entrypoint).toEqual(entrypoint);
       expect(config.config.User).toBe(users.at(-1));
