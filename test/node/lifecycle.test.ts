@@ -87,12 +87,22 @@ function agentCopyImages(): string[] {
   return pod.spec.containers.map((c) => c.image);
 }
 
-/** Whether exactly one agent pod runs, on `image`, Ready, and the NodeCheckpoint has a report of it newer than `since`. */
+/** Every agent pod of the node: the DaemonSet's and its static copy (a mirror pod). */
+async function allAgentPods(): Promise<Pod[]> {
+  return JSON.parse(await tb.kubectl(['get', 'pods', '-n', NS, '-l', 'app.kubernetes.io/component=agent', '-o', 'json'])).items;
+}
+
+/**
+ * Whether the node runs `image` only: one DaemonSet pod, on it; the acting agent (the Ready one:
+ * the DaemonSet's pod or its static copy, whichever holds the node lock) on it, and no other agent
+ * on another image; and the NodeCheckpoint reported on after `since`.
+ */
 async function agentOn(image: string, since: number): Promise<boolean> {
-  const pods = await agentPods();
-  if (pods.length !== 1 || pods[0]?.metadata.deletionTimestamp) return false;
-  const [pod] = pods;
-  if (pod?.spec.containers[0]?.image !== image || !pod.status?.containerStatuses?.[0]?.ready) return false;
+  const ds = await agentPods();
+  if (ds.length !== 1 || ds[0]?.metadata.deletionTimestamp || ds[0]?.spec.containers[0]?.image !== image) return false;
+  const all = (await allAgentPods()).filter((p) => !p.metadata.deletionTimestamp);
+  if (all.some((p) => p.spec.containers[0]?.image !== image)) return false;
+  if (!all.some((p) => p.status?.containerStatuses?.[0]?.ready)) return false;
   const nc = await nodeCheckpoint();
   return Date.parse(nc.status?.observedAt ?? '') > since;
 }
@@ -114,7 +124,7 @@ function watchCoverage(): { stop: () => Promise<Watch> } {
       // Any parent's checkpoint manifest; the agent's own copy (lastseen-lastseen-system-*) is there always, by design.
       for (const f of existsSync(MANIFESTS) ? readdirSync(MANIFESTS) : []) if (f.startsWith('lastseen-') && !f.startsWith(`lastseen-${NS}-`)) w.active.add(f);
       try {
-        w.agentsReady.push((await agentPods()).filter((p) => p.status?.containerStatuses?.[0]?.ready).length);
+        w.agentsReady.push((await allAgentPods()).filter((p) => p.status?.containerStatuses?.[0]?.ready).length);
       } catch {
         w.agentsReady.push(-1);
       }
@@ -142,6 +152,10 @@ async function rollTo(image: string, what: string): Promise<{ seconds: number; n
   const seconds = await tb.waitFor(`the agent on ${image} (${what}), Ready and reporting`, 300, () => agentOn(image, t0), 500);
   await sleep(3000); // a few more samples with the new agent in charge
   const w = await watch.stop();
+  // Which of the two acts is a race (the DaemonSet's new pod and the copy restarted on the new spec
+  // both retry the node lock); a DaemonSet pod standing by is not Ready, which holds a rollout.
+  const acting = (await allAgentPods()).filter((p) => p.status?.containerStatuses?.[0]?.ready).map((p) => p.metadata.name);
+  log(`${what}: acting agent ${acting.join(', ')}`);
   const noReadyAgentS = (w.agentsReady.filter((n) => n < 1).length * 500) / 1000;
   log(`${what}: new agent reporting after ${seconds.toFixed(1)}s; ~${noReadyAgentS}s without a Ready agent; ${w.samples} samples`);
   return { seconds, noReadyAgentS, watch: w };
