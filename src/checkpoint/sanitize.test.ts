@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { capture, CaptureError, downwardValue } from './capture.js';
 import { memoryResolver, parentPod } from './fixtures.test-helpers.js';
-import { canonicalJson, SanitizeError, sanitize } from './sanitize.js';
+import { COPY_GRACE_SECONDS, canonicalJson, SanitizeError, sanitize } from './sanitize.js';
 
 const DIR = '/var/lib/lastseen/checkpoints/kube-system_kube-apiserver';
 const OPTS = { parentKey: 'kube-apiserver', node: 'node-a', checkpointDir: DIR };
@@ -76,6 +76,18 @@ describe('sanitize: spec', () => {
     expect(spec.hostNetwork).toBe(true);
     expect(spec.tolerations).toEqual([{ operator: 'Exists' }]);
     expect(volume(manifest, 'host-etc')).toEqual({ name: 'host-etc', hostPath: { path: '/etc/ssl', type: 'Directory' } });
+  });
+
+  it.each([
+    [undefined, COPY_GRACE_SECONDS],
+    [30, COPY_GRACE_SECONDS],
+    [2, 2],
+    [0, 0],
+  ])('a parent allowing itself %s s after SIGTERM gives its copy %s s (the parent waits for the ports)', (parentGrace, copyGrace) => {
+    const pod = parentPod();
+    if (parentGrace === undefined) delete pod.spec!.terminationGracePeriodSeconds;
+    else pod.spec!.terminationGracePeriodSeconds = parentGrace;
+    expect(sanitize(pod, OPTS).manifest.spec!.terminationGracePeriodSeconds).toBe(copyGrace);
   });
 
   it('keeps pod affinity but clears node affinity', () => {

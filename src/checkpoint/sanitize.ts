@@ -129,6 +129,25 @@ export function legacyManifestHash(manifest: V1Pod): string {
   return createHash('sha256').update(canonicalJson(manifest)).digest('hex');
 }
 
+/** Kubernetes' default terminationGracePeriodSeconds, for a pod that does not set it. */
+const DEFAULT_GRACE_SECONDS = 30;
+
+/**
+ * A copy is stopped only to give its parent the node back (or to be rewritten), and the parent
+ * cannot bind while the stopping copy still holds the ports: a kube-apiserver keeps them until it
+ * exits. So a copy gets at most this long after SIGTERM before the kubelet kills it, whatever its
+ * parent allows itself: a parent that started beside the stopping copy and failed its bind is
+ * restarted only after a back-off (and not at all by a kubelet that cannot reach an api-server,
+ * the v1.5 model), and a release hand-over loses that time. In-flight requests on the copy are
+ * cut after it; clients reconnect to the parent.
+ */
+export const COPY_GRACE_SECONDS = 5;
+
+/** The copy's terminationGracePeriodSeconds for a parent that allows itself `parent` (unset: 30). */
+export function copyGraceSeconds(parent: number | undefined): number {
+  return Math.min(parent ?? DEFAULT_GRACE_SECONDS, COPY_GRACE_SECONDS);
+}
+
 /** The specHash of a sanitized manifest: everything but the pod's identity (see the header). */
 export function hashManifest(manifest: V1Pod): string {
   const { name: _name, ownerReferences: _owner, annotations, ...meta } = manifest.metadata ?? {};
@@ -397,6 +416,7 @@ export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
     const { nodeAffinity: _dropped, ...rest } = spec.affinity;
     spec.affinity = Object.keys(rest).length > 0 ? rest : undefined;
   }
+  spec.terminationGracePeriodSeconds = copyGraceSeconds(spec.terminationGracePeriodSeconds);
 
   const annotations: Record<string, string> = {};
   for (const [key, value] of Object.entries(meta.annotations ?? {})) {

@@ -24,6 +24,7 @@ import { type BeatFolder, watchLocalBeats } from '../agent/observe/local-beats.j
 import { watchManifests } from '../agent/observe/manifests.js';
 import { localFileParent } from '../agent/parents.js';
 import { localBeatText } from '../channels/local.js';
+import { copyGraceSeconds } from '../checkpoint/sanitize.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { leaseName, manifestFile, parentId } from '../core/names.js';
 import type { ManifestFile } from '../core/manifest.js';
@@ -444,7 +445,8 @@ export class SimLastseen implements AgentProcess {
         this.work(T.actuatorMs + T.apiRttMs + w.net.toApiMs(node), () => {
           const pod = w.api.pods.get(info.uid);
           if (!w.api.reachableFrom(node) || !pod) throw new Error(pod ? 'api-server unreachable' : 'pod gone');
-          node.disk.checkpoints.set(p.id, { spec: pod.spec });
+          // The copy's own grace after SIGTERM, as production's sanitize writes it (COPY_GRACE_SECONDS).
+          node.disk.checkpoints.set(p.id, { spec: { ...pod.spec, gracePeriodMs: copyGraceSeconds(pod.spec.gracePeriodMs / 1000) * 1000 } });
           w.invariants.checkpointStored(node, p.key, pod.spec);
           w.log(node.name, 'agent', `captured ${p.id} generation ${pod.spec.generation} (${reason.message})`, p.key);
           return { specHash: pod.spec.hash };

@@ -135,9 +135,9 @@ export const NAMED: Record<string, ScenarioInput> = {
     faults: [
       { type: 'reboot', at: '3m', node: 'm1', down: '40s' },
       // Reboot + kubelet + agent + checkpoint start + relist: the hand-over begins about 80 s after
-      // the fault (4m20s) and the parent is Ready about 40 s later (its first bind fails on the
-      // draining copy's port): 4m45s is in the middle of it.
-      { type: 'agent-restart', at: '4m45s', node: 'm1' },
+      // the fault (4m20s) and the parent is Ready about 15 s later (the copy's 5 s grace ends
+      // before the parent binds): 4m28s is in the middle of it.
+      { type: 'agent-restart', at: '4m28s', node: 'm1' },
     ],
     focus: { node: 'm1', key: 'kube-apiserver' },
     expect: { served: true, parentServed: true },

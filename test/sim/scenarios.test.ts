@@ -43,10 +43,11 @@ describe('named scenarios under lastseen', () => {
     // A starting parent that shares the port takes its share of the connections while it is bound
     // but not Ready (measured on the real node): the gap is the api-server's bind-to-Ready, 1 s.
     for (const seed of seeds) expect(await gapAfterFirstServe('master-reboot-overlap', seed), `master-reboot-overlap seed ${seed}`).toBeLessThanOrEqual(1.5);
-    // The release hand-over of the same story leaves longer gaps: the measure above can fail.
+    // The release hand-over of the same story leaves a gap (the copy stops, then the parent binds
+    // and starts): the measure above can fail.
     const releaseGaps: number[] = [];
     for (const seed of seeds) releaseGaps.push(await gapAfterFirstServe('master-reboot', seed));
-    expect(Math.max(...releaseGaps)).toBeGreaterThan(30);
+    expect(Math.max(...releaseGaps)).toBeGreaterThan(10);
     // A spec that never becomes Ready and fails as it starts takes its share of the port for the
     // moment between its bind and its exit (1 s) at every start, before its verdict and after it:
     // the copy keeps sharing (no rewrite: that would cost the copy's 15 s drain and 15 s start).
