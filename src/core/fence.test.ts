@@ -140,6 +140,21 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     }
   });
 
+  it("never a sidecar that started over: unanswered rounds after the pod's Ready from before a reboot (its sequence went back) are no hang", () => {
+    // The pod keeps its uid across a power cut; the last Ready beat the agent reads at its start is
+    // the Lease written before it. The new sidecar counts from 1 while its process starts slowly.
+    for (const policy of [POLICY, overlap]) {
+      const h = fixtures(policy).Healthy!.state; // a Ready beat of POD, sequence well above 3
+      const r = feed(h, [
+        [3500, { type: 'beat', beat: beat('Starting', { unanswered: true, sequence: 1, renewTime: 'r1' }) }],
+        [4500, { type: 'beat', beat: beat('Starting', { unanswered: true, sequence: 2, renewTime: 'r2' }) }],
+        [5500, { type: 'beat', beat: beat('Starting', { unanswered: true, sequence: 3, renewTime: 'r3' }) }],
+      ]);
+      expect(kinds(r.actions)).not.toContain('fence');
+      expect(r.state.reason.code).not.toBe('ParentHung');
+    }
+  });
+
   it('never while fresh: an answered beat between two unanswered ones starts the count again', () => {
     const h = fixtures(POLICY).Healthy!.state;
     const r = feed(h, [

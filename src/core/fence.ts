@@ -39,6 +39,12 @@ export interface HangState {
   rounds: number;
   /** The parent's latest answered beat was this pod's Ready (a hang is a Ready process that stopped answering; null: none). */
   answeredBy: string | null;
+  /**
+   * That Ready beat's sequence. A beat of the same pod with a lower sequence comes from a sidecar
+   * that started over (a reboot, a restarted pod): its process is a new one, starting, whatever
+   * the pod's last Ready before it said (a Lease written before a power cut, read at the agent's start).
+   */
+  answeredSeq?: number;
   /** The copy started from the manifest as last written: its first beat (any phase) and first Ready beat. */
   copySeenAt: number | null;
   copyReadyAt: number | null;
@@ -72,11 +78,17 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
     // on its way up, and one that is slow to answer while it starts (a loaded node: seen on the
     // three-node test bed) is not fenced.
     h.answeredBy = b.phase === 'Ready' ? b.holderUid : null;
+    h.answeredSeq = b.sequence;
     if (b.phase === 'Ready') h.recoverBy = null;
     return false;
   }
-  // Only a process whose last answered beat was Ready hangs; one that never was is starting.
+  // Only a process whose last answered beat was Ready hangs; one that never was is starting, and so
+  // is one whose sidecar started over since that Ready (its sequence went back).
   if (h.answeredBy !== b.holderUid) return true;
+  if (h.answeredSeq !== undefined && b.sequence < h.answeredSeq) {
+    h.answeredBy = null;
+    return true;
+  }
   if (h.since === null || h.since.holderUid !== b.holderUid || b.sequence < h.since.sequence) {
     h.since = { holderUid: b.holderUid, at: now, sequence: b.sequence };
     h.rounds = 0;

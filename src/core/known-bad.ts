@@ -50,7 +50,7 @@ export function strikeFailedHandover(s: ParentState, now: number, actions: Actio
  */
 export function announceKnownBad(s: ParentState, now: number, actions: Action[]): void {
   const kb = s.knownBad!;
-  const sharing = sharesOnAfterVerdict(kb, s.exitWatch.readyAfterMs, OWN_SPEC_BIND_SLACK_MS);
+  const sharing = sharesOnAfterVerdict(kb, s.exitWatch.readyAfterMs, OWN_SPEC_BIND_SLACK_MS, copySharing(s));
   const ports = sharing ? ', its ports still shared (the spec fails as it starts: each try costs its share for a moment),' : ', its ports no longer shared,';
   const reason = R(
     'KnownBadSpec',
@@ -86,7 +86,8 @@ export function probationEnded(s: ParentState, now: number, actions: Action[]): 
  * without port sharing (and back with it once the spec changes or the verdict ends). Also while the
  * pod is unknown (an agent restarted with a persisted verdict, before its first pod list): sharing
  * again would let the bad spec bind, and undoing it costs a copy's restart. Not when the spec fails
- * as fast as it starts (sharesOnAfterVerdict): a rewrite would cost more than its tries.
+ * as fast as it starts, nor on a guess while a sharing copy runs (sharesOnAfterVerdict): a rewrite
+ * would cost more than its tries.
  */
 export function exclusiveCopy(s: ParentState, now: number): boolean {
   const kb = s.knownBad;
@@ -96,8 +97,13 @@ export function exclusiveCopy(s: ParentState, now: number): boolean {
     kb !== null &&
     holds(kb, now) &&
     (s.pod === null || s.pod.specHash === kb.specHash) &&
-    !sharesOnAfterVerdict(kb, s.exitWatch.readyAfterMs, OWN_SPEC_BIND_SLACK_MS)
+    !sharesOnAfterVerdict(kb, s.exitWatch.readyAfterMs, OWN_SPEC_BIND_SLACK_MS, copySharing(s))
   );
+}
+
+/** The copy runs now, from a manifest that shares its ports. */
+function copySharing(s: ParentState): boolean {
+  return s.checkpoint.active && s.checkpoint.exclusive !== true;
 }
 
 /** When the probation ends. */

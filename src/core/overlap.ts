@@ -8,8 +8,8 @@
 //   SO_REUSEPORT), and until the parent is Healthy again the hand-over is a release
 //   (`overlapFallback`).
 // Exits count only beside a copy started from the manifest as last written and seen Ready, never
-// while an exclusive copy ran or drained, and not across an api-server outage (a count reported
-// after one may be older than the copy).
+// while an exclusive copy ran or drained, and across an api-server outage only from a base listed
+// while that copy was Ready (a count reported after one may otherwise be older than the copy).
 //
 // Owns `ParentState.exitWatch`, `overlapFallback`, `checkpointPhase` and `checkpointHolder`. Pure:
 // times are the observer's monotonic milliseconds.
@@ -52,9 +52,16 @@ export function copyRewritten(s: ParentState, since: number | null): void {
   s.exitWatch = { notHolder: s.checkpointHolder, ready: false, base: null, since, readyAfterMs: null };
 }
 
-/** The api-server went or came back: exits reported now may have happened before the copy shared its ports. */
+/**
+ * The api-server went or came back. A base taken from a pod list while a copy that shares the
+ * ports was Ready stays good: every exit counted from it happened beside that copy (a rewrite or a
+ * retire starts the watch over, copyRewritten). Otherwise a count reported after the outage may be
+ * older than the copy, and nothing counts until a list gives a base. (A bad spec's bound share
+ * fails new connections, the agent's probe among them: on a single master each of its starts can
+ * look like a short outage, and forgetting the base then would lose every exit.)
+ */
 export function exitsUnknown(s: ParentState): void {
-  s.exitWatch.base = null;
+  if (!s.exitWatch.ready) s.exitWatch.base = null;
 }
 
 /**

@@ -87,11 +87,23 @@ describe('overlap: after a verdict the copy keeps sharing only when the held spe
     ['a run as long as the copy took to be Ready', 15_000, 15_000, true],
     ['a run within the slack beyond it', 19_000, 15_000, true],
     ['a run longer than that (it held its share while it limped)', 21_000, 15_000, false],
-    ['an unknown run', undefined, 15_000, false],
-    ["an unknown copy's time to Ready", 1_000, null, false],
   ] as const)('%s', (_what, ranMs, readyAfter, shares) => {
-    const v = strike(null, ranMs === undefined ? BAD : { ...BAD, lastExitRanMs: ranMs }, 1000, PROBATION.overlap);
+    const v = strike(null, { ...BAD, lastExitRanMs: ranMs }, 1000, PROBATION.overlap);
     expect(v.ranMs).toBe(ranMs);
-    expect(sharesOnAfterVerdict(v, readyAfter, 5_000)).toBe(shares);
+    expect(sharesOnAfterVerdict(v, readyAfter, 5_000, true)).toBe(shares);
+    expect(sharesOnAfterVerdict(v, readyAfter, 5_000, false)).toBe(shares);
+  });
+
+  it.each([
+    ['an unknown run', undefined, 15_000],
+    ["an unknown copy's time to Ready (an agent restarted since)", 1_000, null],
+    ['a verdict read back from the record (no run on it)', 'recovered', 15_000],
+  ] as const)('%s: the copy stays as it runs, sharing or not', (_what, ranMs, readyAfter) => {
+    const v =
+      ranMs === 'recovered'
+        ? recovered({ specHash: BAD.specHash, podUid: BAD.uid, strikes: 1, remainingMs: 60_000 }, 0, false, PROBATION.overlap)
+        : strike(null, ranMs === undefined ? BAD : { ...BAD, lastExitRanMs: ranMs }, 1000, PROBATION.overlap);
+    expect(sharesOnAfterVerdict(v, readyAfter, 5_000, true)).toBe(true);
+    expect(sharesOnAfterVerdict(v, readyAfter, 5_000, false)).toBe(false);
   });
 });

@@ -89,10 +89,13 @@ export function strike(
  * its exit, at most its run, at the kubelet's back-off (10 s doubling to 5 min). So the copy keeps
  * sharing when the failing run was no longer than the copy's own time to Ready plus `slackMs` (it
  * died while starting: bound for a moment at most), and is rewritten without sharing when the run
- * was longer (it held its share while it hung or limped) or its length is unknown.
+ * was longer (it held its share while it hung or limped). When either length is unknown (a run
+ * the kubelet did not time, a verdict or a copy from before an agent restart) the copy stays as it
+ * runs (`sharingNow`): a rewrite on a guess costs a copy's restart.
  */
-export function sharesOnAfterVerdict(v: Verdict, copyReadyAfterMs: number | null, slackMs: number): boolean {
-  return v.ranMs !== undefined && copyReadyAfterMs !== null && v.ranMs <= copyReadyAfterMs + slackMs;
+export function sharesOnAfterVerdict(v: Verdict, copyReadyAfterMs: number | null, slackMs: number, sharingNow: boolean): boolean {
+  if (v.ranMs === undefined || copyReadyAfterMs === null) return sharingNow;
+  return v.ranMs <= copyReadyAfterMs + slackMs;
 }
 
 /** The verdict holds now (its probation has not ended). */
