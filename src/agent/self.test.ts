@@ -1,5 +1,10 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { ManifestDir } from '../checkpoint/manifests.js';
+import { Store } from '../checkpoint/store.js';
 import { copyOfAgentPod, SelfCheckpoint } from './self.js';
 
 const agentPod = (args: string[]): V1Pod => ({
@@ -39,16 +44,21 @@ describe("the agent's own copy", () => {
 });
 
 describe('which pod the copy is captured from', () => {
-  const store = {} as never;
+  // Nothing here captures: the folders are never written and no api-server is asked.
+  const deps = {
+    store: new Store({ stateDir: join(tmpdir(), 'lastseen-self-test-state') }),
+    manifests: new ManifestDir({ dir: join(tmpdir(), 'lastseen-self-test-manifests') }),
+    kube: (): never => {
+      throw new Error('no api-server in these tests');
+    },
+    logger: pino({ level: 'silent' }),
+  };
   const self = () =>
     new SelfCheckpoint({
       node: 'n1',
       podName: 'lastseen-agent-old-n1',
       namespace: 'lastseen-system',
-      store,
-      manifests: store,
-      kube: () => store,
-      logger: store,
+      ...deps,
     });
   const labels = { 'app.kubernetes.io/name': 'lastseen', 'app.kubernetes.io/component': 'agent' };
   const dsPod = (name: string, extra: Partial<V1Pod['metadata']> = {}): V1Pod => ({
@@ -71,10 +81,7 @@ describe('which pod the copy is captured from', () => {
       node: 'n1',
       podName: 'lastseen-agent-abcde',
       namespace: 'lastseen-system',
-      store,
-      manifests: store,
-      kube: () => store,
-      logger: store,
+      ...deps,
     });
     const pods = [mirror, dsPod('lastseen-agent-abcde'), dsPod('lastseen-agent-other')];
     expect(pods.filter((p) => s.isOwnDaemonSetPod(p)).map((p) => p.metadata?.name)).toEqual(['lastseen-agent-abcde']);
