@@ -1,7 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { initialState } from './decide.js';
 import { POLICY } from './fixtures.test-helpers.js';
-import { holds, holdsPod, nextTry, PROBATION, PROBATION_INITIAL_MS, PROBATION_MAX_MS, probationMs, recovered, sharesOnAfterVerdict, strike } from './probation.js';
+import {
+  holds,
+  holdsPod,
+  nextTry,
+  PROBATION,
+  PROBATION_INITIAL_MS,
+  PROBATION_MAX_MS,
+  probationMs,
+  recovered,
+  sharesOnAfterVerdict,
+  strike,
+} from './probation.js';
 
 const BAD = { specHash: 'h-bad', uid: 'u2' };
 

@@ -112,7 +112,9 @@ describe('the chart', () => {
     // Two faults at different moments: two marks, each with its own label.
     const groups = byClass(svg, 'fault');
     expect(groups.map((g) => g.attrs['data-faults'])).toEqual(['0', '1']);
-    expect(byClass(groups[0]!, 'recovery')[0]!.text).toMatch(/^fault 0 reboot at 3m: unserved [\d.]+s; served \+[\d.]+s; parent (\+[\d.]+s|not within its window)$/);
+    expect(byClass(groups[0]!, 'recovery')[0]!.text).toMatch(
+      /^fault 0 reboot at 3m: unserved [\d.]+s; served \+[\d.]+s; parent (\+[\d.]+s|not within its window)$/,
+    );
   });
 
   it('faults at the same moment share one mark and one label', async () => {
