@@ -111,7 +111,7 @@ describe('Agent loop', () => {
     // CheckpointActivated once the manifest is written, not when the core decides to write it.
     expect(calls).toEqual(['capture:h-u1', 'readLive', 'activate', 'event:CheckpointActivated']);
     expect(agent.views()[0]!.state.checkpoint.active).toBe(true);
-    // The running copy's token lifetime is in the status (issue 17 item 4), and only while it runs.
+    // The running copy's token lifetime is in the status, and only while it runs.
     const expiry = (id: string) => (id === 'kube-system/kube-apiserver' ? '2026-01-02T03:10:00.000Z' : undefined);
     const active = buildStatus('n1', agent.views(), time.now(), Date.now(), [], expiry);
     expect(active.parents?.[0]?.tokensExpireAt).toBe('2026-01-02T03:10:00.000Z');

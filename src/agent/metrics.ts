@@ -77,7 +77,7 @@ export class AgentMetrics {
   });
   /**
    * 1 while a parent's declared interval is more than half the policy's window, so the agent judges
-   * it by twice that interval instead (the core's WindowBelowInterval; see src/core/decide.ts).
+   * it by twice that interval instead (the core's WindowBelowInterval; see src/core/freshness.ts).
    */
   readonly windowBelowInterval = new Gauge({
     name: 'lastseen_window_below_interval',

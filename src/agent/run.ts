@@ -301,7 +301,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     const a = agent;
 
     // After a reboot the loop's first question is whether an api-server answers (the reboot rule,
-    // src/core/decide.ts initialState): ask it once now, beside the policy's first read, so the
+    // src/core/boot.ts): ask it once now, beside the policy's first read, so the
     // checkpoints restored below are judged on the answer at once instead of after the observers'
     // first probe (about 0.5 s later on the real node). Never slower: that probe has the same timeout.
     const firstLook = boot.rebooted ? firstReadyz(kc) : null;

@@ -4,7 +4,7 @@
 // Promises: `onReachable(r)` is called only when the verdict changes. The first verdict comes from
 // the first probe, whatever it says: before it the agent already treats the api-server as
 // unreachable, so a first failure changes nothing but says that the api-server did not answer the
-// agent's first look (the evidence the reboot rule waits for, src/core/decide.ts initialState).
+// agent's first look (the evidence the reboot rule waits for, src/core/boot.ts).
 // Reachable -> unreachable needs `failureThreshold` consecutive failures; unreachable -> reachable
 // needs one success (an api-server answering /readyz 200 is proof enough; doubting it would only
 // delay the hand-back).

@@ -8,8 +8,8 @@
 // - An invalid one is refused: `onInvalid(errors)` once per distinct bad text, `isValid()` false,
 //   and the last good policy stays `current()`. The next good (or missing) observation always
 //   emits `onPolicy`, even if it equals the last good one, so the agent can set valid back to 1.
-// - No file, no ConfigMap (deleted, or never there): the LAST GOOD policy stays in force (issue 11:
-//   dropping to the built-in defaults silently lost overrides such as the api-server's
+// - No file, no ConfigMap (deleted, or never there): the LAST GOOD policy stays in force
+//   (dropping to the built-in defaults would silently lose overrides such as the api-server's
 //   `whenApiUnreachable: activate`); `onMissing` says so, once per disappearance, and `isMissing()`
 //   is true until a policy text is seen again. Only with no last good policy at all (none read
 //   since start and none given as `lastGood`, e.g. persisted by the agent) the built-in
