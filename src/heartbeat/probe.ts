@@ -57,7 +57,7 @@ export function makeProbe(spec: ProbeSpec, opts: ProbeOptions): Probe {
 }
 
 async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, insecure: boolean): Promise<ProbeResult> {
-  // node:https only for an https probe: loading TLS costs a sidecar about 6 MiB of RSS (issue 14).
+  // node:https only for an https probe: loading TLS costs a sidecar about 6 MiB of RSS.
   // getBuiltinModule, not an ES import: see src/kube/light-client.ts.
   const lib = url.protocol === 'https:' ? process.getBuiltinModule('node:https') : process.getBuiltinModule('node:http');
   return new Promise((resolve) => {

@@ -3,7 +3,7 @@
 // A probe of 127.0.0.1:PORT alone proves only that *somebody* answers. On the host network that can
 // be the parent's checkpoint: one still holding the port while the parent's process failed with
 // EADDRINUSE, or one sharing it (SO_REUSEPORT, the overlap hand-over) while the parent's process is
-// bound but not ready (issue 17). So a Ready beat needs both:
+// bound but not ready (seen on a real kubelet). So a Ready beat needs both:
 //
 //  (a) ownership: a listening socket on the port whose inode is an open file of a process this
 //      sidecar can see. With `shareProcessNamespace: true` those are exactly its own pod's
