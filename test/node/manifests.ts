@@ -287,7 +287,7 @@ export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[]
   ];
 }
 
-/** The probe port each shipped parent recipe (deploy/components/parent-*) assumes, and the test bed's. */
+/** The probe port each shipped parent recipe (each deploy/components/parent-kube-apiserver, -scheduler, -controller-manager) assumes, and the test bed's. */
 const RECIPE_PORTS: Record<(typeof RECIPE_PARENTS)[number], { shipped: number; testbed: (env: TestbedEnv) => number }> = {
   'kube-apiserver': { shipped: 6443, testbed: (env) => env.apiserverPort },
   'kube-scheduler': { shipped: 10259, testbed: () => SCHEDULER_PORT },
