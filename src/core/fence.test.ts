@@ -155,6 +155,19 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     }
   });
 
+  it('never a parent without a local channel: its sidecar reads fence requests only from the heartbeat folder', () => {
+    for (const policy of [POLICY, overlap]) {
+      const leaseOnly = { ...policy, channels: ['lease' as const] };
+      const h = fixtures(leaseOnly).Healthy!.state;
+      const r = feed(h, [
+        [2500, { type: 'beat', beat: hungBeat() }],
+        [3500, { type: 'beat', beat: hungBeat() }],
+        [4500, { type: 'beat', beat: hungBeat() }],
+      ]);
+      expect(kinds(r.actions)).not.toContain('fence');
+    }
+  });
+
   it('never while fresh: an answered beat between two unanswered ones starts the count again', () => {
     const h = fixtures(POLICY).Healthy!.state;
     const r = feed(h, [

@@ -197,6 +197,9 @@ export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]):
 
 /** Ask for the fence of pod `podUid` (once per FENCE_REPEAT_MS, after the action back-off when one failed). */
 function requestFence(s: ParentState, podUid: string, now: number, actions: Action[]): void {
+  // The fence request goes to the parent's sidecar through the node's heartbeat folder, which it
+  // reads only beside a local channel: a Lease-only parent could never answer (covered, not fenced).
+  if (!s.policy.channels.includes('local')) return;
   if (!fenceAllowed(s.hang, podUid, now) || !due(s, 'fence', now)) return;
   s.hang.fence = { podUid, at: now, killed: null };
   inFlight(s, 'fence', now);
