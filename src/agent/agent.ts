@@ -6,7 +6,7 @@
 // timers. A failing actuator never stops the loop; a throwing observer callback cannot reach it.
 // Assumes: one acting agent per node (see lock.ts); observers deliver only this node's objects.
 import type { Logger } from 'pino';
-import { beatFingerprint, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
+import { changedBeat, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
 import { type ManifestFile, manifestAgrees } from '../core/manifest.js';
 import { parentId } from '../core/names.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, Reason } from '../core/types.js';
@@ -448,7 +448,8 @@ export class Agent<P = unknown> implements ManifestSubject {
           A.readLive(e, a.channels).then((r): Input => {
             if ('unavailable' in r) return { type: 'confirmed', outcome: 'unavailable' };
             const cur = this.entries.get(e.id)?.state ?? e.state;
-            const changed = r.beats.find((b) => b.role === 'parent' && cur.seen[b.channel] !== beatFingerprint(b));
+            // Whether the beat changed is the core's judgement (freshness.ts), not the agent's.
+            const changed = changedBeat(cur, r.beats);
             return changed ? { type: 'confirmed', outcome: 'changed', beat: changed } : { type: 'confirmed', outcome: 'unchanged' };
           }),
         );
