@@ -69,7 +69,7 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
 }
 
 describe('Agent loop', () => {
-  it('an unprobed Ready (--probe none) is captured only once the pod status says Ready (issue 11, item 4)', async () => {
+  it('an unprobed Ready (--probe none) is captured only once the pod status says Ready', async () => {
     const { time, calls, agent, beat } = setup();
     const withStatus = (ready: 'True' | 'False') =>
       new Map([

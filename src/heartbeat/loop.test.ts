@@ -61,7 +61,7 @@ describe('runHeartbeatLoop', () => {
     expect(lease.beats).toHaveLength(6);
   });
 
-  it('every beat declares the interval of its round, which follows a changed interval (issue 11, item 1)', async () => {
+  it('every beat declares the interval of its round, which follows a changed interval', async () => {
     const clock = new FakeClock({ io: true });
     const lease = new Recorder('lease', clock);
     const { logger } = memoryLogger();

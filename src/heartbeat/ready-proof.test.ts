@@ -192,7 +192,7 @@ describe('proveReady', () => {
   });
 });
 
-describe('makeProbe with the ownership proof (issue 17)', () => {
+describe('makeProbe with the ownership proof', () => {
   async function serve(): Promise<number> {
     const server: Server = createServer((_q, r) => r.end('ok'));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));

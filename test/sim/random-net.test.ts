@@ -19,7 +19,7 @@ describe(`random network schedules, seeds ${FROM}..${TO}`, () => {
 describe('random network schedules that once failed', () => {
   // 1147, 2801: a first sighting's round was kept and the same round, arriving as a change on the
   // Lease, dropped as already seen: a Ready parent was taken for silent after a reboot
-  // (src/core/decide.ts observeBeat). 859: a 19 s beat first seen late in startupGrace (the
+  // (src/core/freshness.ts observeBeat). 859: a 19 s beat first seen late in startupGrace (the
   // model's sidecar also waited up to an interval before its first beat, which production does not).
   it.each([859, 1147, 2801])('seed %i holds every invariant', async (seed) => {
     const r = await runScenario(randomNetScenario(seed), { seed, keepLogs: false });

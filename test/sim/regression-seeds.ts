@@ -28,7 +28,7 @@ export interface RegressionSeed {
  *     n.bootId++; const down = n.bootId; …
  *     w.q.at(f.at + f.down, () => { if (n.bootId !== down) return; n.up = true; …
  *
- * handover-deadline (core / invariant, src/core/decide.ts HandingOver, src/sim/invariants.ts): after
+ * handover-deadline (core / invariant, src/core/handover.ts, src/sim/invariants.ts): after
  * a healthy kube-apiserver rollout, a hand-over runs to its full handoverTimeout (120 s) and the
  * new pod's first Ready beat is written at the very instant of the deadline (beats are periodic
  * from the hand-over's start, and 120 s is a multiple of the interval). The agent cannot have seen
@@ -39,7 +39,7 @@ export interface RegressionSeed {
  * re-activation by beats younger than that delay.
  */
 /*
- * reboot-rule-unheard (core, src/core/decide.ts initialState; found by the sweep of seeds 1..10000
+ * reboot-rule-unheard (core, src/core/boot.ts; found by the sweep of seeds 1..10000
  * once an api-server's port is bound only in its last second before Ready, src/sim/model.ts): the
  * reboot rule (no startupGrace after a reboot with no api-server) read "not heard from an
  * api-server yet" as "none answers". An agent killed right after the node came up started again

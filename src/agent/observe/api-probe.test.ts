@@ -153,7 +153,7 @@ describe('api-server probe', () => {
     expect(hits).toHaveLength(4);
   });
 
-  describe('calm periods (issue 14)', () => {
+  describe('calm periods', () => {
     async function calmSetup() {
       const time = new FakeTime();
       const { log } = await memoryLogger();
