@@ -10,8 +10,8 @@
 // - bad-rollout-overlap-30m: share of the 30 minutes after the rollout served (goal >= 99%); the
 //   same with the rollout as a surge (maxSurge 1, maxUnavailable 0) beside it.
 import { namedScenario, type RunResult, runScenario, withKubeletModel } from '../src/sim/index.js';
-import { parseScenario } from '../src/sim/schema.js';
 import { NAMED } from '../src/sim/scenarios.js';
+import { parseScenario } from '../src/sim/schema.js';
 import { type Summary, summarize } from './lib/util.js';
 
 type Strategy = 'lastseen' | 'kubelet-pods' | 'runtime-poll';

@@ -4,8 +4,8 @@
 // kube-apiserver, background subtracted (measured first, no lastseen process running).
 import { controlPlaneUp, delta } from './lib/cp.js';
 import { buildBundle, killAll, removeTemps } from './lib/procs.js';
-import { idleAgent } from './sections/apicost.js';
 import { fmt, progress, sleep, summarize, table } from './lib/util.js';
+import { idleAgent } from './sections/apicost.js';
 
 function arg(name: string, dflt: string): string {
   const i = process.argv.indexOf(name);

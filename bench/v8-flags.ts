@@ -10,8 +10,8 @@ import { execFileSync } from 'node:child_process';
 import { controlPlaneUp } from './lib/cp.js';
 import { createNamespace } from './lib/kube.js';
 import { agentArgs, buildBundle, killAll, lastseen, removeTemps, sampleProc, setClockTicks, tempDirs, writePolicy } from './lib/procs.js';
-import { readyAgent } from './sections/footprint.js';
 import { fmt, progress, ratio, sleep, summarize, table } from './lib/util.js';
+import { readyAgent } from './sections/footprint.js';
 
 /** `before:` prefixed variants run LASTSEEN_BENCH_BEFORE_BUNDLE (e.g. main's bundle) instead of the one built here. */
 const VARIANTS: Record<string, string[]> = {

@@ -13,8 +13,8 @@ import { ANNOTATION_SEQUENCE, leaseName, localBeatFile } from '../../src/core/na
 import { startHeartbeat } from '../../src/heartbeat/heartbeat.js';
 import type { Heartbeat } from '../../src/heartbeat/loop.js';
 import type { ControlPlane } from '../lib/cp.js';
-import { createNamespace, createParentPods } from '../lib/kube.js';
 import { ROOT } from '../lib/cp.js';
+import { createNamespace, createParentPods } from '../lib/kube.js';
 import { agentArgs, currentBundle, healthPortOf, lastseen, type Proc, type Runner, sampleProc, tempDirs, warmCompileCache, writePolicy } from '../lib/procs.js';
 import { progress, type Summary, sleep, summarize, waitFor } from '../lib/util.js';
 

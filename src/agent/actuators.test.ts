@@ -3,17 +3,17 @@
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { KubeClient } from '../kube/client.js';
 import { leaseWithBeat } from '../channels/lease.js';
-import { makeActuators, withoutPortSharing } from './actuators.js';
-import type { ParentView } from './agent.js';
-import type { V1Pod } from '@kubernetes/client-node';
 import { ManifestDir } from '../checkpoint/manifests.js';
 import { Store } from '../checkpoint/store.js';
 import { initialState } from '../core/decide.js';
+import type { KubeClient } from '../kube/client.js';
 import { defaultPolicy } from '../policy/policy.js';
+import { makeActuators, withoutPortSharing } from './actuators.js';
+import type { ParentView } from './agent.js';
 
 const NODE = 'n1';
 const beat = {

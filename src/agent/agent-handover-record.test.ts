@@ -5,9 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { FakeTime } from '../core/fake-time.test-helpers.js';
 import type { Beat, Phase } from '../core/types.js';
 import { parsePolicyText } from '../policy/policy.js';
-import { Agent, type Actuators } from './agent.js';
-import { type PodStatusLike, v1PodInfo } from './parents.js';
+import { type Actuators, Agent } from './agent.js';
 import { HandoverRecords, type HandoverStore } from './handovers.js';
+import { type PodStatusLike, v1PodInfo } from './parents.js';
 
 const policy = (() => {
   const r = parsePolicyText(

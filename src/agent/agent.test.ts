@@ -2,14 +2,14 @@
 // each action once, feeds results back, and follows wakeAt without real sleeps.
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { Beat, Phase } from '../core/types.js';
-import { parsePolicyText } from '../policy/policy.js';
 import type { RecoveredHandover } from '../core/decide.js';
-import { Agent, type Actuators, CollectRefusedError, type HandoverRecord, type LiveRead, podLastExit } from './agent.js';
-import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
-import { AgentMetrics } from './metrics.js';
+import type { Beat, Phase } from '../core/types.js';
 import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
+import { parsePolicyText } from '../policy/policy.js';
+import { type Actuators, Agent, CollectRefusedError, type HandoverRecord, type LiveRead, podLastExit } from './agent.js';
+import { AgentMetrics } from './metrics.js';
+import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { buildStatus } from './status.js';
 
 const policy = (() => {

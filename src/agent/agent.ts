@@ -9,9 +9,9 @@ import type { Logger } from 'pino';
 import { changedBeat, decide, handoverToPersist, initialState, type RecoveredHandover } from '../core/decide.js';
 import { type ManifestFile, manifestAgrees } from '../core/manifest.js';
 import { parentId } from '../core/names.js';
+import type { Clock, Timers } from '../core/time.js';
 import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, Reason } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
-import type { Clock, Timers } from '../core/time.js';
 import type { ManifestCheck, ManifestSubject } from './observe/manifests.js';
 
 export { type Clock, monotonicClock, realTimers, type Timers } from '../core/time.js';

@@ -21,8 +21,8 @@
 // Assumes: captures are only asked for by the core from a pod whose own beat said Ready (or that
 // the api-server reports Ready), so "stored" means "from a Ready pod".
 import type { Logger } from 'pino';
-import { classifyKubeError } from '../kube/errors.js';
 import type { Action } from '../core/types.js';
+import { classifyKubeError } from '../kube/errors.js';
 import type { Actuators, ParentView } from './agent.js';
 import type { AgentMetrics } from './metrics.js';
 

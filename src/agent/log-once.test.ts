@@ -11,11 +11,11 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { monotonicClock as realClock, realTimers } from '../core/time.js';
-import { Agent, type Actuators } from './agent.js';
-import { type PodStatusLike, v1PodInfo } from './parents.js';
+import { type Actuators, Agent } from './agent.js';
 import { AgentMetrics } from './metrics.js';
 import { probeApiServer } from './observe/api-probe.js';
 import type { FilePolicySource } from './observe/policy-source.js';
+import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { observerFeed } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
 

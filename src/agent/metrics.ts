@@ -1,9 +1,9 @@
 // Prometheus metrics of one agent. A registry per agent (not the global one) so tests and the
 // simulator can run several agents in one process.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { ParentStateName } from '../core/types.js';
-import type { ParentView } from './agent.js';
 import { VERSION } from '../version.js';
+import type { ParentView } from './agent.js';
 
 const STATES: ParentStateName[] = ['Pending', 'Healthy', 'Starting', 'Silent', 'Active', 'HandingOver', 'Orphaned'];
 /** Label values of the counters that alerts take `increase()` of (deploy/monitoring/rules.yaml). */

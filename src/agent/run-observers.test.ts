@@ -4,7 +4,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { localBeatText } from '../channels/local.js';
 import { FakeTime } from '../core/fake-time.test-helpers.js';
-import { Agent, type Actuators } from './agent.js';
+import { type Actuators, Agent } from './agent.js';
 import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { observerFeed } from './run-observers.js';
 

@@ -11,8 +11,8 @@ import {
   NODECHECKPOINT_VERSION,
   type NodeCheckpoint,
   type NodeCheckpointStatus,
-  newNodeCheckpoint,
   type NodeOwner,
+  newNodeCheckpoint,
   type ParentStatus,
   summarize,
 } from '../kube/nodecheckpoint-types.js';

@@ -4,12 +4,13 @@
 // A merge patch carries no resourceVersion, so the api-server applies it with its own retry and it
 // cannot 409; what remains is the pod being gone (404: nothing to create, the round fails) and the
 // api-server not answering (backoff within the round, fresh connection pool after repeats).
-import type { Beat } from '../core/types.js';
+
 import { ANNOTATION_HOLDER_UID, ANNOTATION_LAST_SEEN } from '../core/names.js';
-import type { BeatWriter, Clock } from './channel.js';
-import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, show, stringMap } from './fields.js';
+import type { Beat } from '../core/types.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
+import type { BeatWriter, Clock } from './channel.js';
+import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, show, stringMap } from './fields.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
 import { backoffMs } from './retry.js';
 

@@ -1,8 +1,9 @@
 // The ports the heartbeat loop owns: where beats go (a BeatWriter per channel) and where time comes
 // from (a Clock). Adapters (lease.ts, annotation.ts, local.ts, all in src/channels/) implement BeatWriter;
 // tests and the simulator supply their own Clock (clockOf over their Time).
-import type { Beat, Channel } from '../core/types.js';
+
 import { type Clock as MonotonicClock, sleep, systemTime, type Time } from '../core/time.js';
+import type { Beat, Channel } from '../core/types.js';
 
 export interface BeatWriter {
   readonly channel: Channel;

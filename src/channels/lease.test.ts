@@ -1,8 +1,8 @@
 import type { V1Lease } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { FakeTime as FakeClock } from '../core/fake-time.test-helpers.js';
 import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat } from '../core/types.js';
-import { FakeTime as FakeClock } from '../core/fake-time.test-helpers.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { beatFromLease, CONFLICTS_BEFORE_PATCH, LeaseChannel, type LeaseTarget, leaseWithBeat, MAX_UPDATE_RETRIES } from './lease.js';
 

@@ -19,10 +19,10 @@
 import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import { ANNOTATION_POLICY_PROBLEM, LABEL_MANAGED_BY, LABEL_NODE, LABEL_PARENT, LABEL_ROLE, leaseName, MANAGED_BY } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
-import type { BeatWriter, Clock } from './channel.js';
-import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, show, stringMap } from './fields.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
+import type { BeatWriter, Clock } from './channel.js';
+import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, show, stringMap } from './fields.js';
 import { backoffMs } from './retry.js';
 
 /** As the kubelet (maxUpdateRetries): enough to ride out a few conflicts, few enough to end a round quickly. */

@@ -8,8 +8,8 @@
 // the old beat or the new one, never half of one; `beatFromFile` still refuses truncated or
 // hand-edited files with a reason, because the folder is shared with every pod on the node.
 import { mkdir, rm } from 'node:fs/promises';
-import { writeFileAtomic } from '../checkpoint/atomic.js';
 import { join } from 'node:path';
+import { writeFileAtomic } from '../checkpoint/atomic.js';
 import { localBeatFile } from '../core/names.js';
 import type { Beat, Role } from '../core/types.js';
 import type { BeatWriter } from './channel.js';

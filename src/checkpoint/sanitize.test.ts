@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { capture, CaptureError, downwardValue } from './capture.js';
+import { CaptureError, capture, downwardValue } from './capture.js';
 import { memoryResolver, parentPod } from './fixtures.test-helpers.js';
 import { COPY_GRACE_SECONDS, canonicalJson, SanitizeError, sanitize } from './sanitize.js';
 

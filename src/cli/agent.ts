@@ -3,10 +3,10 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { pino } from 'pino';
-import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
-import { parseDuration } from '../policy/duration.js';
 import { API_FAILURE_THRESHOLD, API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS } from '../agent/observe/api-probe.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MANIFEST_DIR, DEFAULT_STATE_DIR, runAgent } from '../agent/run.js';
+import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
+import { parseDuration } from '../policy/duration.js';
 import { CliError, describeCause, EXIT, exitCodesHelp, usageError } from './errors.js';
 
 interface Flags {

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
 import { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
 import { PROBE_MODES, parseLabelsFile, register } from './heartbeat.js';
 
 describe('parseLabelsFile', () => {

@@ -4,16 +4,16 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { type Logger, pino } from 'pino';
+import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import { parentKey } from '../core/names.js';
 import type { Channel, Role } from '../core/types.js';
 import type { HeartbeatIdentity } from '../heartbeat/beat.js';
 import { startHeartbeat } from '../heartbeat/heartbeat.js';
-import { DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
-import { classifyKubeError } from '../kube/errors.js';
+import { parseProbe } from '../heartbeat/probe.js';
 import type { BeatClient } from '../kube/beat-client.js';
+import { classifyKubeError } from '../kube/errors.js';
 import { makeLightClient } from '../kube/light-client.js';
 import { loadEndpoint } from '../kube/light-config.js';
-import { parseProbe } from '../heartbeat/probe.js';
 import { parseDuration } from '../policy/duration.js';
 import { CliError, exitCodesHelp, usageError } from './errors.js';
 

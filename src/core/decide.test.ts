@@ -3,8 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { ACTION_TIMEOUT_MS } from './actions.js';
 import { CONFIRM_TIMEOUT_MS, decide, handoverToPersist, handoverWindowMs, initialState, judgingWindowMs, OWN_SPEC_BIND_SLACK_MS } from './decide.js';
-import { OVERLAP_EXITS_FOR_VERDICT, PROBATION } from './probation.js';
 import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
+import { OVERLAP_EXITS_FOR_VERDICT, PROBATION } from './probation.js';
 import { type Action, type Input, type ParentState, reasonText } from './types.js';
 
 const inputs: Record<string, () => Input> = {

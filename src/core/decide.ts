@@ -58,9 +58,9 @@ import { answerLiveRead, judgeSilence, silenceWake } from './silence.js';
 import { R } from './transitions.js';
 import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState } from './types.js';
 
-export { CONFIRM_RETRY_MS, CONFIRM_TIMEOUT_MS } from './silence.js';
 export { HANDOVER_ATTEMPTS_BEFORE_GROWTH, handoverJitter, handoverToPersist, handoverWindowMs, type RecoveredHandover } from './handover.js';
 export { OWN_SPEC_BIND_SLACK_MS } from './overlap.js';
+export { CONFIRM_RETRY_MS, CONFIRM_TIMEOUT_MS } from './silence.js';
 
 /** Bound on state-machine steps per call; each step changes state, so a few suffice. */
 const MAX_STEPS = 8;

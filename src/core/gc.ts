@@ -8,7 +8,7 @@
 // monotonic milliseconds.
 import { ask, succeeded } from './actions.js';
 import { enter, event, R } from './transitions.js';
-import type { Action, PodInfo, ParentState } from './types.js';
+import type { Action, ParentState, PodInfo } from './types.js';
 
 export function gcDue(s: ParentState, now: number): boolean {
   return s.apiReachable && s.pod === null && s.unscheduledSince !== null && now - s.unscheduledSince >= s.policy.gcGraceMs;

@@ -11,7 +11,7 @@
 import { OWN_SPEC_BIND_SLACK_MS } from './overlap.js';
 import { holds, holdsPod, nextTry, PROBATION, sharesOnAfterVerdict, strike } from './probation.js';
 import { event, holdNote, R, sameReason } from './transitions.js';
-import type { Action, PodInfo, ParentState } from './types.js';
+import type { Action, ParentState, PodInfo } from './types.js';
 
 /** The parent here still runs the spec that failed, and its probation has not ended (see ParentState.knownBad). */
 export function knownBad(s: ParentState, now: number): boolean {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { beat, fixtures, POD, POLICY } from './fixtures.test-helpers.js';
-import { announceFallback, copyRewritten, exitsUnknown, observeCopy, observeExits, OWN_SPEC_BIND_SLACK_MS, overlapStands } from './overlap.js';
+import { announceFallback, copyRewritten, exitsUnknown, OWN_SPEC_BIND_SLACK_MS, observeCopy, observeExits, overlapStands } from './overlap.js';
 import { OVERLAP_EXITS_FOR_VERDICT } from './probation.js';
 import type { Action, ParentState } from './types.js';
 

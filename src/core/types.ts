@@ -7,10 +7,10 @@
 // strings to the core: compared for equality only, never for age.
 import type { ParentPolicy } from '../policy/policy.js';
 import type { Channel } from '../policy/schema.js';
-import type { HangState } from './fence.js';
-import type { Verdict } from './probation.js';
 import type { BeatTrust } from './beats.js';
+import type { HangState } from './fence.js';
 import type { ManifestFile, ManifestLoss } from './manifest.js';
+import type { Verdict } from './probation.js';
 
 export type { Channel, ParentPolicy };
 

@@ -9,25 +9,25 @@
 // or the defaults (policy-file.ts), and it is re-read while the heartbeat runs.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Logger, pino } from 'pino';
-import type { Channel } from '../core/types.js';
 import { AnnotationChannel } from '../channels/annotation.js';
+import { type BeatWriter, type Clock, systemClock } from '../channels/channel.js';
+import { LeaseChannel, type LeaseTarget } from '../channels/lease.js';
+import { DEFAULT_HEARTBEAT_DIR, LocalChannel } from '../channels/local.js';
+import type { Channel } from '../core/types.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { makeLightClient } from '../kube/light-client.js';
 import { type EndpointSource, endpointFromKubeConfig, loadEndpoint } from '../kube/light-config.js';
-import { LeaseChannel, type LeaseTarget } from '../channels/lease.js';
 import { type ParentPolicy, type Policy, policyFor } from '../policy/policy.js';
 import { CHANNELS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import type { HeartbeatIdentity } from './beat.js';
-import { type BeatWriter, type Clock, systemClock } from '../channels/channel.js';
-import { DEFAULT_HEARTBEAT_DIR, LocalChannel } from '../channels/local.js';
-import { type Heartbeat, runSidecar } from './loop.js';
-import { POLICY_RELOAD_MS, PolicyFile, type PolicyOrigin } from './policy-file.js';
 import { type FenceDeps, fsFenceFiles } from './fence.js';
+import { type Heartbeat, runSidecar } from './loop.js';
 import { portOwnership } from './ownership.js';
+import { POLICY_RELOAD_MS, PolicyFile, type PolicyOrigin } from './policy-file.js';
 import { makeProbe, type Probe, parseProbe } from './probe.js';
 
-export type { HeartbeatIdentity } from './beat.js';
 export type { BeatWriter, Clock } from '../channels/channel.js';
+export type { HeartbeatIdentity } from './beat.js';
 export type { ChannelStats, Heartbeat } from './loop.js';
 
 /** Probes get 40% of the interval: the writes that follow need the rest. */

@@ -1,11 +1,11 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import type { BeatWriter } from '../channels/channel.js';
+import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 import type { Beat, Channel } from '../core/types.js';
 import type { HeartbeatIdentity, ProbeResult } from './beat.js';
-import type { BeatWriter } from '../channels/channel.js';
 import type { FenceFiles } from './fence.js';
 import { runHeartbeatLoop, runSidecar } from './loop.js';
-import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 
 const identity: HeartbeatIdentity = { namespace: 'kube-system', podName: 'api-1', podUid: 'u-1', key: 'kube-apiserver', node: 'n1', role: 'parent' };
 

@@ -15,9 +15,9 @@
 // startHeartbeat (heartbeat.ts) gives it the real channels, probe, folder and process killer; the
 // simulator gives it adapters over its model (src/sim/sidecar.ts).
 import type { Logger } from 'pino';
+import type { BeatWriter, Clock } from '../channels/channel.js';
 import type { Beat, Phase } from '../core/types.js';
 import { advance, type BeatCounter, choosePhase, type HeartbeatIdentity, nextBeat, type ProbeResult } from './beat.js';
-import type { BeatWriter, Clock } from '../channels/channel.js';
 import { type FenceDeps, FenceResponder } from './fence.js';
 
 export interface LoopOptions {

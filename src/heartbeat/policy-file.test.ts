@@ -1,13 +1,13 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import type { BeatWriter } from '../channels/channel.js';
+import { leaseWithBeat } from '../channels/lease.js';
+import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 import { ANNOTATION_POLICY_PROBLEM } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
-import { leaseWithBeat } from '../channels/lease.js';
 import type { HeartbeatIdentity } from './beat.js';
-import type { BeatWriter } from '../channels/channel.js';
 import { startHeartbeat } from './heartbeat.js';
 import { POLICY_RELOAD_MS } from './policy-file.js';
-import { FakeTime as FakeClock, settle } from '../core/fake-time.test-helpers.js';
 
 const identity: HeartbeatIdentity = { namespace: 'kube-system', podName: 'api-1', podUid: 'u-1', key: 'kube-apiserver', node: 'n1', role: 'parent' };
 const FILE = '/etc/lastseen/policy.yaml';

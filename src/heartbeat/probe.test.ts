@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { createServer as createTcpServer, type AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createTcpServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeProbe, parseProbe } from './probe.js';
 

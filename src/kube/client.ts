@@ -13,14 +13,15 @@
 //
 // Authentication stays client-node's (tokens, exec plugins, client certificates, impersonation);
 // only the dispatcher and the signal are replaced, in a middleware that runs after it.
+
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api, createConfiguration, KubeConfig, type RequestContext, ServerConfiguration } from '@kubernetes/client-node';
 import { Agent, type Dispatcher } from 'undici';
-import { existsSync } from 'node:fs';
 import type { BeatClient } from './beat-client.js';
 import { KubeConfigError } from './light-config.js';
 import { mergePatchOptions } from './patch.js';
-import { homedir } from 'node:os';
-import { delimiter, join } from 'node:path';
 
 /**
  * Sockets per client. A heartbeat sends one request per channel per beat; the agent a few watches

@@ -2,7 +2,7 @@
 // watch events, restart with backoff, 410, the silence watchdog, the connect timeout, bad input.
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { FakeTime, memoryLogger, settle as flush } from '../core/fake-time.test-helpers.js';
+import { FakeTime, settle as flush, memoryLogger } from '../core/fake-time.test-helpers.js';
 import { HttpStatusError, type InformerTransport, type KubeObject, makeInformer } from './informer.js';
 
 interface OpenWatch {

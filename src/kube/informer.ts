@@ -30,10 +30,10 @@
 // watch never reuses a socket that the stall left behind.
 import type { KubeConfig, V1ObjectMeta } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { classifyKubeError } from './errors.js';
-import { kubeGet, queryString, readBody } from './http.js';
 import { backoffMs } from '../core/backoff.js';
 import type { Clock, Timers } from '../core/time.js';
+import { classifyKubeError } from './errors.js';
+import { kubeGet, queryString, readBody } from './http.js';
 
 /**
  * Silence after which a watch is presumed stalled. The api-server bookmarks about every 60 s;

@@ -9,8 +9,8 @@ import {
   type PartialParentPolicyRaw,
   POLICY_API_VERSION,
   POLICY_KIND,
-  policyDocument,
   type PolicyDocumentOutput,
+  policyDocument,
   type Selector,
   type WhenApiUnreachable,
 } from './schema.js';

@@ -1,10 +1,10 @@
-export { namedScenario, NAMED, SCENARIO_NAMES } from './scenarios.js';
+export { formatSeedsSummary, percentileOrNever, runSeeds, type SeedsSummary, type Spread, seedsExitCode, spreadOf, summarizeRuns } from './distribution.js';
+export { KUBELET_MODEL_BY_NAME, KUBELET_MODELS, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
+export { parseSeedRange, randomNetScenario, randomScenario } from './random.js';
+export { type RunOptions, type RunResult, runScenario } from './run.js';
+export { NAMED, namedScenario, SCENARIO_NAMES } from './scenarios.js';
 export { parseScenario, parseScenarioText, type Scenario, type ScenarioInput, withKubeletModel } from './schema.js';
-export { KUBELET_MODELS, KUBELET_MODEL_BY_NAME, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
-export { runScenario, type RunOptions, type RunResult } from './run.js';
-export { formatTimeline, type TimelineEvent, timelineEvents, verdictLines } from './timeline.js';
-export { renderComparisonSvg, renderSvg } from './svg.js';
-export { randomNetScenario, randomScenario, parseSeedRange } from './random.js';
 export { measureSpeed } from './speed.js';
 export { STRATEGIES, type StrategyName } from './strategies.js';
-export { formatSeedsSummary, percentileOrNever, runSeeds, type SeedsSummary, seedsExitCode, type Spread, spreadOf, summarizeRuns } from './distribution.js';
+export { renderComparisonSvg, renderSvg } from './svg.js';
+export { formatTimeline, type TimelineEvent, timelineEvents, verdictLines } from './timeline.js';

@@ -3,8 +3,8 @@
 // violation injected into a large cluster where only a deadline (no event on the node) reveals it.
 import { describe, expect, it } from 'vitest';
 import { manifestFile } from '../core/names.js';
-import type { Violation } from './invariants.js';
 import { namedScenario, randomScenario, runScenario, SCENARIO_NAMES, STRATEGIES, withKubeletModel } from './index.js';
+import type { Violation } from './invariants.js';
 import { speedScenario } from './speed.js';
 import { type CheckMode, World } from './world.js';
 

@@ -10,11 +10,11 @@
 // tags whose next deadline has passed; re-checking any other tag would change nothing. `full`
 // re-checks every tag after every event (the reference), `verify` checks incrementally and
 // recomputes every skipped tag's inputs, throwing if one changed without a touch.
+
+import { manifestFile, parentId } from '../core/names.js';
 import { type ParentStateName, type Phase, type Reason, reasonText } from '../core/types.js';
-import { parentId } from '../core/names.js';
-import { manifestFile } from '../core/names.js';
-import { faultEnd } from './faults.js';
 import { judged, parentBoundMs, serveBoundMs, unservedBudgetMs } from './bounds.js';
+import { faultEnd } from './faults.js';
 import type { PodSpec, SimNode } from './model.js';
 import { T } from './model.js';
 import { parentServes, servedBy } from './outcome.js';

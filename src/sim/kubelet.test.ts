@@ -1,8 +1,8 @@
 // The kubelet models against the figures they were calibrated with (docs/simulator-kubelet.md):
 // each test reads the run's timeline the way one would read the real kubelet's log.
 import { describe, expect, it } from 'vitest';
-import { KUBELET_V1_36 } from './kubelet-model.js';
 import { namedScenario, parseScenario, runScenario, withKubeletModel } from './index.js';
+import { KUBELET_V1_36 } from './kubelet-model.js';
 import { NAMED } from './scenarios.js';
 import type { LogEntry } from './world.js';
 

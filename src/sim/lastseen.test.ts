@@ -3,8 +3,8 @@
 // and the collect actuator's live read.
 import { describe, expect, it } from 'vitest';
 import { parentId } from '../core/names.js';
-import { HANDOVER_FILE, type SimLastseen } from './lastseen.js';
 import { scheduleFaults } from './faults.js';
+import { HANDOVER_FILE, type SimLastseen } from './lastseen.js';
 import { parseScenario } from './schema.js';
 import { World } from './world.js';
 

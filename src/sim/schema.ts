@@ -4,12 +4,11 @@
 // the policy document's.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
-import { type ParentPolicy, parsePolicy } from '../policy/policy.js';
 import { parseDuration } from '../policy/duration.js';
+import { formatPath, type ParentPolicy, type PolicyError, parsePolicy } from '../policy/policy.js';
 import { MAX_DURATION_MS, MIN_INTERVAL_MS } from '../policy/schema.js';
-import { formatPath, type PolicyError } from '../policy/policy.js';
-import { API_SERVER } from './network.js';
 import { KUBELET_MODEL_BY_NAME, KUBELET_MODELS, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
+import { API_SERVER } from './network.js';
 
 export const SCENARIO_API_VERSION = 'lastseen.dev/v1alpha1';
 

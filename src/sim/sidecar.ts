@@ -25,12 +25,12 @@ import type { Beat, Channel, Role } from '../core/types.js';
 import type { HeartbeatIdentity, ProbeResult } from '../heartbeat/beat.js';
 import type { FenceDeps } from '../heartbeat/fence.js';
 import { runSidecar } from '../heartbeat/loop.js';
+import { fenceFolder } from './fence-folder.js';
 import type { KPod } from './kubelet.js';
 import { type SimNode, T } from './model.js';
 import { arrivalInOrder } from './network.js';
 import type { Scheduled } from './queue.js';
 import type { World } from './world.js';
-import { fenceFolder } from './fence-folder.js';
 
 /** The sidecar's own logs stay out of the timeline (the beats show in the agent's). */
 const SILENT = pino({ level: 'silent' });

@@ -5,15 +5,15 @@ import { type ParentState, type ParentStateName, type Reason, reasonText } from 
 import { ApiServer, type StoredBeat } from './apiserver.js';
 import { NodeClock } from './clock.js';
 import { Invariants } from './invariants.js';
-import { Network, NO_DELAY } from './network.js';
-import { Kubelet, type KPod } from './kubelet.js';
+import { type KPod, Kubelet } from './kubelet.js';
 import { AGENT_MANIFEST, type Manifest, ManifestFolder, type PodSpec, type SimNode, T } from './model.js';
+import { Network, NO_DELAY } from './network.js';
 import { Outcome } from './outcome.js';
 import { EventQueue, promiseCallbacksRun } from './queue.js';
 import { Rng } from './rng.js';
-import { type SidecarProcess, startSidecar } from './sidecar.js';
 import type { ParentDef, Scenario } from './schema.js';
-import { type AgentProcess, startAgentFor, type StrategyName } from './strategies.js';
+import { type SidecarProcess, startSidecar } from './sidecar.js';
+import { type AgentProcess, type StrategyName, startAgentFor } from './strategies.js';
 
 export type LogKind = 'fault' | 'kubelet' | 'core' | 'event' | 'agent' | 'api' | 'invariant';
 

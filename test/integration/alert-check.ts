@@ -12,7 +12,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { alertRules, promtool, type PromtoolResult, ROOT } from '../monitoring/promtool.js';
+import { alertRules, type PromtoolResult, promtool, ROOT } from '../monitoring/promtool.js';
 
 /** Each phase is held this many minutes (1 sample a minute): longer than the longest `for:` (10m). */
 export const PHASE_MINUTES = 12;

@@ -24,6 +24,8 @@ import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { localBeatText } from '../../src/channels/local.js';
+import { alertRules } from '../monitoring/promtool.js';
+import { dashboardQueries, evaluateAlerts, type Phase } from './alert-check.js';
 import {
   apiserverPort,
   appears,
@@ -41,8 +43,6 @@ import {
   transitions,
   watchFile,
 } from './fault-helpers.js';
-import { dashboardQueries, evaluateAlerts, type Phase } from './alert-check.js';
-import { alertRules } from '../monitoring/promtool.js';
 import { startApiserver, startEtcd, stopApiserver, stopEtcd, waitFor } from './harness.js';
 import { healthPort, type Proc } from './processes.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';

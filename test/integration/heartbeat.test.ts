@@ -13,11 +13,11 @@ import { fileURLToPath } from 'node:url';
 import { CoordinationV1Api, CoreV1Api, type V1Lease } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Role } from '../../src/core/types.js';
-import { startHeartbeat } from '../../src/index.js';
 import { beatFromPod } from '../../src/channels/annotation.js';
 import { beatFromLease } from '../../src/channels/lease.js';
 import { beatFromFile } from '../../src/channels/local.js';
+import type { Role } from '../../src/core/types.js';
+import { startHeartbeat } from '../../src/index.js';
 import { controlPlane, kubeConfigFor, kubectl, restartApiserver, useNamespace, waitFor } from './harness.js';
 
 const SIX_DIGITS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;

@@ -4,7 +4,7 @@
 // while the ConfigMap is gone, on its persisted last good policy, and the same ConfigMap comes
 // back). Each time `lastseen_policy_missing` returns to 0 and the NodeCheckpoint's PolicyValid
 // condition to True/Valid, so `LastseenPolicyMissing` stops once the operator has fixed it.
-import { readFile, writeFile, rm } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { NODECHECKPOINT_GROUP, NODECHECKPOINT_PLURAL, NODECHECKPOINT_VERSION, type NodeCheckpoint } from '../../src/kube/nodecheckpoint-types.js';

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { microTime } from '../../src/heartbeat/beat.js';
-import { summarize, type ParentStatus } from '../../src/kube/nodecheckpoint-types.js';
+import { type ParentStatus, summarize } from '../../src/kube/nodecheckpoint-types.js';
 import { controlPlane, kubectl, USER_NAME, useNamespace, waitFor } from './harness.js';
 import { type RunResult, runCommand } from './processes.js';
 

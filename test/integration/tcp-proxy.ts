@@ -12,7 +12,7 @@
  * rejects new ones at once (a connection-level outage); `accept()` ends that.
  * Assumes: loopback only, a handful of connections; not a performance tool.
  */
-import { createServer, type Server, type Socket, connect } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 export interface TcpProxy {
   /** The local port to point a client at. */

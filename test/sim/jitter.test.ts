@@ -4,8 +4,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { Beat } from '../../src/core/types.js';
-import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
 import { scheduleFaults } from '../../src/sim/faults.js';
+import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
 import { T } from '../../src/sim/model.js';
 import { World } from '../../src/sim/world.js';
 

@@ -3,8 +3,8 @@
 // client's requests to an api-server instance and that instance's answers and watch events.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
 import { scheduleFaults } from '../../src/sim/faults.js';
+import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
 import { World } from '../../src/sim/world.js';
 
 const CUT_AT = 180_000;

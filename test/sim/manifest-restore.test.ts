@@ -4,9 +4,9 @@
 // the copy again. The removal is made straight on the node disk (the scenario language has no
 // fault for it), with or without the folder's change notice (inotify).
 import { describe, expect, it } from 'vitest';
-import { parseScenario, runScenario } from '../../src/sim/index.js';
-import { scheduleFaults } from '../../src/sim/faults.js';
 import { manifestFile } from '../../src/core/names.js';
+import { scheduleFaults } from '../../src/sim/faults.js';
+import { parseScenario, runScenario } from '../../src/sim/index.js';
 import { World } from '../../src/sim/world.js';
 
 const app = { key: 'app', kind: 'app', policy: { window: '20s' } } as const;

@@ -2,11 +2,11 @@
 // next fault's) and over the whole run (unserved time, activations, hand-over attempts).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { formatTimeline, namedScenario, parseScenario, parseScenarioText, runScenario, timelineEvents } from '../../src/sim/index.js';
+import { manifestFile } from '../../src/core/names.js';
 import { scheduleFaults } from '../../src/sim/faults.js';
+import { formatTimeline, namedScenario, parseScenario, parseScenarioText, runScenario, timelineEvents } from '../../src/sim/index.js';
 import { AGENT_MANIFEST } from '../../src/sim/model.js';
 import { specFor, World } from '../../src/sim/world.js';
-import { manifestFile } from '../../src/core/names.js';
 
 const sum = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) * 10) / 10;
 

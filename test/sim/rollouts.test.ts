@@ -3,8 +3,8 @@
 // that never gets Ready, maxSurge creating the new pod before deleting the old one. Each test reads
 // the run's timeline and its serve lanes (who served each node, over time).
 import { describe, expect, it } from 'vitest';
-import { namedScenario, parseScenario, randomScenario, type RunResult, runScenario, type ScenarioInput } from '../../src/sim/index.js';
 import { scaled } from '../../src/sim/daemonset.js';
+import { namedScenario, parseScenario, type RunResult, randomScenario, runScenario, type ScenarioInput } from '../../src/sim/index.js';
 
 const FAULT_AT = 180_000;
 const MASTERS = ['m1', 'm2', 'm3'];

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
-import { World, type LogEntry } from '../../src/sim/world.js';
+import { type LogEntry, World } from '../../src/sim/world.js';
 
 const apiserver = { key: 'kube-apiserver', kind: 'apiserver', portSharing: true, policy: { whenApiUnreachable: 'activate', handover: 'overlap' } } as const;
 /** Window 20s, the sidecar beating every 19s: judged by 38s. */

@@ -11,8 +11,13 @@
 import fc from 'fast-check';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { Agent, type Actuators, type LiveRead } from '../../src/agent/agent.js';
+import { type Actuators, Agent, type LiveRead } from '../../src/agent/agent.js';
 import { leaseParent, localFileParent, type PodStatusLike, v1PodInfo } from '../../src/agent/parents.js';
+import { annotationPatch, beatFromPod } from '../../src/channels/annotation.js';
+import { type BeatResult, MAX_SEQUENCE } from '../../src/channels/fields.js';
+import { beatFromLease, leaseWithBeat } from '../../src/channels/lease.js';
+import { beatFromFile, LOCAL_BEAT_VERSION, localBeatText, MAX_BEAT_FILE_BYTES } from '../../src/channels/local.js';
+import { FakeTime } from '../../src/core/fake-time.test-helpers.js';
 import {
   ANNOTATION_HOLDER_UID,
   ANNOTATION_LAST_SEEN,
@@ -24,12 +29,7 @@ import {
   localBeatFile,
 } from '../../src/core/names.js';
 import type { Beat } from '../../src/core/types.js';
-import { type BeatResult, MAX_SEQUENCE } from '../../src/channels/fields.js';
-import { beatFromFile, LOCAL_BEAT_VERSION, localBeatText, MAX_BEAT_FILE_BYTES } from '../../src/channels/local.js';
-import { annotationPatch, beatFromPod } from '../../src/channels/annotation.js';
-import { beatFromLease, leaseWithBeat } from '../../src/channels/lease.js';
 import { parsePolicyText } from '../../src/policy/policy.js';
-import { FakeTime } from '../../src/core/fake-time.test-helpers.js';
 
 const RUNS = Number(process.env.LASTSEEN_FUZZ_RUNS ?? 2_000);
 const AGENT_RUNS = Math.max(20, Math.round(RUNS / 10));

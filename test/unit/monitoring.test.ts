@@ -10,14 +10,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
+import { CoverageWatch } from '../../src/agent/coverage.js';
+import { AgentMetrics } from '../../src/agent/metrics.js';
 import { HANDOVER_ATTEMPTS_BEFORE_GROWTH } from '../../src/core/decide.js';
+import { memoryLogger } from '../../src/core/fake-time.test-helpers.js';
+import { start } from '../../src/core/fixtures.test-helpers.js';
 import { WATCHDOG_MS } from '../../src/kube/informer.js';
 import { parseDuration } from '../../src/policy/duration.js';
 import { BUILTIN_DEFAULTS } from '../../src/policy/policy.js';
-import { CoverageWatch } from '../../src/agent/coverage.js';
-import { AgentMetrics } from '../../src/agent/metrics.js';
-import { memoryLogger } from '../../src/core/fake-time.test-helpers.js';
-import { start } from '../../src/core/fixtures.test-helpers.js';
 import { type AlertRule, alertRules, promtool, ROOT, RULES } from '../monitoring/promtool.js';
 
 const TESTS = `${ROOT}test/monitoring/rules.test.yaml`;

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { VERSION } from '../../src/version.js';
-import { kubectlPath, krewValidatorPath, ROOT, tool } from './release-tools.js';
+import { krewValidatorPath, kubectlPath, ROOT, tool } from './release-tools.js';
 
 let dir: string;
 let kubeconfig: string;

@@ -5,8 +5,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { probeApiServer } from './api-probe.js';
 import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
+import { probeApiServer } from './api-probe.js';
 
 type Mode = 'ok' | 'fail' | 'hang';
 let server: Server;

@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import type { InformerTransport } from '../../kube/informer.js';
 import { defaultPolicy, type Policy, type PolicyError, parsePolicyText } from '../../policy/policy.js';
-import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
 import { configMapPolicySource, filePolicySource, type LastGoodPolicy } from './policy-source.js';
 
 const head = 'apiVersion: lastseen.dev/v1alpha1\nkind: Policy\n';

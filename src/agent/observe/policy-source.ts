@@ -30,10 +30,10 @@
 import { readFile } from 'node:fs/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { every, type Periodic } from '../../core/time.js';
 import { type InformerTransport, type KubeObject, makeInformer } from '../../kube/informer.js';
 import { defaultPolicy, type Policy, type PolicyError, parsePolicyText } from '../../policy/policy.js';
 import type { Clock, Timers } from '../agent.js';
-import { every, type Periodic } from '../../core/time.js';
 
 export const POLICY_CONFIGMAP_NAME = 'lastseen-policy';
 export const POLICY_CONFIGMAP_KEY = 'policy.yaml';
