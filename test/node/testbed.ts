@@ -20,10 +20,21 @@ export const CONTROL_PLANE = ['kube-apiserver', 'kube-scheduler', 'kube-controll
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const log = (msg: string) => process.stderr.write(`testbed: ${msg}\n`);
 
-/** The failed checks of a /readyz body (`[-]etcd failed: …`), or its first line. */
+/** The failed checks of a /readyz body (`[-]etcd failed: …`), a Status's message, or its first line. */
 function failedChecks(body: string): string {
   const failed = body.split('\n').filter((l) => l.startsWith('[-]'));
-  return (failed.length ? failed.map((l) => l.replace(/: reason withheld$/, '')).join(' ') : (body.split('\n')[0] ?? '')).slice(0, 200);
+  if (failed.length)
+    return failed
+      .map((l) => l.replace(/: reason withheld$/, ''))
+      .join(' ')
+      .slice(0, 200);
+  try {
+    const status = JSON.parse(body) as { message?: unknown };
+    if (typeof status.message === 'string') return status.message.slice(0, 200);
+  } catch {
+    // not a Status
+  }
+  return (body.split('\n')[0] ?? '').slice(0, 200);
 }
 
 type ContainerStatus = { name: string; ready: boolean; state?: { running?: { startedAt?: string } } };
