@@ -82,32 +82,17 @@ export class SelfCheckpoint {
 
   constructor(private readonly d: SelfCheckpointDeps) {}
 
-  /** Set once this agent's own pod is seen as a mirror pod: this agent is the static copy. */
-  private runningAsCopy = false;
-
   /**
-   * Whether the copy is to be captured from this pod: the agent's own pod when it runs from its
-   * DaemonSet; when this agent is the copy itself (its own pod is a mirror pod: after a reboot, or
-   * when the DaemonSet's pod was replaced and the copy took the node lock), the DaemonSet's agent
-   * pod on this node. So a DaemonSet update reaches the copy too: the kubelet restarts the copy on
-   * the new spec, and the DaemonSet's new pod, retrying the node lock, takes it over. Without it
-   * the old copy acted on and the new pod stood by, never Ready (found upgrading on a real kubelet).
-   * Learns which agent it is from the pods it is shown (the caller passes every pod of the node).
+   * Whether the copy is to be captured from this pod: the agent's own pod, run from its DaemonSet
+   * (not its static copy's mirror pod). The static copy does not capture from the DaemonSet's pod:
+   * a copy captured by the copy could not reach the api-server (no service-account files), and on
+   * the real node the copy then took the node lock after a pod deletion and never handed the
+   * api-server back. So an agent upgrade does not yet reach a copy that holds the lock (a known
+   * limit, docs/install.md).
    */
   isOwnDaemonSetPod(pod: V1Pod): boolean {
     const md = pod.metadata ?? {};
-    if (md.namespace !== this.d.namespace || md.deletionTimestamp) return false;
-    if (md.annotations?.[MIRROR_ANNOTATION] !== undefined) {
-      if (md.name === this.d.podName) this.runningAsCopy = true;
-      return false;
-    }
-    if (md.name === this.d.podName) return true;
-    return (
-      this.runningAsCopy &&
-      isAgentCopy(md.labels) &&
-      pod.spec?.nodeName === this.d.node &&
-      (md.ownerReferences ?? []).some((o) => o.kind === 'DaemonSet' && o.controller !== false)
-    );
+    return md.name === this.d.podName && md.namespace === this.d.namespace && md.annotations?.[MIRROR_ANNOTATION] === undefined && !md.deletionTimestamp;
   }
 
   /** Capture and activate the agent's own copy from its pod, when the spec is new. */
