@@ -1,22 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { decide } from './decide.js';
 import { FENCE_REPEAT_MS, fenceFailed, fenceWakes, HANG_CONFIRM_ROUNDS, judgeFencedNotBack, judgeHang, observeFenced } from './fence.js';
-import { beat, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
-import type { Action, Input, ParentState } from './types.js';
+import { beat, feed, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
+import type { Action, Input } from './types.js';
 
 const overlap = { ...POLICY, handover: 'overlap' as const };
 const hungBeat = () => beat('Starting', { unanswered: true });
 const kinds = (as: Action[]) => as.map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
-
-function feed(s: ParentState, steps: Array<[number, Input]>) {
-  const actions: Action[] = [];
-  for (const [t, input] of steps) {
-    const d = decide(s, input, t);
-    actions.push(...d.actions);
-    s = d.state;
-  }
-  return { state: s, actions };
-}
 
 describe('fencing a hung parent (src/core/fence.ts)', () => {
   it('overlap: two unanswered rounds activate the checkpoint (ParentHung) and fence the hung process at once, not waiting for the copy', () => {

@@ -2,7 +2,7 @@
 // named state, so the tables test reachable states rather than hand-made ones.
 import type { ParentPolicy } from '../policy/policy.js';
 import { decide, initialState } from './decide.js';
-import type { Beat, Decision, Input, ParentState, Phase } from './types.js';
+import type { Action, Beat, Decision, Input, ParentState, Phase } from './types.js';
 
 export const POLICY: ParentPolicy = {
   intervalMs: 1000,
@@ -81,4 +81,15 @@ export function fixtures(policy: ParentPolicy = POLICY): Record<string, Run> {
     [63_000, { type: 'tick' }],
   ]);
   return { Pending: pending, Healthy: healthy, Starting: starting, Silent: silent, Active: active, HandingOver: handingOver, Orphaned: orphaned };
+}
+
+/** Drive decide() through `steps` and collect every action asked for on the way. */
+export function feed(s: ParentState, steps: Array<[number, Input]>): { state: ParentState; actions: Action[] } {
+  const actions: Action[] = [];
+  for (const [t, input] of steps) {
+    const d = decide(s, input, t);
+    actions.push(...d.actions);
+    s = d.state;
+  }
+  return { state: s, actions };
 }

@@ -1,21 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { decide } from './decide.js';
-import { fixtures } from './fixtures.test-helpers.js';
+import { feed, fixtures } from './fixtures.test-helpers.js';
 import type { ManifestFile } from './manifest.js';
-import type { Action, Input, ParentState } from './types.js';
+import type { Action, Input } from './types.js';
 
 const kinds = (as: Action[]) => as.map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
 const events = (as: Action[]) => as.filter((a): a is Extract<Action, { type: 'event' }> => a.type === 'event');
-
-function feed(s: ParentState, steps: Array<[number, Input]>) {
-  const actions: Action[] = [];
-  for (const [t, input] of steps) {
-    const d = decide(s, input, t);
-    actions.push(...d.actions);
-    s = d.state;
-  }
-  return { state: s, actions };
-}
 
 const seen = (file: ManifestFile): Input => ({ type: 'manifest', file });
 
