@@ -51,4 +51,9 @@ export class LastGoodPolicyFile {
     this.writing = next;
     return next.then(() => undefined);
   }
+
+  /** Resolves once every save asked for so far has ended (written or failed). Never rejects. */
+  async settled(): Promise<void> {
+    await this.writing.catch(() => undefined);
+  }
 }

@@ -113,5 +113,12 @@ export async function startPolicy(w: PolicyWiring): Promise<PolicySource> {
     }
   }
   agent.setPolicy(source.current());
+  // Stopping the source also waits for a last good policy still being written, so nothing
+  // touches the state folder once stop() has resolved (a shutdown, a test removing the folder).
+  const stopSource = source.stop.bind(source);
+  source.stop = async () => {
+    await stopSource();
+    await lastGoodFile.settled();
+  };
   return source;
 }
