@@ -12,7 +12,7 @@ import { Store } from '../checkpoint/store.js';
 import { initialState } from '../core/decide.js';
 import type { KubeClient } from '../kube/client.js';
 import { defaultPolicy } from '../policy/policy.js';
-import { makeActuators, withoutPortSharing } from './actuators.js';
+import { MAX_EVENT_BACKLOG, makeActuators, withoutPortSharing } from './actuators.js';
 import type { ParentView } from './agent.js';
 
 const NODE = 'n1';
@@ -169,5 +169,60 @@ describe('retire', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('events during an outage', () => {
+  it('are kept while the api-server does not answer and sent in order, with the time they were decided, once it does; a refused one is dropped', async () => {
+    const sent: Array<{ reason: string; at: string }> = [];
+    let answer: 'timeout' | 'ok' = 'timeout';
+    const pooled = client(async () => lease);
+    (pooled as unknown as { core: object }).core = {
+      createNamespacedEvent: async ({ body }: { body: { reason: string; firstTimestamp: Date } }) => {
+        if (answer === 'timeout') return timeout();
+        if (body.reason === 'Refused') throw Object.assign(new Error('unprocessable'), { code: 422 });
+        sent.push({ reason: body.reason, at: body.firstTimestamp.toISOString() });
+        return {};
+      },
+    };
+    let wall = Date.parse('2026-01-01T00:00:00Z');
+    const a = makeActuators({ node: NODE, instance: 'agent', ...unused, kube: () => pooled, logger: pino({ level: 'silent' }), wallNow: () => wall });
+    const ev = (reason: string) => ({ type: 'event' as const, eventType: 'Normal' as const, reason, message: reason });
+    await a.event(parent, ev('CheckpointActivated'));
+    wall += 1000;
+    await a.event(parent, ev('Refused'));
+    wall += 1000;
+    await a.nodeEvent(ev('PolicyMissing'));
+    expect(sent).toEqual([]);
+    answer = 'ok';
+    await a.flushEvents();
+    expect(sent).toEqual([
+      { reason: 'CheckpointActivated', at: '2026-01-01T00:00:00.000Z' },
+      { reason: 'PolicyMissing', at: '2026-01-01T00:00:02.000Z' },
+    ]);
+    // Nothing is sent twice.
+    await a.flushEvents();
+    await a.event(parent, ev('CheckpointRetired'));
+    expect(sent.map((s) => s.reason)).toEqual(['CheckpointActivated', 'PolicyMissing', 'CheckpointRetired']);
+  });
+
+  it(`keep at most ${MAX_EVENT_BACKLOG}, the newest`, async () => {
+    const sent: string[] = [];
+    let down = true;
+    const pooled = client(async () => lease);
+    (pooled as unknown as { core: object }).core = {
+      createNamespacedEvent: async ({ body }: { body: { message: string } }) => {
+        if (down) return timeout();
+        sent.push(body.message);
+        return {};
+      },
+    };
+    const a = makeActuators({ node: NODE, instance: 'agent', ...unused, kube: () => pooled, logger: pino({ level: 'silent' }) });
+    for (let i = 0; i < MAX_EVENT_BACKLOG + 5; i++) await a.event(parent, { type: 'event', eventType: 'Normal', reason: 'R', message: `m${i}` });
+    down = false;
+    await a.flushEvents();
+    expect(sent.length).toBe(MAX_EVENT_BACKLOG);
+    expect(sent[0]).toBe('m5');
+    expect(sent.at(-1)).toBe(`m${MAX_EVENT_BACKLOG + 4}`);
   });
 });

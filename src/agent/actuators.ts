@@ -154,7 +154,14 @@ export interface EventTarget {
   namespace: string;
 }
 
-export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & { nodeEvent(e: Extract<Action, { type: 'event' }>, about?: EventTarget): Promise<void> } {
+/** Events kept while the api-server does not answer, sent in order once it does; the oldest go first when full. */
+export const MAX_EVENT_BACKLOG = 100;
+
+export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
+  nodeEvent(e: Extract<Action, { type: 'event' }>, about?: EventTarget): Promise<void>;
+  /** Send the Events kept during an outage (called when the api-server is reachable again). */
+  flushEvents(): Promise<void>;
+} {
   const wallNow = d.wallNow ?? Date.now;
   const kube = (what: string): KubeClient => {
     const k = d.kube();
@@ -172,6 +179,9 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & { nodeEvent(e
         d.logger.warn({ parent: p.id, file, err: (e as Error).message }, "could not remove the retired checkpoint's heartbeat file");
     }
   };
+  const backlog: Array<{ namespace: string; prefix: string; body: CoreV1Event; kept?: boolean }> = [];
+  let flushing: Promise<void> | null = null;
+
   return {
     async capture(p, info) {
       const pod = p.pod;
@@ -284,11 +294,11 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & { nodeEvent(e
       if (about) await recordEvent(about.namespace, 'lastseen', about, e);
       else await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
+    flushEvents,
   };
 
   async function recordEvent(namespace: string, prefix: string, involved: CoreV1Event['involvedObject'], e: Extract<Action, { type: 'event' }>): Promise<void> {
-    const k = d.kube();
-    if (!k) return; // Events are best effort; the log has the same line
+    if (!d.kube()) return; // no api-server client at all: the log has the same line
     const now = new Date(wallNow());
     const body: CoreV1Event = {
       metadata: { generateName: `${prefix}.`, namespace, labels: { 'app.kubernetes.io/managed-by': 'lastseen', 'lastseen.dev/node': d.node } },
@@ -303,10 +313,45 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & { nodeEvent(e
       lastTimestamp: now,
       count: 1,
     };
-    try {
-      await k.core.createNamespacedEvent({ namespace, body });
-    } catch (err) {
-      d.logger.warn({ target: `${namespace}/${prefix}`, reason: e.reason, err: classifyKubeError(err, `event ${e.reason}`).message }, 'event not recorded');
+    backlog.push({ namespace, prefix, body });
+    if (backlog.length > MAX_EVENT_BACKLOG) {
+      const dropped = backlog.splice(0, backlog.length - MAX_EVENT_BACKLOG);
+      for (const x of dropped)
+        d.logger.warn({ target: `${x.namespace}/${x.prefix}`, reason: x.body.reason }, 'event not recorded: too many kept while the api-server did not answer');
     }
+    await flushEvents();
+  }
+
+  // The Events an outage kept back (the activation of a master rebooting is decided while its
+  // api-server is down): sent in order, with the time they were decided, once the api-server
+  // answers. A refusal (invalid, forbidden) drops that one Event; no answer keeps them all.
+  async function sendBacklog(): Promise<void> {
+    while (backlog.length > 0) {
+      const k = d.kube();
+      if (!k) return;
+      const x = backlog[0]!;
+      try {
+        await k.core.createNamespacedEvent({ namespace: x.namespace, body: x.body });
+      } catch (err) {
+        const why = classifyKubeError(err, `event ${x.body.reason}`);
+        if (why.kind === 'unreachable') {
+          if (!x.kept)
+            d.logger.warn(
+              { target: `${x.namespace}/${x.prefix}`, reason: x.body.reason, err: why.message },
+              'event not recorded yet; kept until the api-server answers',
+            );
+          x.kept = true;
+          return;
+        }
+        d.logger.warn({ target: `${x.namespace}/${x.prefix}`, reason: x.body.reason, err: why.message }, 'event not recorded');
+      }
+      backlog.shift();
+    }
+  }
+  function flushEvents(): Promise<void> {
+    flushing ??= sendBacklog().finally(() => {
+      flushing = null;
+    });
+    return flushing;
   }
 }

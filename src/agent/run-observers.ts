@@ -30,6 +30,8 @@ export interface ObserverWiring {
   kubeConfig: KubeConfig;
   /** Called when the api-server is judged unreachable (the caller drops its connection pool). */
   onUnreachable(): void;
+  /** Called when the api-server is judged reachable again (the caller sends the Events it kept). */
+  onReachable?(): void;
   pokeStatus(): void;
   heartbeatDir?: string;
   /** The kubelet's folder as the manifest observer reads it (src/agent/observe/manifests.ts). */
@@ -253,6 +255,7 @@ export function startObservers(w: ObserverWiring): Observers {
     onVerdict: (ok) => {
       metrics.apiReachable.set(ok ? 1 : 0);
       if (!ok) w.onUnreachable();
+      else w.onReachable?.();
     },
     beforePublish: () => {
       const own = pods.list().find((p) => w.self.isOwnDaemonSetPod(p));

@@ -355,6 +355,8 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
         kube.close();
         kube = makeKubeClient(kc, { requestTimeoutMs: AGENT_REQUEST_TIMEOUT_MS });
       },
+      // Events decided while the api-server did not answer (an activation at boot) go out now.
+      onReachable: () => void unwatched.flushEvents(),
       pokeStatus: () => status.poke(),
       log,
       clock,

@@ -105,12 +105,18 @@ describe('garbage collection and an api-server outage', () => {
       // The deadline that fell inside the outage did not collect: it had to wait for the return.
       if (deadline > downFrom + 200) expect(goneAt).toBeGreaterThan(downUntil);
     }
-    // The activation of a parent whose pod was gone is recorded as an Event (cluster-scoped
-    // NodeCheckpoint, so in `default`), not refused with HTTP 422.
-    const events = await core.listNamespacedEvent({ namespace: 'default' });
+    // The collection of a parent whose pod was gone is recorded as an Event (cluster-scoped
+    // NodeCheckpoint, so in `default`), not refused with HTTP 422. One decided as the kill began
+    // is kept by the agent and sent once the api-server answers again.
     for (const c of cases) {
-      const mine = events.items.filter((e) => e.involvedObject.kind === 'NodeCheckpoint' && e.involvedObject.name === c.s!.node).map((e) => e.reason);
-      expect(mine, `${c.name}: Events about NodeCheckpoint ${c.s!.node}`).toContain('CheckpointCollected');
+      const reasons = async () =>
+        (await core.listNamespacedEvent({ namespace: 'default' })).items
+          .filter((e) => e.involvedObject.kind === 'NodeCheckpoint' && e.involvedObject.name === c.s!.node)
+          .map((e) => e.reason);
+      await waitFor(async () => (await reasons()).includes('CheckpointCollected') || undefined, {
+        timeoutMs: 20_000,
+        what: `${c.name}: a CheckpointCollected Event about NodeCheckpoint ${c.s!.node}`,
+      });
     }
     await Promise.all(cases.map((c) => c.s!.agent.stop()));
   }, 240_000);
