@@ -2,11 +2,15 @@
 // DaemonSet pod, so the agent keeps a copy of itself permanently in the kubelet's static-pod
 // folder: it comes back as a static pod first, and the node lock (lock.ts) keeps the DaemonSet pod
 // as a standby while the copy acts. This copy is outside the decision core: it is never silent,
-// never handed over and never collected; it is refreshed whenever the agent's own pod spec changes.
+// never handed over and never collected; it is refreshed whenever the agent's own pod spec (or the
+// data it mounts) changes, and while the copy itself acts it follows the DaemonSet's pod, so an
+// update of the DaemonSet reaches it.
+import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { capture } from '../checkpoint/capture.js';
+import { capture, type DataResolver } from '../checkpoint/capture.js';
 import type { ManifestDir } from '../checkpoint/manifests.js';
+import { hashManifest, sanitize } from '../checkpoint/sanitize.js';
 import type { Store } from '../checkpoint/store.js';
 import { parentId, parentKey } from '../core/names.js';
 import type { KubeClient } from '../kube/client.js';
@@ -23,6 +27,31 @@ export interface SelfCheckpointDeps {
   kube: () => KubeClient;
   logger: Logger;
   wallNow?: () => number;
+  /** Reads what the copy mounts (Secrets, ConfigMaps, tokens); by default through `kube()`. */
+  resolver?: () => DataResolver;
+}
+
+/**
+ * On the copy's manifest: a hash of the data the copy mounts, its service-account tokens left out
+ * (copyDataHash). A running copy's containers bind-mount its folder, and a store save swaps that
+ * folder for a new one and deletes the old: the running copy would be left on a deleted folder,
+ * without its service-account token and ca.crt, unless the kubelet restarts it, which it does
+ * only when the manifest changes. So the manifest changes whenever the data does, and a capture
+ * whose data differs only in its tokens (minted anew on every capture; the token refresher renews
+ * them in place) is not saved at all.
+ */
+export const ANNOTATION_COPY_DATA = 'lastseen.dev/copy-data';
+
+/** sha256 over the captured entries (path and bytes, sorted by path) but the tokens at `tokenPaths`. */
+export function copyDataHash(data: ReadonlyMap<string, Buffer>, tokenPaths: ReadonlySet<string>): string {
+  const h = createHash('sha256');
+  for (const path of [...data.keys()].sort()) {
+    if (tokenPaths.has(path)) continue;
+    const bytes = data.get(path) as Buffer;
+    h.update(`${JSON.stringify(path)} ${bytes.length}\n`);
+    h.update(bytes);
+  }
+  return h.digest('hex');
 }
 
 /** The parent id under which the agent keeps its own copy, derived from its pod (DaemonSet name). */
@@ -82,20 +111,43 @@ export class SelfCheckpoint {
 
   constructor(private readonly d: SelfCheckpointDeps) {}
 
+  /** The copy's own id once this agent has seen its own pod as a mirror pod: it is the static copy. */
+  private copyOf: string | null = null;
+
   /**
-   * Whether the copy is to be captured from this pod: the agent's own pod, run from its DaemonSet
-   * (not its static copy's mirror pod). The static copy does not capture from the DaemonSet's pod:
-   * a copy captured by the copy could not reach the api-server (no service-account files), and on
-   * the real node the copy then took the node lock after a pod deletion and never handed the
-   * api-server back. So an agent upgrade does not yet reach a copy that holds the lock (a known
-   * limit, docs/install.md).
+   * Whether the copy is to be captured from this pod: the agent's own pod when it runs from its
+   * DaemonSet; when this agent is the copy itself (its own pod is a mirror pod: after a reboot, or
+   * when the DaemonSet's pod was replaced and the copy took the node lock), the DaemonSet's agent
+   * pod on this node that the copy is a copy of (same id). So a DaemonSet update reaches the copy
+   * too: the kubelet restarts the copy on the new spec, and the DaemonSet's new pod, retrying the
+   * node lock, takes over. Without it the old copy acted on and the new pod stood by, never Ready
+   * (found upgrading on a real kubelet). Learns which agent it is from the pods it is shown (the
+   * caller passes every pod of the node).
    */
   isOwnDaemonSetPod(pod: V1Pod): boolean {
     const md = pod.metadata ?? {};
-    return md.name === this.d.podName && md.namespace === this.d.namespace && md.annotations?.[MIRROR_ANNOTATION] === undefined && !md.deletionTimestamp;
+    if (md.namespace !== this.d.namespace || md.deletionTimestamp) return false;
+    if (md.annotations?.[MIRROR_ANNOTATION] !== undefined) {
+      if (md.name === this.d.podName) this.copyOf = selfId(pod);
+      return false;
+    }
+    if (md.name === this.d.podName) return true;
+    return (
+      this.copyOf !== null &&
+      isAgentCopy(md.labels) &&
+      pod.spec?.nodeName === this.d.node &&
+      (md.ownerReferences ?? []).some((o) => o.kind === 'DaemonSet' && o.controller !== false) &&
+      selfId(pod) === this.copyOf
+    );
   }
 
-  /** Capture and activate the agent's own copy from its pod, when the spec is new. */
+  /**
+   * Capture the agent's own copy from `pod` and keep it stored and active, when the pod's spec is
+   * one not looked at yet. The copy on disk is rewritten only when its manifest (spec, or the data
+   * it mounts: ANNOTATION_COPY_DATA) changes; then the kubelet restarts the copy on the new folder.
+   * The copy carries what the pod mounts, the service account's token, ca.crt and namespace
+   * included (the parent capture path: the `kube-api-access` volume becomes a folder of the copy).
+   */
   async refresh(pod: V1Pod): Promise<void> {
     if (this.busy || !this.isOwnDaemonSetPod(pod)) return;
     this.busy = true;
@@ -104,16 +156,32 @@ export class SelfCheckpoint {
       this.ids.add(id);
       const key = id.slice(id.indexOf('/') + 1);
       const now = new Date((this.d.wallNow ?? Date.now)()).toISOString();
-      const r = await capture(
-        copyOfAgentPod(pod),
-        { parentKey: key, node: this.d.node, checkpointDir: this.d.store.checkpointDir(id), capturedAt: now, lastReadyAt: now },
-        kubeResolver(this.d.kube(), this.d.node),
+      const copy = copyOfAgentPod(pod);
+      const opts = { parentKey: key, node: this.d.node, checkpointDir: this.d.store.checkpointDir(id), capturedAt: now, lastReadyAt: now };
+      // Asked on every publish: without I/O, a spec looked at already is not captured again.
+      const looked = sanitize(copy, opts).specHash;
+      if (looked === this.lastHash) return;
+      const r = await capture(copy, opts, this.d.resolver?.() ?? kubeResolver(this.d.kube(), this.d.node));
+      const tokens = new Set((r.capture.tokens ?? []).map((t) => t.relPath));
+      const manifest = structuredClone(r.capture.manifest);
+      manifest.metadata = { ...manifest.metadata, annotations: { ...manifest.metadata?.annotations, [ANNOTATION_COPY_DATA]: copyDataHash(r.data, tokens) } };
+      const specHash = hashManifest(manifest);
+      const stored = await this.d.store.load(id).catch(() => null);
+      if (stored?.specHash === specHash) {
+        // The same copy but for the pod it came from and its tokens: kept, its folder untouched.
+        await this.d.manifests.activate(id, stored.manifest);
+        this.lastHash = looked;
+        return;
+      }
+      await this.d.store.save(id, { ...r.capture, manifest, specHash }, r.data);
+      await this.d.manifests.activate(id, manifest);
+      this.lastHash = looked;
+      this.d.logger.info(
+        { checkpoint: id, specHash, from: pod.metadata?.name, asCopy: this.copyOf !== null },
+        this.copyOf !== null
+          ? "the agent's own checkpoint follows its DaemonSet's pod: stored and active, the kubelet restarts this copy on it"
+          : "the agent's own checkpoint is stored and active",
       );
-      if (r.capture.specHash === this.lastHash) return;
-      await this.d.store.save(id, r.capture, r.data);
-      await this.d.manifests.activate(id, r.capture.manifest);
-      this.lastHash = r.capture.specHash;
-      this.d.logger.info({ checkpoint: id, specHash: r.capture.specHash }, "the agent's own checkpoint is stored and active");
     } catch (e) {
       this.d.logger.warn({ err: (e as Error).message }, "could not refresh the agent's own checkpoint; the previous copy stays");
     } finally {
