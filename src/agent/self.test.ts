@@ -72,7 +72,8 @@ describe('which pod the copy is captured from', () => {
       ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'lastseen-agent', uid: 'u', controller: true }],
       ...extra,
     },
-    spec: { nodeName: 'n1', containers: [] },
+    spec: { nodeName: 'n1', containers: [{ name: 'agent' }] },
+    status: { containerStatuses: [{ name: 'agent', ready: false, restartCount: 0, image: 'lastseen', imageID: '', state: { running: {} } }] },
   });
   const mirror: V1Pod = {
     metadata: {
@@ -105,6 +106,16 @@ describe('which pod the copy is captured from', () => {
     // not an agent, or of another DaemonSet (another copy's).
     expect(s.isOwnDaemonSetPod(dsPod('lastseen-agent-gone', { deletionTimestamp: new Date() }))).toBe(false);
     expect(s.isOwnDaemonSetPod({ ...next, spec: { nodeName: 'n2', containers: [] } })).toBe(false);
+    // Nor one whose container does not run yet: the copy would stop before that pod retries the node lock.
+    expect(s.isOwnDaemonSetPod({ ...next, status: { containerStatuses: [] } })).toBe(false);
+    expect(
+      s.isOwnDaemonSetPod({
+        ...next,
+        status: {
+          containerStatuses: [{ name: 'agent', ready: false, restartCount: 0, image: 'x', imageID: '', state: { waiting: { reason: 'ImagePullBackOff' } } }],
+        },
+      }),
+    ).toBe(false);
     expect(s.isOwnDaemonSetPod(dsPod('x', { namespace: 'kube-system' }))).toBe(false);
     expect(s.isOwnDaemonSetPod(dsPod('y', { ownerReferences: [] }))).toBe(false);
     expect(s.isOwnDaemonSetPod(dsPod('z', { labels: { 'app.kubernetes.io/name': 'other' } }))).toBe(false);
@@ -172,6 +183,8 @@ describe("the agent's own copy on disk", () => {
         },
       ],
     },
+    // Its agent runs (as a standby, not Ready, while the copy holds the node lock).
+    status: { containerStatuses: [{ name: 'agent', ready: false, restartCount: 0, image, imageID: '', state: { running: {} } }] },
   });
 
   /** The api-server's objects; every TokenRequest gets a new token, as the real one does. */

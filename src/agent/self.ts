@@ -103,6 +103,12 @@ export function copyOfAgentPod(pod: V1Pod): V1Pod {
   return copy;
 }
 
+/** Every container of the pod runs (the kubelet reports one status per container). */
+function running(pod: V1Pod): boolean {
+  const statuses = pod.status?.containerStatuses ?? [];
+  return statuses.length > 0 && statuses.length === (pod.spec?.containers.length ?? 0) && statuses.every((c) => c.state?.running !== undefined);
+}
+
 export class SelfCheckpoint {
   private lastHash: string | null = null;
   private busy = false;
@@ -118,11 +124,14 @@ export class SelfCheckpoint {
    * Whether the copy is to be captured from this pod: the agent's own pod when it runs from its
    * DaemonSet; when this agent is the copy itself (its own pod is a mirror pod: after a reboot, or
    * when the DaemonSet's pod was replaced and the copy took the node lock), the DaemonSet's agent
-   * pod on this node that the copy is a copy of (same id). So a DaemonSet update reaches the copy
-   * too: the kubelet restarts the copy on the new spec, and the DaemonSet's new pod, retrying the
-   * node lock, takes over. Without it the old copy acted on and the new pod stood by, never Ready
-   * (found upgrading on a real kubelet). Learns which agent it is from the pods it is shown (the
-   * caller passes every pod of the node).
+   * pod on this node that the copy is a copy of (same id), once its containers run. So a DaemonSet
+   * update reaches the copy too: the kubelet restarts the copy on the new spec, and the DaemonSet's
+   * new pod, already retrying the node lock while the copy stops (the kubelet starts the restarted
+   * copy only after), takes over and becomes Ready: the rollout finishes. Without it the old copy
+   * acted on and the new pod stood by, never Ready (found upgrading on a real kubelet). A pod whose
+   * containers do not run yet (or cannot: an image that does not pull) is not followed, so the
+   * copy never trades the agent that runs for one that may not. Learns which agent it is from the
+   * pods it is shown (the caller passes every pod of the node).
    */
   isOwnDaemonSetPod(pod: V1Pod): boolean {
     const md = pod.metadata ?? {};
@@ -137,7 +146,8 @@ export class SelfCheckpoint {
       isAgentCopy(md.labels) &&
       pod.spec?.nodeName === this.d.node &&
       (md.ownerReferences ?? []).some((o) => o.kind === 'DaemonSet' && o.controller !== false) &&
-      selfId(pod) === this.copyOf
+      selfId(pod) === this.copyOf &&
+      running(pod)
     );
   }
 
