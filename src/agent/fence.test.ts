@@ -2,10 +2,11 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { fenceRequestFile } from '../core/names.js';
+import { FakeTime } from '../core/fake-time.test-helpers.js';
+import { fenceAnswerFile, fenceRequestFile } from '../core/names.js';
 import type { ProbeResult } from '../heartbeat/beat.js';
 import { FenceResponder } from '../heartbeat/fence.js';
-import { fenceThroughSidecar } from './fence.js';
+import { FENCE_ANSWER_POLL_MS, FENCE_ANSWER_TIMEOUT_MS, type FenceFolderFiles, fenceThroughSidecar } from './fence.js';
 import { localFileParent } from './parents.js';
 
 const P = { namespace: 'kube-system', key: 'kube-apiserver' };
@@ -78,6 +79,41 @@ describe('the fence: the agent asks, the parent’s own sidecar acts (docs/decis
     await new Promise((r) => setTimeout(r, 30));
     await sidecar.check();
     await expect(asked).rejects.toThrow(/could not fence it: .*EPERM/);
+  });
+
+  it('over its ports (the simulator’s way in): looks every poll interval on its timers, gives up on its clock, removes its request', async () => {
+    const time = new FakeTime();
+    const files = new Map<string, string>();
+    const reads: number[] = [];
+    const folder: FenceFolderFiles = {
+      path: (name) => `memory:${name}`,
+      write: async (name, text) => void files.set(name, text),
+      read: async (name) => {
+        reads.push(time.now());
+        return files.get(name) ?? null;
+      },
+      remove: async (name) => void files.delete(name),
+    };
+    const request = fenceRequestFile(P.namespace, P.key);
+    // A stale answer to an earlier request is no answer to this one.
+    files.set(fenceAnswerFile(P.namespace, P.key), `${JSON.stringify({ id: 'r0', podUid: 'uid-1', killed: 1, detail: 'old' })}\n`);
+    const outcome = fenceThroughSidecar({ folder, time, newId: () => 'r1' }, P, 'uid-1', WHY).then(
+      (r) => r,
+      (e: Error) => e.message,
+    );
+    await time.advance(FENCE_ANSWER_TIMEOUT_MS - 1);
+    expect(JSON.parse(files.get(request)!)).toEqual({
+      id: 'r1',
+      podUid: 'uid-1',
+      reason: 'ParentHung: no answer for 2 rounds',
+      requestedAt: new Date(time.wallNow() - (FENCE_ANSWER_TIMEOUT_MS - 1)).toISOString(),
+    });
+    expect(reads).toEqual(Array.from({ length: FENCE_ANSWER_TIMEOUT_MS / FENCE_ANSWER_POLL_MS }, (_, i) => i * FENCE_ANSWER_POLL_MS));
+    await time.advance(1);
+    expect(await outcome).toBe(
+      `pod uid-1's sidecar did not answer the fence request memory:${request} within 20s (it needs lastseen heartbeat with the heartbeat folder mounted and shareProcessNamespace)`,
+    );
+    expect(files.has(request)).toBe(false);
   });
 
   it('the request file is no beat file to the agent’s folder scan', () => {

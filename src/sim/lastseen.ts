@@ -17,6 +17,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { type Actuators, Agent, CollectRefusedError, type LiveRead, type ObservedParent, type ParentView, type Timers } from '../agent/agent.js';
 import { isReboot } from '../agent/boot.js';
+import { fenceThroughSidecar } from '../agent/fence.js';
 import { HandoverRecords } from '../agent/handovers.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { type BeatFolder, watchLocalBeats } from '../agent/observe/local-beats.js';
@@ -32,7 +33,7 @@ import type { Beat, Channel, PodInfo } from '../core/types.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
 import type { ApiPod, StoredBeat } from './apiserver.js';
-import { askSidecarToFence } from './fence-folder.js';
+import { agentFencePorts } from './fence-folder.js';
 import { type Manifest, type SimNode, T } from './model.js';
 import { arrivalInOrder } from './network.js';
 import type { Scheduled } from './queue.js';
@@ -505,12 +506,19 @@ export class SimLastseen implements AgentProcess {
         w.log(node.name, 'event', `${e.eventType} ${e.reason}: ${e.message}`, p.key);
         return this.settled(undefined);
       },
-      // The fence request file written into the heartbeat folder; the parent's own sidecar
-      // (production's responder, src/heartbeat/fence.ts, in sidecar.ts) answers it.
+      // Production's fence (src/agent/fence.ts) over the node's heartbeat folder and clocks
+      // (fence-folder.ts); the parent's own sidecar (production's responder, in sidecar.ts) answers it.
       fence: (p, podUid, reason) => {
         w.invariants.fencing(node, p.key, podUid);
         return this.work(T.actuatorMs, () => undefined)
-          .then(() => askSidecarToFence(w, node, p, podUid, reason, this.alive))
+          .then(() =>
+            fenceThroughSidecar(
+              agentFencePorts(w, node, (fn) => this.enter(fn)),
+              p,
+              podUid,
+              reason,
+            ),
+          )
           .then((r) => {
             w.log(node.name, 'agent', `fence of pod ${podUid}: ${r.killed > 0 ? 'its hung process was killed' : 'nothing hung to kill'}`, p.key);
             return r;

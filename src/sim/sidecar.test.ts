@@ -1,11 +1,12 @@
 // The heartbeat sidecar in the simulator is production's (runSidecar: the loop and the fence
 // responder) over the model's adapters: what it writes where and when, a frozen pod, and the fence
-// round trip through the node's heartbeat folder.
+// round trip through the node's heartbeat folder, whose agent half is production's too.
 import { describe, expect, it } from 'vitest';
+import { FENCE_ANSWER_POLL_MS, fenceThroughSidecar } from '../agent/fence.js';
 import { fenceAnswerFile, fenceRequestFile, leaseName, localBeatFile } from '../core/names.js';
-import type { Beat } from '../core/types.js';
+import type { Beat, Reason } from '../core/types.js';
 import { scheduleFaults } from './faults.js';
-import { askSidecarToFence, fenceFolder } from './fence-folder.js';
+import { agentFencePorts, fenceFolder } from './fence-folder.js';
 import { parseScenario, type ScenarioInput } from './schema.js';
 import { FENCED } from './sidecar.js';
 import { World } from './world.js';
@@ -48,6 +49,30 @@ function recordLocal(w: World, node = 'm1'): Array<{ t: number; file: string; be
   };
   return out;
 }
+
+/**
+ * The agent on m1 asks the sidecar of `key`'s pod to fence it, as the simulator's agent does:
+ * production's fenceThroughSidecar over the node's ports (its process stays alive here). Resolves
+ * once the request is written and the wait begins; `outcome` is the answer or the error's message.
+ */
+async function askFence(w: World, key: string, why: Reason = { code: 'ParentHung', message: 'test' }) {
+  const m1 = w.nodes.get('m1')!;
+  const uid = w.api.podFor('m1', key)!.uid;
+  const outcome = fenceThroughSidecar(
+    agentFencePorts(w, m1, (fn) => fn()),
+    { namespace: 'kube-system', key },
+    uid,
+    why,
+  ).then(
+    (r) => r,
+    (e: Error) => e.message,
+  );
+  await w.settle();
+  return { uid, outcome };
+}
+
+/** The timeout message of production's fence, with the simulated folder's path of the request. */
+const NO_ANSWER = /^pod \S+'s sidecar did not answer the fence request m1:\S+ within 20s \(it needs lastseen heartbeat/;
 
 const FLANNEL = localBeatFile('kube-system', 'kube-flannel', 'parent');
 
@@ -122,35 +147,55 @@ describe('the sidecar in the simulator is production’s', () => {
   });
 
   it('a frozen pod’s sidecar answers nothing: the fence fails after production’s answer timeout; a hung process’s answers at once', async () => {
-    const why = { code: 'ParentHung', message: 'test' } as const;
     const frozen = world([{ type: 'hang', at: '2m', node: 'm1', key: 'kube-flannel', duration: '2m', scope: 'pod' }]);
     expect(await run(frozen, 130_000)).toBe(true);
-    const m1 = frozen.nodes.get('m1')!;
-    const uid = frozen.api.podFor('m1', 'kube-flannel')!.uid;
-    const asked = askSidecarToFence(frozen, m1, { namespace: 'kube-system', key: 'kube-flannel' }, uid, why, () => true);
-    const outcome = asked.then(
-      () => 'answered',
-      (e: Error) => e.message,
-    );
+    const asked = await askFence(frozen, 'kube-flannel');
+    let settled = false;
+    void asked.outcome.then(() => (settled = true));
     expect(await run(frozen, 149_000)).toBe(true);
+    expect(settled).toBe(false);
     expect(await run(frozen, 151_000)).toBe(true);
-    expect(await outcome).toMatch(/did not answer the fence request within 20s/);
+    expect(await asked.outcome).toMatch(NO_ANSWER);
     expect(frozen.logs.some((l) => l.text.includes(FENCED))).toBe(false);
 
     const hung = world([{ type: 'hang', at: '2m', node: 'm1', key: 'kube-flannel', duration: '2m' }]);
     expect(await run(hung, 121_000)).toBe(true); // before the agent would ask (two unanswered rounds)
     const at = hung.q.now;
-    const answer = askSidecarToFence(
-      hung,
-      hung.nodes.get('m1')!,
-      { namespace: 'kube-system', key: 'kube-flannel' },
-      hung.api.podFor('m1', 'kube-flannel')!.uid,
-      why,
-      () => true,
-    );
+    const answer = await askFence(hung, 'kube-flannel');
+    const heardAt = answer.outcome.then(() => hung.q.now);
     expect(await run(hung, at + 1_000)).toBe(true);
-    expect(await answer).toMatchObject({ killed: 1, detail: expect.stringMatching(/^SIGKILL/) });
+    expect(await answer.outcome).toMatchObject({ killed: 1, detail: expect.stringMatching(/^SIGKILL/) });
     expect(hung.logs.find((l) => l.text.includes(FENCED))!.t).toBe(at + 50); // the sidecar's folder notice
+    // The agent hears it at its next look at the answer file (production polls; it has no watch).
+    expect(await heardAt).toBe(at + FENCE_ANSWER_POLL_MS);
+  });
+
+  it('the agent’s half is production’s: an answer that is not one (torn, for another request, without the pod) is no answer', async () => {
+    // A frozen pod: its sidecar answers nothing, so every answer in the folder is written here.
+    const w = world([{ type: 'hang', at: '2m', node: 'm1', key: 'kube-flannel', duration: '2m', scope: 'pod' }]);
+    expect(await run(w, 130_000)).toBe(true);
+    const folder = fenceFolder(w, w.nodes.get('m1')!);
+    const requestName = fenceRequestFile('kube-system', 'kube-flannel');
+    const answerName = fenceAnswerFile('kube-system', 'kube-flannel');
+    const asked = await askFence(w, 'kube-flannel');
+    const request = JSON.parse(folder.read(requestName)!) as { id: string; podUid: string; reason: string; requestedAt: string };
+    expect(request).toMatchObject({ podUid: asked.uid, reason: 'ParentHung: test' });
+    // requestedAt is the node's wall clock (virtual time), not the machine's.
+    expect(Date.parse(request.requestedAt)).toBe(Math.trunc(w.nodes.get('m1')!.clock.wall(130_000)));
+    let settled = false;
+    void asked.outcome.then(() => (settled = true));
+    const answer = (a: object) => `${JSON.stringify({ id: request.id, podUid: asked.uid, killed: 1, detail: 'SIGKILL of pid 1', ...a })}\n`;
+    const { podUid: _, ...withoutPod } = JSON.parse(answer({})) as Record<string, unknown>;
+    w.q.at(130_300, () => folder.write(answerName, answer({}).slice(0, 20))); // torn
+    w.q.at(130_700, () => folder.write(answerName, answer({ id: 'another request' })));
+    w.q.at(131_100, () => folder.write(answerName, `${JSON.stringify(withoutPod)}\n`));
+    expect(await run(w, 132_000)).toBe(true);
+    expect(settled).toBe(false);
+    expect(folder.read(requestName)).not.toBeNull(); // still asking
+    w.q.at(132_100, () => folder.write(answerName, answer({ killed: 0, detail: 'not fenced', error: 'kill 1: EPERM' })));
+    expect(await run(w, 133_000)).toBe(true);
+    expect(await asked.outcome).toBe(`pod ${asked.uid}'s sidecar could not fence it: kill 1: EPERM`);
+    expect(folder.read(requestName)).toBeNull(); // the agent removed its request
   });
 
   it('a parent beating on its Lease only has no fence responder: the core does not ask, and a request would go unanswered', async () => {
@@ -161,20 +206,8 @@ describe('the sidecar in the simulator is production’s', () => {
     const asked = w.logs.filter((l) => l.key === 'kube-scheduler' && l.kind === 'core' && /ParentHung: .* fencing it/.test(l.text));
     expect(asked).toEqual([]);
     expect(w.logs.some((l) => l.key === 'kube-scheduler' && (l.text.includes(FENCED) || /^fence of pod/.test(l.text)))).toBe(false);
-    const m1 = w.nodes.get('m1')!;
-    const uid = w.api.podFor('m1', 'kube-scheduler')!.uid;
-    const outcome = askSidecarToFence(
-      w,
-      m1,
-      { namespace: 'kube-system', key: 'kube-scheduler' },
-      uid,
-      { code: 'ParentHung', message: 'test' },
-      () => true,
-    ).then(
-      () => 'answered',
-      (e: Error) => e.message,
-    );
+    const unanswered = await askFence(w, 'kube-scheduler');
     expect(await run(w, 221_000)).toBe(true);
-    expect(await outcome).toMatch(/did not answer the fence request within 20s/);
+    expect(await unanswered.outcome).toMatch(NO_ANSWER);
   });
 });
