@@ -155,16 +155,29 @@ async function rolledOut(): Promise<boolean> {
   return s.observedGeneration === ds.metadata?.generation && s.desiredNumberScheduled === 1 && s.updatedNumberScheduled === 1 && s.numberAvailable === 1;
 }
 
-type Watch = { samples: number; apiDown: number; active: Set<string>; storedMissing: Set<string>; agentsReady: number[] };
+type Watch = {
+  samples: number;
+  apiDown: number;
+  /** Why each failed /readyz poll failed, with its time since the watch began (s). */
+  apiDownWhy: string[];
+  active: Set<string>;
+  storedMissing: Set<string>;
+  agentsReady: number[];
+};
 
 /** Samples, every 500 ms until stopped, what must hold while the agent is replaced. */
 function watchCoverage(): { stop: () => Promise<Watch> } {
-  const w: Watch = { samples: 0, apiDown: 0, active: new Set(), storedMissing: new Set(), agentsReady: [] };
+  const w: Watch = { samples: 0, apiDown: 0, apiDownWhy: [], active: new Set(), storedMissing: new Set(), agentsReady: [] };
+  const t0 = Date.now();
   let on = true;
   const loop = (async () => {
     while (on) {
       w.samples++;
-      if (!(await tb.readyz())) w.apiDown++;
+      const failure = await tb.readyzFailure();
+      if (failure !== null) {
+        w.apiDown++;
+        w.apiDownWhy.push(`${((Date.now() - t0) / 1000).toFixed(1)}s ${failure}`);
+      }
       for (const c of CONTROL_PLANE) {
         if (tb.checkpointActive(c)) w.active.add(c);
         if (!tb.checkpointStored(c)) w.storedMissing.add(c);
@@ -221,7 +234,7 @@ describe('lastseen upgraded, downgraded and uninstalled on a real node', () => {
     const r = await rollTo(image, what);
     expect(r.watch.active, `${what}: checkpoints activated`).toEqual(new Set());
     expect(r.watch.storedMissing, `${what}: checkpoints missing`).toEqual(new Set());
-    expect(r.watch.apiDown, `${what}: /readyz polls failed`).toBe(0);
+    expect(r.watch.apiDown, `${what}: /readyz polls failed: ${r.watch.apiDownWhy.join('; ')}`).toBe(0);
     // The stored copy of the agent itself runs what the DaemonSet runs now (a reboot brings this version back).
     await tb.waitFor(`the agent's own copy on the ${what}'s image`, 60, () => agentCopyImages().includes(image));
     // The copy restarted on it, the DaemonSet's new pod took the node lock: the rollout finishes.
