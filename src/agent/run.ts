@@ -21,6 +21,7 @@ import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './ag
 import { checkBoot } from './boot.js';
 import { CoverageWatch } from './coverage.js';
 import { HandoverFile } from './handovers.js';
+import { limitConcurrency } from './limit.js';
 import { serveHealth } from './health.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
@@ -95,6 +96,14 @@ export interface RunningAgent {
 
 /** Gauges and coverage after a decision are refreshed at most this late (decisions in a burst share one pass). */
 export const OBSERVE_COALESCE_MS = 200;
+/**
+ * Captures in flight at once; the others wait their turn (limit.ts). At start, or when a node's
+ * parents all come Ready together, the core asks for every capture in the same second: 200
+ * parents were 200 captures at once, each with its reads and TokenRequests queued behind the
+ * client's 8 sockets while their 5 s request timeouts ran, and all their responses, copies and
+ * files alive together (the agent's memory peak, which the allocator then kept). One per socket.
+ */
+export const MAX_CAPTURES_AT_ONCE = 8;
 
 export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
   const log = o.logger;
@@ -241,7 +250,8 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
       onManifestWritten: (id, manifest) => disk.written(id, manifest),
     });
-    const actuators = coverage.wrap(unwatched);
+    // Captures run at most MAX_CAPTURES_AT_ONCE at a time; see there.
+    const actuators = coverage.wrap({ ...unwatched, capture: limitConcurrency(MAX_CAPTURES_AT_ONCE, unwatched.capture) });
     const boot = await checkBoot(stateDir, log, o.bootIdFile);
     if (boot.rebooted) log.info({ bootId: boot.bootId, previous: boot.previous }, 'the node rebooted since the agent last ran');
     agent = new Agent<V1Pod>({
