@@ -321,10 +321,20 @@ export class SimLastseen implements AgentProcess {
   private podsOnNode(): Map<string, ObservedParent<PodObject>> {
     const parents = new Map<string, ObservedParent<PodObject>>();
     for (const def of this.world.parentsOn(this.node.name)) {
-      const pod = this.world.api.podFor(this.node.name, def.key);
+      // As production's parentsOnNode: the newest pod of the key is the parent's pod, the others
+      // (a surge rollout's old pod) are listed beside it, so their beats are the parent's too.
+      const pods = this.world.api.podsFor(this.node.name, def.key);
+      const pod = pods.at(-1);
       if (!pod) continue;
       const obj: PodObject = { metadata: { uid: pod.uid, name: pod.name, namespace: def.namespace }, sim: { ...pod } };
-      parents.set(parentId(def.namespace, def.key), { namespace: def.namespace, key: def.key, pod: obj, labels: {} });
+      const others = pods.slice(0, -1).map((o) => ({ uid: o.uid, name: o.name }));
+      parents.set(parentId(def.namespace, def.key), {
+        namespace: def.namespace,
+        key: def.key,
+        pod: obj,
+        labels: {},
+        ...(others.length ? { alsoListed: others } : {}),
+      });
     }
     return parents;
   }
