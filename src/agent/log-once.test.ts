@@ -52,7 +52,7 @@ describe('one log line per event', () => {
     const file = join(dir, 'policy.yaml');
     const doc = (interval: string) => `apiVersion: lastseen.dev/v1alpha1\nkind: Policy\ndefaults: { interval: ${interval}, window: 20s }\n`;
     await writeFile(file, doc('5s'));
-    const { log, count } = infoLog();
+    const { log, count, lines } = infoLog();
     // The file route: startPolicy's source is the file source.
     const source = (await startPolicy({
       agent: agentWith(log),
@@ -73,6 +73,11 @@ describe('one log line per event', () => {
     await writeFile(file, doc('4s'));
     await source.checkNow();
     expect(count('policy applied')).toBe(2);
+    // A refused policy: one warning line, with its errors.
+    await writeFile(file, doc('nonsense'));
+    await source.checkNow();
+    expect(count('policy refused; keeping the last valid one')).toBe(1);
+    expect(lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('policy refused')).length).toBe(1);
   });
 
   it('"api-server reachability changed": once per verdict change, the probe feeding the loop as in the agent', async () => {

@@ -79,7 +79,7 @@ export async function startPolicy(w: PolicyWiring): Promise<PolicySource> {
   const onInvalid = (errors: Array<{ path: string; message: string }>, origin: string) => {
     first.abort();
     metrics.policyValid.set(0);
-    log.warn({ origin, errors }, 'policy refused; the last valid policy stays in force');
+    // The source has logged "policy refused" (with the errors); once per refusal is enough.
     const message = `policy from ${origin} refused (${errors.length} error(s)): ${errors
       .slice(0, 5)
       .map((e) => `${e.path}: ${e.message}`)

@@ -130,7 +130,7 @@ describe('lastseen agent, end to end', () => {
     await waitFor(async () => ((await metric()) === '1' ? true : undefined), { what: 'policy valid' });
     await writePolicy(s.dirs.policy, '{ interval: 1s, window: 1s }');
     await waitFor(async () => ((await metric()) === '0' ? true : undefined), { timeoutMs: 30_000, what: 'policy refused' });
-    expect(s.agent.logs.some((l) => l.msg === 'policy refused; the last valid policy stays in force')).toBe(true);
+    expect(s.agent.logs.some((l) => l.msg === 'policy refused; keeping the last valid one')).toBe(true);
     await writePolicy(s.dirs.policy, '{ interval: 300ms, window: 1s, startupGrace: 2s }');
     await waitFor(async () => ((await metric()) === '1' ? true : undefined), { timeoutMs: 30_000, what: 'policy valid again' });
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
