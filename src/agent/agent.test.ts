@@ -125,7 +125,7 @@ describe('Agent loop', () => {
     await agent.stop();
   });
 
-  // Issue 11, item 1: a heartbeat on 5s against an agent window of 3s flapped (activated and retired
+  // A heartbeat on 5s against an agent window of 3s flapped (activated and retired
   // every interval, Normal Events only). Declared, it is judged by 10s: Warning Event, metric, reason.
   it("the manifest folder's readings: a lost manifest is written again; a reading taken across our own write is dropped", async () => {
     const { time, calls, agent, beat, pod } = setup();

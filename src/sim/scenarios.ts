@@ -153,7 +153,7 @@ NAMED['master-reboot-overlap'] = {
     'master-reboot with the api-server sharing its port (--permit-port-sharing) and handover: overlap: the parent starts beside its checkpoint, which retires only once the parent is Ready. On the calibrated v1.36 kubelet.',
   kubelet: { model: 'v1.36' },
   parents: [sharedApiserver],
-  // Issue 10's goal for a master reboot is 75 s unserved (the node is down 40 s of it). Seeds
+  // The goal for a master reboot is 75 s unserved (the node is down 40 s of it). Seeds
   // 1..200 give p50 62.5 s, max 63.6 s: the node's 40 s, the kubelet's and the agent's start, the
   // copy's 15 s start, and 1 s while the parent, bound beside the copy, is not yet Ready (the
   // api-server binds about 1 s before Ready, measured: src/sim/model.ts apiserverBindLeadMs).
@@ -191,7 +191,7 @@ NAMED['bad-rollout-overlap'] = {
   description:
     'bad-rollout with port sharing and handover: overlap: the crashing spec shares the port and takes its share of the connections until its first exit makes it known-bad; the checkpoint then holds the port without sharing.',
   parents: [sharedApiserver],
-  // Issue 10's goal is 60 s unserved, met (seeds 1..200: 46.4-46.9 s): 15.5 s of the checkpoint's
+  // The goal is 60 s unserved, met (seeds 1..200: 46.4-46.9 s): 15.5 s of the checkpoint's
   // start after the old pod's deletion, 1 s while the bad spec's first run is bound beside it before
   // it crashes (its exit is the verdict), and about 30 s to replace the shared copy by an exclusive
   // one (the old copy's 15 s drain, then the new copy's 15 s start).
@@ -228,7 +228,7 @@ NAMED['full-cluster-reboot-overlap'] = {
   name: 'full-cluster-reboot-overlap',
   description: 'full-cluster-reboot with the api-server sharing its port and handover: overlap.',
   parents: [sharedApiserver, cni],
-  // Issue 10: unserved at most the time the focus node (m1) is down, 45 s, plus 35 s.
+  // The goal: unserved at most the time the focus node (m1) is down, 45 s, plus 35 s.
   expect: { ...NAMED['full-cluster-reboot']!.expect, maxUnserved: '80s' },
 };
 

@@ -42,7 +42,7 @@ beforeAll(async () => {
   core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
 });
 
-describe('the test control plane runs a real cluster’s admission chain (issue 17, item 6)', () => {
+describe('the test control plane runs a real cluster’s admission chain', () => {
   it('ServiceAccount admission: a pod gets its account and the kube-api-access-* volume, mounted in every container', async () => {
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'sa-demo' }, stringData: { k: 'v' } } });
     const pod = await core.createNamespacedPod({ namespace: ns, body: podOn('sa-demo', NODE_A, 'sa-demo') });
@@ -85,7 +85,7 @@ describe('the test control plane runs a real cluster’s admission chain (issue 
   });
 });
 
-describe('Events about a parent whose pod is gone (issue 17, item 1)', () => {
+describe('Events about a parent whose pod is gone', () => {
   it('CheckpointActivated and CheckpointCollected are recorded (on the NodeCheckpoint, in default), never refused with HTTP 422', async () => {
     const node = `ev-${RUN}`;
     const lines: Array<Record<string, unknown>> = [];

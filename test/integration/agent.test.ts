@@ -137,7 +137,7 @@ describe('lastseen agent, end to end', () => {
     await s.agent.stop();
   });
 
-  // Issue 11, item 3: a deleted policy used to drop the agent to the built-in defaults (5s interval,
+  // A deleted policy used to drop the agent to the built-in defaults (5s interval,
   // 20s window, no overrides), silently; and a restart forgot the last good policy altogether.
   it('keeps its last good policy when the file disappears, says so, and still has it after a restart', async () => {
     const s = await setup('policy-missing');
@@ -313,7 +313,7 @@ describe('lastseen agent without an api-server', () => {
     await s.agent.stop();
   });
 
-  // Issue 11, item 6: `activate` without the local channel is refused by the policy validator (the
+  // `activate` without the local channel is refused by the policy validator (the
   // agent would cover a healthy parent on the api-server's silence alone), so the api-server parent
   // is covered on local evidence: its local beats stop.
   it('activate: the api-server parent is covered when the api-server goes away and its local beats stop', async () => {

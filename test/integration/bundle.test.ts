@@ -51,7 +51,7 @@ describe('dist/lastseen.mjs', () => {
     expect(size).toBeLessThan(MAX_BUNDLE_BYTES);
   });
 
-  it('is pure ASCII, so V8 holds its source one byte per character (issue 14: about 9 MiB of RSS)', async () => {
+  it('is pure ASCII, so V8 holds its source one byte per character (a two-byte source cost about 9 MiB of RSS)', async () => {
     const bytes = await readFile(bundle);
     const at = bytes.findIndex((b) => b > 0x7f);
     expect(at === -1 ? 'ascii' : `non-ASCII byte at ${at}: ${bytes.subarray(Math.max(0, at - 40), at + 10).toString('latin1')}`).toBe('ascii');

@@ -246,7 +246,7 @@ describe('informer against a real api-server', () => {
 });
 
 describe('policy source over a live ConfigMap', () => {
-  // Issue 11, item 3: deleting the ConfigMap used to fall back to the built-in defaults (and this
+  // Deleting the ConfigMap used to fall back to the built-in defaults (and this
   // test asserted it); now the last good policy stays in force and the deletion is reported.
   it('applies a valid policy, refuses an invalid one keeping the last good, and keeps the last good when deleted', async () => {
     const core = kc.makeApiClient(CoreV1Api);

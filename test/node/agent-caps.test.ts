@@ -40,7 +40,7 @@ afterEach(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-describe('the agent’s capabilities and copies of non-root parents (issue 17, item 3)', () => {
+describe('the agent’s capabilities and copies of non-root parents', () => {
   it('the DaemonSet’s capability set does the store’s work for a runAsUser 1000 / fsGroup 1000 parent', async () => {
     dir = await mkdtemp(join(tmpdir(), 'lastseen-caps-'));
     expect(await storeAs(await agentCapabilities())).toEqual({ ok: true });

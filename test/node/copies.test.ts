@@ -70,7 +70,7 @@ function seen(pod: string): Record<string, unknown> | undefined {
   return undefined;
 }
 
-describe('a non-root parent’s copies on a real kubelet (issue 17, item 3)', () => {
+describe('a non-root parent’s copies on a real kubelet', () => {
   it('the checkpoint of a runAsUser 1000 / fsGroup 1000 parent reads its Secret and token, seen as the parent sees its own', async () => {
     await tb.node('down');
     await tb.node('up');

@@ -53,7 +53,7 @@ async function diagnose(): Promise<void> {
   log(`pods: ${JSON.stringify(await demoPods(tb))}; lease: ${JSON.stringify(await demoLeaseBeat(tb))}`);
 }
 
-describe('overlap for a parent whose ports are not shared (issue 10)', () => {
+describe('overlap for a parent whose ports are not shared', () => {
   it('its own spec failing to bind beside the checkpoint is announced (OverlapUnavailable) and the node is handed back by release', async () => {
     await tb.apply([demoParent(tb.env, 'exclusive')]);
     await tb.waitFor('the demo parent to serve', 120, () => demoAnswers());

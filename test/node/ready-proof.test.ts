@@ -41,7 +41,7 @@ function portWatch() {
   };
 }
 
-describe('Ready means the parent pod own process, not its checkpoint (issue 17, item 2)', () => {
+describe('Ready means the parent pod own process, not its checkpoint', () => {
   it('a parent crashing on its checkpoint port is Starting while the checkpoint serves, and the checkpoint is not retired on it', async () => {
     await tb.apply([demoParent(tb.env, 'serve')]);
     await tb.waitFor('the demo parent to serve', 120, () => demoAnswers());

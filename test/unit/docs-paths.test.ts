@@ -61,3 +61,24 @@ describe('paths named in the docs and in comments exist', () => {
     expect(missing, 'name an existing file, or drop the path').toEqual([]);
   });
 });
+
+// An issue number means nothing to a reader of the repository (the tracker is not in it): a
+// comment or a test name says what the rule is for instead.
+const ISSUE = /\b[Ii]ssues? #?\d+/;
+
+describe('no issue numbers in the code', () => {
+  it('finds one (the check itself)', () => {
+    expect(ISSUE.test(['// ', 'Issue', ' 10: the goal'].join(''))).toBe(true);
+    expect(ISSUE.test('// the issuer 10 times')).toBe(false);
+  });
+
+  it('src/ and test/', () => {
+    const files = [...filesUnder('src', '.ts'), ...filesUnder('test', '.ts')];
+    const found = files.flatMap((f) =>
+      readFileSync(join(ROOT, f), 'utf8')
+        .split('\n')
+        .flatMap((line, i) => (ISSUE.test(line) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
+    );
+    expect(found, 'say what the rule is for, not which issue asked for it').toEqual([]);
+  });
+});

@@ -120,7 +120,7 @@ describe('file policy source', () => {
     expect(src.isMissing()).toBe(true);
   });
 
-  // Issue 11, item 3: a deleted policy used to drop the last good one for the built-in defaults.
+  // A deleted policy used to drop the last good one for the built-in defaults.
   it('removing the file keeps the last good policy, not the defaults, says so once, and a new file clears it', async () => {
     const { src, path, events, records, texts } = await fileSource();
     await writeFile(path, GOOD_2S);
@@ -291,7 +291,7 @@ describe('ConfigMap policy source', () => {
     api.set({ 'policy.yaml': GOOD_2S });
     expect(events.at(-1)).toMatchObject({ type: 'policy' });
     expect(src.current().defaults.intervalMs).toBe(2_000);
-    // Issue 11, item 3: deleting the ConfigMap keeps the last good policy (it used to fall back to the defaults).
+    // Deleting the ConfigMap keeps the last good policy (it used to fall back to the defaults).
     api.remove();
     expect(events.at(-1)).toMatchObject({ type: 'missing', origin: 'configmap lastseen/lastseen-policy', using: 'last-good' });
     expect(src.current().defaults.intervalMs).toBe(2_000);
