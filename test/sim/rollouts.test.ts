@@ -201,6 +201,9 @@ describe('a rolling update with maxSurge', () => {
       expect(f.nobodySeconds, `seed ${seed}`).toBe(0);
       expect(r.outcome.unservedSeconds, `seed ${seed}`).toBeLessThanOrEqual(1.5);
       expect(r.outcome.rollouts![0], `seed ${seed}`).toMatchObject({ nodesUpdated: 3, stalled: false });
+      // Both pods are the parent's while both are listed: the old pod's last Stopping beat, once
+      // the new one beats, activates nothing.
+      expect(r.outcome.totals.activations, `seed ${seed}`).toBe(0);
     }
   });
 
