@@ -213,8 +213,9 @@ async function rollTo(image: string, what: string): Promise<{ seconds: number; n
   const seconds = await tb.waitFor(`the agent on ${image} (${what}), Ready and reporting`, 300, () => agentOn(image, t0), 500);
   await sleep(3000); // a few more samples with the new agent in charge
   const w = await watch.stop();
-  // Which of the two acts is a race (the DaemonSet's new pod and the copy restarted on the new spec
-  // both retry the node lock); a DaemonSet pod standing by is not Ready, which holds a rollout.
+  // Which of the two is Ready (acting) here: the copy follows the DaemonSet's new pod only once it
+  // runs, so that pod is already retrying the node lock when the copy restarts, and should act; a
+  // DaemonSet pod standing by is not Ready, which holds a rollout (roll() checks it finishes).
   const acting = (await allAgentPods()).filter((p) => p.status?.containerStatuses?.[0]?.ready).map((p) => p.metadata.name);
   log(`${what}: acting agent ${acting.join(', ')}`);
   const noReadyAgentS = (w.agentsReady.filter((n) => n < 1).length * 500) / 1000;
