@@ -57,5 +57,12 @@ EXPOSE 9870
 # that an idle agent or sidecar never needs. Measured (issue 14, bench/v8-flags.ts, medians of 4
 # interleaved runs): agent 95.9 -> 90.2 MiB after 12 s idle, heartbeat sidecar 90.5 -> 84.5 MiB;
 # start to /readyz and idle CPU within the noise. --single-threaded-gc measured no better.
-ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=1", "/app/lastseen.mjs"]
+# --max-old-space-size=256 (MiB): the heap Node.js already gives the agent under the DaemonSet's
+# 256Mi limit (it sizes V8's heap from the cgroup's memory limit: 256 MiB for any limit up to
+# 512Mi), written down so the agent's heap does not depend on the limit set, or on there being one:
+# with no limit on a 24 GiB machine the heap's limit was 4 GiB, and the larger that limit, the
+# further V8 lets the heap grow past what is live before a full collection. 200 parents beating
+# every second (bench footprint, three paired runs): RSS p50 132-175 -> 112.5-112.9 MiB; without
+# the flag but inside a 256Mi cgroup the agent ran at 112 (docs/footprint.md). It uses 25-90 MiB.
+ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=1", "--max-old-space-size=256", "/app/lastseen.mjs"]
 CMD ["--help"]

@@ -48,7 +48,7 @@ const PLATFORMS = [
 const DEBIAN_PACKAGES = ['base-files', 'netbase', 'gcc-12-base', 'libgcc-s1', 'libc6', 'libstdc++6'];
 const DEBIAN_SUITE = 'bookworm';
 const NONROOT = 65532;
-const ENTRYPOINT = ['/nodejs/bin/node', '--max-semi-space-size=1', '/app/lastseen.mjs'];
+const ENTRYPOINT = ['/nodejs/bin/node', '--max-semi-space-size=1', '--max-old-space-size=256', '/app/lastseen.mjs'];
 const REPO = 'ghcr.io/lastseen/lastseen';
 
 const log = (msg) => process.stderr.write(`release-image: ${msg}\n`);
