@@ -547,6 +547,7 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
         'CPU vs 1 parent',
         'RSS MiB p50',
         'RSS MiB max',
+        'of it file-backed p50',
         'RSS p50 last quarter',
         'RSS vs 1 parent',
         'heap used MiB p50/max',
@@ -563,6 +564,7 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
         ratio(a.cpuPercent, one?.cpuPercent),
         fmt(a.rssMiB.p50, 1),
         fmt(a.rssMiB.max, 1),
+        fmt(a.rssFileMiB.p50, 1),
         fmt(a.rssLastQuarterMiB.p50, 1),
         ratio(a.rssMiB.p50, one?.rssMiB.p50),
         `${fmt(a.heapUsedMiB.p50, 1)}/${fmt(a.heapUsedMiB.max, 1)}`,
@@ -578,6 +580,7 @@ async function runFootprint(cp: ControlPlane, cfg: Config, res: Results): Promis
         cfg.footprint.concurrent
           ? 'quick mode: the three agents ran at the same time (each measured by its own pid).'
           : 'one agent at a time; heartbeats run in the bench process and are not counted.',
+        "file-backed: RssFile, mostly the Node binary's own pages (clean, shared with any process running the same file); the rest of RSS is the V8 heap and malloc.",
       ],
     ),
   );

@@ -206,14 +206,17 @@ export interface ProcSample {
   t: number;
   cpuSeconds: number;
   rssKiB: number;
+  /** RssFile: the part of VmRSS that is file-backed pages (the Node binary's code and data, mapped files). */
+  rssFileKiB: number;
 }
 
-/** utime+stime (seconds) from /proc/<pid>/stat and VmRSS from /proc/<pid>/status. */
+/** utime+stime (seconds) from /proc/<pid>/stat, VmRSS and RssFile from /proc/<pid>/status. */
 export async function sampleProc(pid: number): Promise<ProcSample> {
   const [stat, status] = await Promise.all([readFile(`/proc/${pid}/stat`, 'utf8'), readFile(`/proc/${pid}/status`, 'utf8')]);
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // fields[0] is field 3 (state); utime is field 14, stime field 15.
   const ticks = Number(fields[11]) + Number(fields[12]);
   const rss = Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? Number.NaN);
-  return { t: performance.now(), cpuSeconds: ticks / clkTck, rssKiB: rss };
+  const file = Number(/^RssFile:\s+(\d+)/m.exec(status)?.[1] ?? Number.NaN);
+  return { t: performance.now(), cpuSeconds: ticks / clkTck, rssKiB: rss, rssFileKiB: file };
 }

@@ -69,6 +69,11 @@ export interface FootprintFigures {
   /** CPU time / wall time over the window, in % of one core */
   cpuPercent: number;
   rssMiB: Summary;
+  /**
+   * File-backed part of RSS (RssFile): mostly the Node binary's own pages, clean and shared with any
+   * process running the same file; the rest (RSS minus this) is the V8 heap and malloc.
+   */
+  rssFileMiB: Summary;
   /** RSS over the last quarter of the window: a p50 well above the whole window's is growth, not a sawtooth. */
   rssLastQuarterMiB: Summary;
   /** From the agent's /metrics every 5 s: V8 heap used and total, and external (Buffers) memory. */
@@ -168,6 +173,7 @@ export async function footprint(
     await sleep(settleMs); // captures, Events and status writes of the first beats settle
     const first = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
     const rss: number[][] = setups.map(() => []);
+    const rssFile: number[][] = setups.map(() => []);
     const heaps: HeapSample[][] = setups.map(() => []);
     const ports = setups.map((s) => healthPortOf(s.agent));
     const t0 = performance.now();
@@ -177,6 +183,7 @@ export async function footprint(
       const ss = await Promise.all(setups.map((s) => sampleProc(s.agent.pid)));
       ss.forEach((s, i) => {
         rss[i]!.push(s.rssKiB / 1024);
+        rssFile[i]!.push(s.rssFileKiB / 1024);
       });
       if (rss[0]!.length % 5 === 0) {
         const hs = await Promise.all(ports.map((p) => (p === undefined ? null : heapOf(p))));
@@ -200,6 +207,7 @@ export async function footprint(
         seconds: (last[i]!.t - first[i]!.t) / 1000,
         cpuPercent: (100 * (last[i]!.cpuSeconds - first[i]!.cpuSeconds)) / ((last[i]!.t - first[i]!.t) / 1000),
         rssMiB: summarize(rss[i]!),
+        rssFileMiB: summarize(rssFile[i]!),
         rssLastQuarterMiB: summarize(rss[i]!.slice(Math.floor((rss[i]!.length * 3) / 4))),
         heapUsedMiB: summarize(heaps[i]!.map((h) => h.heapUsed)),
         heapTotalMiB: summarize(heaps[i]!.map((h) => h.heapTotal)),
