@@ -21,8 +21,8 @@ import { Agent, type Clock, monotonicClock, realTimers, type Timers } from './ag
 import { checkBoot } from './boot.js';
 import { CoverageWatch } from './coverage.js';
 import { HandoverFile } from './handovers.js';
-import { limitConcurrency } from './limit.js';
 import { serveHealth } from './health.js';
+import { limitConcurrency } from './limit.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import { watchManifestFolder } from './observe/manifests.js';
