@@ -242,7 +242,7 @@ describe("the agent's own copy on disk", () => {
       name: `${manifest.metadata?.name}-n1`,
       annotations: { ...manifest.metadata?.annotations, 'kubernetes.io/config.mirror': 'x' },
     },
-    spec: { ...(manifest.spec as V1Pod['spec'] & object), nodeName: 'n1' },
+    spec: { containers: [], ...manifest.spec, nodeName: 'n1' },
   });
 
   it("on an upgrade the acting copy captures the DaemonSet's new pod, the service account's token, ca.crt and namespace with it", async () => {
