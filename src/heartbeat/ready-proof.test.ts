@@ -168,6 +168,23 @@ describe('proveReady', () => {
     expect(half.calls()).toBe(3);
   });
 
+  it('our process exiting during the round (its socket gone) is Starting: the answers came from the checkpoint', async () => {
+    // A bad kube-apiserver listens while it waits for its storage, then gives up and exits; the
+    // rest of the round's probes reach the checkpoint beside it, and all of them answer.
+    let scans = 0;
+    const all = counting(() => ({ ok: true }));
+    const r = await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: all.once, ownership: () => (++scans === 1 ? own(2, 1) : own(1, 0)) });
+    expect(r).toEqual({ ok: false, error: "this pod's listening socket(s) on port 443 (inode 100) closed during the proof: the answers came from others" });
+    expect(all.calls()).toBe(20);
+    // Restarted with a new socket in the meantime: still not the socket the answers were judged for.
+    scans = 0;
+    const renewed = (): Ownership => ({ ...own(2, 0), ours: [{ inode: '999', pid: 8 }] });
+    const again = await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: all.once, ownership: () => (++scans === 1 ? own(2, 1) : renewed()) });
+    expect(again.ok).toBe(false);
+    // The same socket still ours at the end: Ready.
+    expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: all.once, ownership: () => own(2, 1) })).toEqual({ ok: true });
+  });
+
   it('the checkpoint answering while our process does not hold the port is Starting, without a probe', async () => {
     const p = counting(() => ({ ok: true }));
     const r = await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: p.once, ownership: () => own(1, 0) });

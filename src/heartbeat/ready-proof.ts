@@ -17,6 +17,9 @@
 //      connection: the kernel accepts for a listening socket whatever its process is doing, so
 //      for `tcp://` the proof is (a).
 //
+// (a) is checked again after the answers: a socket of ours that closed during the round (the
+// process exited) means the answers came from the other listeners.
+//
 // Anything short of that is Starting, with a reason that names the proof that failed.
 import type { ProbeResult } from './beat.js';
 import { type Ownership, type OwnershipOptions, portOwnership } from './ownership.js';
@@ -68,9 +71,10 @@ export interface ProofDeps {
 export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
   const now = d.now ?? (() => performance.now());
   const deadline = now() + d.timeoutMs;
+  const scan = d.ownership ?? ((p: number) => portOwnership(p, d.ownershipOptions));
   let o: Ownership;
   try {
-    o = (d.ownership ?? ((p) => portOwnership(p, d.ownershipOptions)))(d.port);
+    o = scan(d.port);
   } catch (e) {
     return { ok: false, error: `cannot tell who holds port ${d.port}: ${(e as Error).message}` };
   }
@@ -99,6 +103,24 @@ export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
             error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)`,
             ...(r.unanswered ? { unanswered: true } : {}),
           };
+  }
+  // (a) again: the answers prove something only if our sockets listened through all of them. A
+  // process that exits during the round (a bad api-server giving up on its storage, seen on a
+  // real kubelet) leaves the rest of the probes to the checkpoint, which answers them all.
+  if (needed > 1 || d.kind === 'tcp') {
+    let after: Ownership;
+    try {
+      after = scan(d.port);
+    } catch (e) {
+      return { ok: false, error: `cannot tell who holds port ${d.port} after the probes: ${(e as Error).message}` };
+    }
+    const still = new Set(after.ours.map((x) => x.inode));
+    const gone = o.ours.filter((x) => !still.has(x.inode));
+    if (gone.length > 0)
+      return {
+        ok: false,
+        error: `this pod's listening socket(s) on port ${d.port} (inode ${gone.map((x) => x.inode).join(', ')}) closed during the proof: the answers came from others`,
+      };
   }
   return { ok: true };
 }
