@@ -67,7 +67,8 @@ const MATRIX: Array<[string, string, string, string[], string]> = [
   ['Healthy', 'podGone', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Healthy', 'podNew', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Healthy', 'schedulingUnknown', 'Healthy', [], 'Ready: the parent reports Ready'],
-  ['Healthy', 'captured', 'Healthy', ['capture'], 'Ready: the parent reports Ready'],
+  // The report stores another spec than the Ready pod's: that one is captured once its Ready has held a window.
+  ['Healthy', 'captured', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Healthy', 'activated', 'Healthy', ['retire'], 'Ready: the parent reports Ready'],
   ['Healthy', 'retired', 'Healthy', [], 'Ready: the parent reports Ready'],
   ['Healthy', 'collected', 'Healthy', ['capture'], 'Ready: the parent reports Ready'],
@@ -221,6 +222,11 @@ function ticksUntil(s: ParentState, from: number, to: number): { state: ParentSt
     now = d.wakeAt;
   }
   return { state: st, actions, times };
+}
+
+/** When a new spec run by the Healthy fixture's Ready pod may be captured: its Ready run plus one window. */
+function settledAt(s: ParentState): number {
+  return s.readySince! + judgingWindowMs(s);
 }
 
 describe('decide: rules over time', () => {
@@ -740,13 +746,15 @@ describe('decide: rules over time', () => {
   });
 
   it('a Ready parent with a new spec is captured once, from that pod only', () => {
-    const s = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
+    const early = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
+    expect(kinds(early.actions)).not.toContain('capture');
+    const s = decide(early.state, { type: 'beat', beat: beat('Ready') }, settledAt(f.Healthy!.state));
     expect(s.actions).toContainEqual({
       type: 'capture',
       pod: { ...POD, specHash: 'h2' },
       reason: { code: 'NewSpec', message: 'the Ready parent runs a new spec' },
     });
-    const again = decide(s.state, { type: 'beat', beat: beat('Ready') }, 2200);
+    const again = decide(s.state, { type: 'beat', beat: beat('Ready') }, settledAt(f.Healthy!.state) + 100);
     expect(kinds(again.actions)).not.toContain('capture');
     // A Ready beat from another pod (a different uid) does not capture this pod: it is refused, and
     // the parent's phase stays what its own pod last said (Starting here).
@@ -804,10 +812,11 @@ describe('decide: rules over time', () => {
   });
 
   it('no capture while the api-server is unreachable', () => {
-    const down = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100);
-    const s0 = decide(f.Healthy!.state, { type: 'api', reachable: false }, 2050).state;
-    expect(kinds(decide(s0, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100).actions)).not.toContain('capture');
-    expect(kinds(down.actions)).toContain('capture');
+    const at = settledAt(f.Healthy!.state);
+    const up = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, specHash: 'h2' } }, 2100).state;
+    const down = decide(up, { type: 'api', reachable: false }, 2150).state;
+    expect(kinds(decide(down, { type: 'beat', beat: beat('Ready') }, at).actions)).not.toContain('capture');
+    expect(kinds(decide(up, { type: 'beat', beat: beat('Ready') }, at).actions)).toContain('capture');
   });
 
   it('GC only with the api-server word, after gcGrace', () => {

@@ -50,7 +50,7 @@ import {
 } from './gc.js';
 import { capBackoff, handoverWakes, handoverWindowMs, initialHandover, judgeHandingOver, judgeReturn, type RecoveredHandover } from './handover.js';
 import { exclusiveCopy, observeSpec, verdictWake } from './known-bad.js';
-import { captureFailed, observeCaptured, reconcileCapture } from './last-known-good.js';
+import { captureFailed, captureWakes, observeCaptured, reconcileCapture } from './last-known-good.js';
 import { claimResult, observeManifest } from './manifest.js';
 import { copyRewritten, emptyExitWatch, exitsUnknown, observeCopy, observeExits } from './overlap.js';
 import { PROBATION, recovered as recoveredVerdict } from './probation.js';
@@ -108,6 +108,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     phase: null,
     holderUid: null,
     startingSince: null,
+    readySince: null,
     rounds: [],
     seen: {},
     declaredIntervalMs: null,
@@ -297,8 +298,15 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
 // ---- waking: the earliest time at which the answer could change without new input ----
 
 function wakeAt(s: ParentState, now: number): number | null {
-  const times = [...freshnessWakes(s), gcWake(s), silenceWake(s), ...handoverWakes(s), verdictWake(s), ...fenceWakes(s), ...actionWakes(s)].filter(
-    (t): t is number => t !== null && t !== undefined && t > now,
-  );
+  const times = [
+    ...freshnessWakes(s),
+    ...captureWakes(s),
+    gcWake(s),
+    silenceWake(s),
+    ...handoverWakes(s),
+    verdictWake(s),
+    ...fenceWakes(s),
+    ...actionWakes(s),
+  ].filter((t): t is number => t !== null && t !== undefined && t > now);
   return times.length === 0 ? null : Math.min(...times);
 }

@@ -102,6 +102,11 @@ export function observeBeat(s: ParentState, b: Beat, now: number): void {
   } else {
     s.startingSince = null;
   }
+  if (b.phase === 'Ready') {
+    if (s.phase !== 'Ready' || s.holderUid !== b.holderUid || s.readySince === null) s.readySince = now;
+  } else {
+    s.readySince = null;
+  }
   s.phase = b.phase;
   s.phaseUnprobed = b.unprobed === true;
   s.holderUid = b.holderUid;

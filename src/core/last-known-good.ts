@@ -1,12 +1,16 @@
 // Last known good. The checkpoint is captured (or refreshed) only from the pod whose own beat says
 // Ready, and, when that Ready was not probed (`--probe none`: the sidecar runs, nothing more),
 // whose Ready condition the api-server reports True: a pod that never ran must not be kept as good.
-// A bad rollout that never becomes Ready does not overwrite the copy that worked.
+// A bad rollout that never becomes Ready does not overwrite the copy that worked. A new spec
+// replaces a stored copy only once it has been Ready through one window (NEW_SPEC_SETTLE): the copy
+// is the node's last way back, and one Ready beat can be wrong (on a real kubelet a bad
+// kube-apiserver exited in the middle of its sidecar's proof, whose other answers came from the
+// checkpoint beside it; captured, the bad spec left the node with no api-server at all).
 //
 // Owns `ParentState.capturingHash` (the capture in flight) and the stored copy's spec hash.
 // Pure: times are the observer's monotonic milliseconds.
 import { due, inFlight, succeeded } from './actions.js';
-import { readyProven } from './freshness.js';
+import { judgingWindowMs, readyProven } from './freshness.js';
 import { R } from './transitions.js';
 import type { Action, ParentState } from './types.js';
 
@@ -22,6 +26,7 @@ export function reconcileCapture(s: ParentState, now: number, actions: Action[])
     (s.holderUid === pod.uid || s.holderUid === '') &&
     s.checkpoint.specHash !== pod.specHash &&
     s.capturingHash !== pod.specHash &&
+    settled(s, now) &&
     due(s, 'capture', now)
   ) {
     inFlight(s, 'capture', now);
@@ -32,6 +37,18 @@ export function reconcileCapture(s: ParentState, now: number, actions: Action[])
       reason: s.checkpoint.stored ? R('NewSpec', 'the Ready parent runs a new spec') : R('FirstCapture', 'first capture from a Ready parent'),
     });
   }
+}
+
+/** A first capture at once; a new spec over a stored copy once Ready has held one window. */
+function settled(s: ParentState, now: number): boolean {
+  if (!s.checkpoint.stored) return true;
+  return s.readySince !== null && now - s.readySince >= judgingWindowMs(s);
+}
+
+/** When a new spec's Ready run has lasted long enough to be captured (a wake for the loop). */
+export function captureWakes(s: ParentState): Array<number | null> {
+  if (!s.checkpoint.stored || s.readySince === null || s.pod === null || s.checkpoint.specHash === s.pod.specHash) return [null];
+  return [s.readySince + judgingWindowMs(s)];
 }
 
 export function observeCaptured(s: ParentState, specHash: string): void {

@@ -31,6 +31,8 @@ export function enter(s: ParentState, to: ParentStateName, reason: Reason, now: 
   actions.push({ type: 'transition', from: s.state, to, reason });
   // Every silence is confirmed afresh, and the live read means nothing outside Silent (SilentData).
   if (to === 'Silent' || s.state === 'Silent') s.confirm = null;
+  // A run of Ready counts for a new spec's capture only within one Healthy stretch (last-known-good.ts).
+  if (to !== 'Healthy') s.readySince = null;
   s.state = to;
   s.since = now;
   s.reason = reason;

@@ -179,6 +179,8 @@ export interface ParentStateCommon {
   holderUid: string | null;
   /** Observer time the parent began its current unbroken run of Starting beats. */
   startingSince: number | null;
+  /** Observer time the parent began its current run of Ready beats while Healthy (null: not in one). */
+  readySince: number | null;
   /**
    * The last few beat rounds seen (holder uid, sequence, renew time), on any channel. A writer puts
    * one round on every channel; the same round arriving late on another channel (a watch re-list
