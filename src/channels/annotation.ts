@@ -10,7 +10,7 @@ import type { Beat } from '../core/types.js';
 import type { BeatClient } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import type { BeatWriter, Clock } from './channel.js';
-import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, show, stringMap } from './fields.js';
+import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, parseUid, show, stringMap } from './fields.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
 import { backoffMs } from './retry.js';
 
@@ -47,6 +47,8 @@ export function beatFromPod(pod: unknown, expectedNode: string): BeatResult {
   // and its annotations cannot outrank the parent's own beats on other channels (src/core/beats.ts
   // compares one holder's sequences across channels).
   if (typeof md.uid !== 'string' || md.uid === '') return refuse('metadata.uid is missing: not a pod as the api-server serves it');
+  const uid = parseUid(md.uid, 'metadata.uid');
+  if (!uid.ok) return refuse(uid.reason);
   if (f.value.holderUid && f.value.holderUid !== md.uid) {
     return refuse(`annotation ${ANNOTATION_HOLDER_UID} ${f.value.holderUid} names another pod (this one is ${md.uid}): copied annotations, not a beat`);
   }

@@ -154,11 +154,14 @@ describe('api-server probe', () => {
   });
 
   describe('calm periods', () => {
-    async function calmSetup() {
+    /** `counted`: the probe is counted as it starts (no request); else real requests to the test server. */
+    async function calmSetup(counted = true) {
       const time = new FakeTime();
       const { log } = await memoryLogger();
       const verdicts: boolean[] = [];
       const w = { calm: true };
+      // The schedule is the subject here, not the request: the probe is counted as it starts, so
+      // a loaded machine's slow request cannot shift a count into the next step.
       const probe = probeApiServer({
         kubeConfig: kubeConfig(),
         log,
@@ -168,21 +171,31 @@ describe('api-server probe', () => {
         failureThreshold: 3,
         calmIntervalMs: 30_000,
         calm: () => w.calm,
+        ...(counted
+          ? {
+              probe: async () => {
+                probes.count++;
+                return true;
+              },
+            }
+          : {}),
         onReachable: (r) => verdicts.push(r),
       });
       return { time, probe, verdicts, w };
     }
-    /** Advances in 1 s steps (letting each probe finish) until `hits` grows; returns the ms it took. */
-    async function untilNextProbe(time: FakeTime, limitMs: number): Promise<number> {
-      const before = hits.length;
+    const probes = { count: 0 };
+    /** Advances in 1 s steps (letting each probe finish) until a probe starts; returns the ms it took. */
+    async function untilNextProbe(time: FakeTime, limitMs: number, count = () => probes.count, settleMs = 1): Promise<number> {
+      const before = count();
       for (let ms = 1_000; ms <= limitMs; ms += 1_000) {
         await time.advance(1_000);
-        // The probe is a real request: give it a moment (real time) to reach the server.
-        await new Promise((r) => setTimeout(r, 25));
-        if (hits.length > before) return ms;
+        await new Promise((r) => setTimeout(r, settleMs));
+        if (count() > before) return ms;
       }
       return Number.POSITIVE_INFINITY;
     }
+    /** Real requests: give each a moment (real time) to reach the server. */
+    const untilNextHit = (time: FakeTime, limitMs: number) => untilNextProbe(time, limitMs, () => hits.length, 25);
 
     it('refuses a calm period shorter than the interval', async () => {
       const { log } = await memoryLogger();
@@ -217,10 +230,10 @@ describe('api-server probe', () => {
     });
 
     it('nudge() probes at once and returns to intervalMs; a hung api-server behind open watches is unreachable within calm + timeout + 2 intervals + timeout', async () => {
-      const { time, probe, verdicts, w } = await calmSetup();
+      const { time, probe, verdicts, w } = await calmSetup(false);
       probe.start();
       await waitUntil(() => verdicts.length === 1);
-      await untilNextProbe(time, 40_000);
+      await untilNextHit(time, 40_000);
       await probe.probeNow();
       // A watch broke: probe now, not in up to 30 s.
       w.calm = false;
@@ -228,11 +241,11 @@ describe('api-server probe', () => {
       probe.nudge();
       await waitUntil(() => hits.length === n + 1);
       await probe.probeNow();
-      expect(await untilNextProbe(time, 40_000)).toBe(5_000);
+      expect(await untilNextHit(time, 40_000)).toBe(5_000);
       await probe.probeNow();
       // Watches open again; then the api-server hangs without closing them.
       w.calm = true;
-      expect(await untilNextProbe(time, 40_000)).toBe(5_000);
+      expect(await untilNextHit(time, 40_000)).toBe(5_000);
       await probe.probeNow();
       mode = 'hang';
       const hungAt = time.now();
