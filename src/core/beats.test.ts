@@ -89,31 +89,6 @@ const table: Array<{ name: string; steps: Step[] }> = [
     ],
   },
   {
-    name: 'late Lease writes applied out of order do not lower the mark the local file set',
-    steps: [
-      [b('local', 30), L, 'baseline'],
-      [b('lease', 30), L, 'baseline'],
-      [b('local', 50), L, 'change'],
-      [b('lease', 40), L, 'old'],
-      [b('lease', 38), L, 'refused:frozen'],
-      [b('lease', 39), L, 'old'],
-      [b('lease', 41), L, 'old'],
-    ],
-  },
-  {
-    name: 'a writer restart whose first round was missed counts once every channel shows the new run',
-    steps: [
-      [b('local', 100), L, 'baseline'],
-      [b('lease', 100), L, 'baseline'],
-      [b('local', 101), L, 'change'],
-      [b('lease', 101), L, 'old'],
-      [b('lease', 3), L, 'refused:frozen'],
-      [b('local', 4), L, 'refused:frozen'],
-      [b('lease', 5), L, 'change'],
-      [b('local', 6), L, 'change'],
-    ],
-  },
-  {
     name: "after a reboot the Lease's higher numbers from the last run do not hold the new run back",
     steps: [
       [b('lease', 400), L, 'baseline'],

@@ -176,14 +176,7 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
     // refused and reported, though it is still the baseline the next round is compared with.
     rec.high = b.sequence - 1;
     if (b.sequence !== 1) {
-      // The mark comes down only as far as the other channels went: a restarted writer whose
-      // first round was missed shows its lower numbers on every channel, a late write (several
-      // queued in a frozen api-server, applied out of order) only on its own, and must not open
-      // the way for the next late write of that channel.
-      const others = (Object.entries(rec.seq) as Array<[Channel, number]>)
-        .filter(([c]) => c !== b.channel && rec?.firstSeen?.includes(c) !== true)
-        .map(([, n]) => n);
-      rec.high = Math.max(b.sequence, ...others);
+      rec.high = b.sequence;
       if (fromFirstSighting) return { trust, verdict: { kind: 'restart' } };
       return refuse(
         'frozen',
