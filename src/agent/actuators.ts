@@ -345,7 +345,9 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
         }
         d.logger.warn({ target: `${x.namespace}/${x.prefix}`, reason: x.body.reason, err: why.message }, 'event not recorded');
       }
-      backlog.shift();
+      // By identity: while it was being sent, a full backlog may have dropped its oldest.
+      const at = backlog.indexOf(x);
+      if (at >= 0) backlog.splice(at, 1);
     }
   }
   function flushEvents(): Promise<void> {
