@@ -2,7 +2,7 @@
 // Ready, and, when that Ready was not probed (`--probe none`: the sidecar runs, nothing more),
 // whose Ready condition the api-server reports True: a pod that never ran must not be kept as good.
 // A bad rollout that never becomes Ready does not overwrite the copy that worked. A new spec
-// replaces a stored copy only once it has been Ready through one window (NEW_SPEC_SETTLE): the copy
+// replaces a stored copy only once it has been Ready through one window (`settled`): the copy
 // is the node's last way back, and one Ready beat can be wrong (on a real kubelet a bad
 // kube-apiserver exited in the middle of its sidecar's proof, whose other answers came from the
 // checkpoint beside it; captured, the bad spec left the node with no api-server at all).
@@ -42,13 +42,19 @@ export function reconcileCapture(s: ParentState, now: number, actions: Action[])
 /** A first capture at once; a new spec over a stored copy once Ready has held one window. */
 function settled(s: ParentState, now: number): boolean {
   if (!s.checkpoint.stored) return true;
-  return s.readySince !== null && now - s.readySince >= judgingWindowMs(s);
+  const at = settlesAt(s);
+  return at !== null && now >= at;
+}
+
+/** When the current Ready run will have held one window (null: not in one). */
+function settlesAt(s: ParentState): number | null {
+  return s.readySince === null ? null : s.readySince + judgingWindowMs(s);
 }
 
 /** When a new spec's Ready run has lasted long enough to be captured (a wake for the loop). */
 export function captureWakes(s: ParentState): Array<number | null> {
-  if (!s.checkpoint.stored || s.readySince === null || s.pod === null || s.checkpoint.specHash === s.pod.specHash) return [null];
-  return [s.readySince + judgingWindowMs(s)];
+  if (!s.checkpoint.stored || s.pod === null || s.checkpoint.specHash === s.pod.specHash) return [null];
+  return [settlesAt(s)];
 }
 
 export function observeCaptured(s: ParentState, specHash: string): void {
