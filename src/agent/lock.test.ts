@@ -1,10 +1,11 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LOCK_RETRY_MS, lockSocketName, NodeLock } from './lock.js';
+import { LOCK_RETRY_MS, lockSocketName, NodeLock, readStandbySign, StandbySign, standbySocketName } from './lock.js';
 
 const HOLDER_SCRIPT = fileURLToPath(new URL('./lock-holder.test-helpers.ts', import.meta.url));
 /** The issue's bound for a restarted agent to act again; the take-over is a small part of it. */
@@ -168,5 +169,70 @@ describe('NodeLock', () => {
     expect(await a.tryAcquire()).toBe(true);
     expect(await b.tryAcquire()).toBe(true);
     await Promise.all([a.release(), b.release()]);
+  });
+});
+
+describe('the standby sign', () => {
+  it('a raised sign tells who stands by; none raised is known at once; one per folder; gone once lowered', async () => {
+    const d = await dir();
+    expect(await readStandbySign(d)).toBeNull();
+    const info = { pod: 'lastseen-agent-x', holder: 'lastseen-agent-x-7', spec: 'abc' };
+    const sign = new StandbySign(d, info);
+    expect(await sign.raise()).toBe(true);
+    try {
+      expect(await readStandbySign(d)).toEqual(info);
+      expect(await readStandbySign(`${d}/`)).toEqual(info); // the lock's spelling rule
+      expect(await readStandbySign(await dir())).toBeNull();
+      expect(await new StandbySign(d, { ...info, pod: 'other' }).raise()).toBe(false);
+    } finally {
+      await sign.lower();
+    }
+    expect(await readStandbySign(d)).toBeNull();
+  });
+
+  it('a sign that does not answer (a frozen process) or answers nonsense counts as none', async () => {
+    const d = await dir();
+    const held: import('node:net').Socket[] = [];
+    const silent = createServer((c) => held.push(c)); // accepts, never answers
+    await new Promise<void>((r) => silent.listen({ path: standbySocketName(d) }, () => r()));
+    try {
+      expect(await readStandbySign(d, 100)).toBeNull();
+    } finally {
+      for (const c of held) c.destroy();
+      silent.close();
+    }
+    const d2 = await dir();
+    const junk = createServer((c) => c.end('{"pod": 1}\n'));
+    await new Promise<void>((r) => junk.listen({ path: standbySocketName(d2) }, () => r()));
+    try {
+      expect(await readStandbySign(d2)).toBeNull();
+    } finally {
+      junk.close();
+    }
+  });
+});
+
+describe('who held the lock before', () => {
+  it('none after a release; the dead holder (its pod and role) after a holder died holding it', async () => {
+    const d = await dir();
+    const path = join(d, 'agent.lock');
+    const a = new NodeLock({ path, holder: 'a', pod: 'pod-a', role: 'copy' });
+    expect(await a.tryAcquire()).toBe(true);
+    expect(a.predecessor()).toBeNull();
+    await a.release();
+    const b = new NodeLock({ path, holder: 'b' });
+    expect(await b.tryAcquire()).toBe(true);
+    expect(b.predecessor()).toBeNull();
+    await b.release();
+    const { child, held } = await holderProcess(d, 'victim');
+    expect(held).toBe(true);
+    child.kill('SIGKILL');
+    await exited(child);
+    const c = new NodeLock({ path, holder: 'c', pod: 'pod-c', role: 'daemonset' });
+    expect(await c.tryAcquire()).toBe(true);
+    expect(c.predecessor()).toMatchObject({ holder: 'victim' });
+    expect(await c.readHolder()).toMatchObject({ holder: 'c', pod: 'pod-c', role: 'daemonset' });
+    await c.release();
+    expect(c.predecessor()).toBeNull();
   });
 });

@@ -22,9 +22,17 @@
 // has: when the holder file cannot be written, the socket still decides, the problem is reported
 // (`fileProblem()`, with its errno), and a holder file left by an earlier holder, which this one
 // could not replace, is not taken for another live holder.
+//
+// Which of the two agents should act: the DaemonSet's pod, whenever it runs (its Ready is what a
+// rollout waits for); the copy only while it does not. So a DaemonSet pod's agent standing by says
+// so on a second abstract name, its *standby sign* (`StandbySign`), answering whoever connects with
+// who it is; a copy reads it (`readStandbySign`) before it takes a free lock and while it holds one
+// (run-lock.ts decides what to do with it). Local, like the lock: no api-server is asked, and with
+// no DaemonSet pod on the node (a reboot) the read fails at once (ECONNREFUSED), costing the copy
+// nothing.
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:net';
+import { connect, createServer, type Server } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { writeFileAtomic } from '../checkpoint/atomic.js';
 
@@ -36,8 +44,17 @@ export const LOCK_RENEW_MS = 2_000;
  */
 export const LOCK_RETRY_MS = 200;
 
+/** How long a copy waits for a standby sign's answer: a sign that does not answer (a frozen process) counts as none. */
+export const STANDBY_READ_TIMEOUT_MS = 300;
+
+/** Which agent this is: its DaemonSet's pod, or the static copy of it (self.ts). */
+export type AgentRole = 'daemonset' | 'copy';
+
 interface HolderFile {
   holder: string;
+  /** The holder's pod and role, when it said (agents before these fields did not). */
+  pod?: string;
+  role?: AgentRole;
   /** Random per instance: two copies may share a pod name and, in their own PID namespaces, a pid. */
   token: string;
   pid: number;
@@ -50,6 +67,9 @@ export interface NodeLockOptions {
   path: string;
   /** Identity of this instance (pod name + pid by default). */
   holder?: string;
+  /** Written into the holder file, so a successor knows who held the lock before it. */
+  pod?: string;
+  role?: AgentRole;
 }
 
 /** The abstract socket name for a state folder: one lock per folder, whichever path spelling. */
@@ -69,6 +89,8 @@ export class NodeLock {
   private problem: NodeJS.ErrnoException | null = null;
   /** The token the holder file held when this holder could not replace it (a stale one). */
   private staleToken: string | null = null;
+  /** The holder file found when this instance took the lock: its predecessor, if it did not release (it died holding it). */
+  private found: HolderFile | null = null;
 
   constructor(private readonly o: NodeLockOptions) {
     this.holder = o.holder ?? `pid${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -91,7 +113,23 @@ export class NodeLock {
   }
 
   private mine(): HolderFile {
-    return { holder: this.holder, token: this.token, pid: process.pid, since: new Date().toISOString() };
+    return {
+      holder: this.holder,
+      ...(this.o.pod ? { pod: this.o.pod } : {}),
+      ...(this.o.role ? { role: this.o.role } : {}),
+      token: this.token,
+      pid: process.pid,
+      since: new Date().toISOString(),
+    };
+  }
+
+  /**
+   * Who held the lock before this instance took it and did not give it up (a holder that releases
+   * blanks the holder file): a process that died holding it, or the last holder before a reboot.
+   * Null when the lock was released, or is not held.
+   */
+  predecessor(): HolderFile | null {
+    return this.server ? this.found : null;
   }
 
   /** Bind the name: true if it is ours now, false if another live process has it. */
@@ -136,6 +174,7 @@ export class NodeLock {
       return false;
     }
     const before = await this.readHolder();
+    this.found = before && before.token !== this.token ? before : null;
     await this.tryWriteHolder(before);
     return true;
   }
@@ -185,4 +224,98 @@ export class NodeLock {
     if (!s) return Promise.resolve();
     return new Promise((r) => s.close(() => r()));
   }
+}
+
+/** What a DaemonSet pod's agent standing by answers on its standby sign. */
+export interface StandbyInfo {
+  /** Its pod's name. */
+  pod: string;
+  /** Its lock holder name (the holder file's `holder` once it holds the lock). */
+  holder: string;
+  /** What it runs (`agentSpec` in run-lock.ts): a copy hands the lock only to an agent that runs what it runs. */
+  spec: string;
+}
+
+/** The abstract socket name of the standby sign for a state folder (one per folder, as the lock). */
+export function standbySocketName(stateDir: string): string {
+  return `${lockSocketName(stateDir)}-standby`;
+}
+
+/**
+ * A DaemonSet pod's agent says it stands by for the node lock: while raised, whoever connects to
+ * the sign's name reads `info` (one JSON line). The kernel takes the name down when the process
+ * dies, as the lock's. One sign per name: a second DaemonSet pod standing by (a surge rollout)
+ * finds it raised (`raise` returns false) and needs none, one is enough to tell the copy.
+ */
+export class StandbySign {
+  private server: Server | null = null;
+
+  constructor(
+    private readonly stateDir: string,
+    private readonly info: StandbyInfo,
+  ) {}
+
+  raise(): Promise<boolean> {
+    if (this.server) return Promise.resolve(true);
+    return new Promise((done, fail) => {
+      const server = createServer((conn) => {
+        conn.on('error', () => {});
+        conn.end(`${JSON.stringify(this.info)}\n`);
+      });
+      const onError = (e: NodeJS.ErrnoException) => {
+        server.close();
+        if (e.code === 'EADDRINUSE') done(false);
+        else fail(e);
+      };
+      server.once('error', onError);
+      server.listen({ path: standbySocketName(this.stateDir) }, () => {
+        server.off('error', onError);
+        server.on('error', () => {});
+        server.unref();
+        this.server = server;
+        done(true);
+      });
+    });
+  }
+
+  lower(): Promise<void> {
+    const s = this.server;
+    this.server = null;
+    if (!s) return Promise.resolve();
+    return new Promise((r) => s.close(() => r()));
+  }
+}
+
+/**
+ * Who stands by on the sign of `stateDir`, or null: none raised (ECONNREFUSED, at once), no answer
+ * within `timeoutMs`, or an answer that is not a sign's. Never throws.
+ */
+export function readStandbySign(stateDir: string, timeoutMs = STANDBY_READ_TIMEOUT_MS): Promise<StandbyInfo | null> {
+  return new Promise((done) => {
+    let body = '';
+    let settled = false;
+    const finish = (v: StandbyInfo | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      conn.destroy();
+      done(v);
+    };
+    const conn = connect({ path: standbySocketName(stateDir) });
+    const timer = setTimeout(() => finish(null), timeoutMs);
+    conn.setEncoding('utf8');
+    conn.on('data', (chunk: string) => {
+      body += chunk;
+      if (body.length > 4096) finish(null);
+    });
+    conn.on('error', () => finish(null));
+    conn.on('end', () => {
+      try {
+        const j = JSON.parse(body) as Partial<StandbyInfo>;
+        finish(typeof j.pod === 'string' && typeof j.holder === 'string' && typeof j.spec === 'string' ? { pod: j.pod, holder: j.holder, spec: j.spec } : null);
+      } catch {
+        finish(null);
+      }
+    });
+  });
 }

@@ -23,16 +23,17 @@ import { CoverageWatch } from './coverage.js';
 import { HandoverFile } from './handovers.js';
 import { serveHealth } from './health.js';
 import { limitConcurrency } from './limit.js';
+import type { AgentRole } from './lock.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
 import { watchManifestFolder } from './observe/manifests.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { v1PodInfo } from './parents.js';
-import { type HeldLock, holdNodeLock, type StateProblem } from './run-lock.js';
+import { type HeldLock, holdNodeLock, LockTurns, type StateProblem } from './run-lock.js';
 import { type Observers, startObservers } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
 import { nodeCheckpointDisk, recoverFromDisk } from './run-recover.js';
-import { SelfCheckpoint } from './self.js';
+import { COPY_ENV, SelfCheckpoint } from './self.js';
 import { STATUS_REFRESH_MS, StatusWriter } from './status.js';
 import { startTokenRefresh, TokenRefresher } from './token-refresh.js';
 
@@ -77,6 +78,8 @@ export interface AgentRunOptions {
   logger: Logger;
   clock?: Clock;
   timers?: Timers;
+  /** The DaemonSet pod's agent or its static copy (default: the copy when COPY_ENV is "true", see self.ts). */
+  role?: AgentRole;
   /**
    * Aborting it ends the agent: during startup (standing by for the lock, waiting for the first
    * policy) runAgent rejects with the signal's reason after undoing what it started; once running,
@@ -105,7 +108,13 @@ export const OBSERVE_COALESCE_MS = 200;
  */
 export const MAX_CAPTURES_AT_ONCE = 8;
 
-export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
+/** One turn at the node lock: stand by, act, until stopped, the lock lost or (a copy) handed over. */
+interface AgentTurn extends RunningAgent {
+  /** Resolves when a copy is to hand the node lock to its DaemonSet's pod (run-lock.ts). */
+  handedOver: Promise<void>;
+}
+
+async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<AgentTurn> {
   const log = o.logger;
   const clock = o.clock ?? monotonicClock;
   const timers = o.timers ?? realTimers;
@@ -117,6 +126,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
     for (const s of stops.splice(0).reverse()) await Promise.resolve(s()).catch(() => {});
   };
   let lock: HeldLock | null = null;
+  let apiReachable = (): boolean => false;
   // A state folder that takes no writes (run-lock.ts): /readyz says so, and an Event once the actuators exist.
   let stateProblem: StateProblem | null = null;
   let reportStateProblem: (p: StateProblem | null) => void = () => {};
@@ -155,6 +165,11 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       holder: `${o.podName}-${process.pid}`,
       timers,
       log,
+      role: o.role ?? (process.env[COPY_ENV] === 'true' ? 'copy' : 'daemonset'),
+      pod: o.podName,
+      turns,
+      clock,
+      mayHandOver: () => apiReachable(),
       ...(o.signal ? { signal: o.signal } : {}),
       onStateProblem: (p) => {
         stateProblem = p;
@@ -309,6 +324,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       },
     });
     const a = agent;
+    apiReachable = () => a.isApiReachable();
 
     // After a reboot the loop's first question is whether an api-server answers (the reboot rule,
     // src/core/boot.ts): ask it once now, beside the policy's first read, so the
@@ -435,12 +451,73 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
       return stopping;
     };
     o.signal?.addEventListener('abort', () => void stop(), { once: true });
-    return { agent: a, metrics, healthPort: health.port, stop, lost: held.lost };
+    return { agent: a, metrics, healthPort: health.port, stop, lost: held.lost, handedOver: held.handOver.then(() => undefined) };
   } catch (e) {
     // Startup failed or was aborted (o.signal): undo what was started, then report it.
     await unwind();
     throw e;
   }
+}
+
+/**
+ * The agent: one turn at the node lock after another. A copy that hands the lock to its DaemonSet's
+ * pod (run-lock.ts) stops acting, which releases the lock, and stands by again in the same process:
+ * exiting instead would put the kubelet's crash-loop back-off between it and its next take-over
+ * (when that pod goes). `agent`, `metrics` and `healthPort` are the current turn's; `lost` resolves
+ * when a turn loses the lock or cannot start again.
+ */
+export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
+  const turns = new LockTurns(o.clock ?? monotonicClock);
+  // Ends a turn still standing by when the agent is stopped.
+  const ended = new AbortController();
+  const signal = o.signal ? AbortSignal.any([o.signal, ended.signal]) : ended.signal;
+  let current = await runAgentTurn({ ...o, signal }, turns);
+  let stopped = false;
+  let next: Promise<void> = Promise.resolve();
+  let lose: () => void = () => {};
+  const lost = new Promise<void>((r) => {
+    lose = r;
+  });
+  const follow = (t: AgentTurn) => {
+    void t.lost.then(() => {
+      if (t === current) lose();
+    });
+    void t.handedOver.then(() => {
+      if (stopped || t !== current) return;
+      next = (async () => {
+        o.logger.info('stopping to hand the node lock over; standing by again after');
+        await t.stop();
+        if (stopped) return;
+        try {
+          current = await runAgentTurn({ ...o, signal }, turns);
+          follow(current);
+        } catch (e) {
+          if (stopped) return;
+          o.logger.error({ err: (e as Error).message }, 'could not stand by again after handing the node lock over');
+          lose();
+        }
+      })();
+    });
+  };
+  follow(current);
+  return {
+    get agent() {
+      return current.agent;
+    },
+    get metrics() {
+      return current.metrics;
+    },
+    get healthPort() {
+      return current.healthPort;
+    },
+    lost,
+    async stop() {
+      stopped = true;
+      ended.abort(new Error('stopped'));
+      await next;
+      await current.stop();
+    },
+  };
 }
 
 /** One GET /readyz with the probe's timeout: true for a 200, false for anything else or no answer. */

@@ -8,7 +8,7 @@ import type { DataResolver } from '../checkpoint/capture.js';
 import { ManifestDir } from '../checkpoint/manifests.js';
 import { Store } from '../checkpoint/store.js';
 import { LABEL_PARENT } from '../core/names.js';
-import { ANNOTATION_COPY_DATA, copyOfAgentPod, SelfCheckpoint } from './self.js';
+import { ANNOTATION_COPY_DATA, COPY_ENV, copyOfAgentPod, SelfCheckpoint } from './self.js';
 
 const agentPod = (args: string[]): V1Pod => ({
   metadata: { name: 'lastseen-agent-abcde', namespace: 'lastseen-system' },
@@ -37,6 +37,22 @@ describe("the agent's own copy", () => {
     expect(c.ports).toBeUndefined();
     // The pod itself is untouched.
     expect(pod.spec!.containers[0]!.args).toContain('--health-port=9870');
+  });
+
+  it('is told it is the copy (an env var: an older agent ignores it), once, beside the env the pod has', () => {
+    const pod = agentPod(['agent']);
+    pod.spec!.containers[0]!.env = [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: COPY_ENV, value: 'false' },
+    ];
+    const c = copyOfAgentPod(pod).spec!.containers[0]!;
+    expect(c.env).toEqual([
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: COPY_ENV, value: 'true' },
+    ]);
+    expect(copyOfAgentPod(copyOfAgentPod(agentPod(['agent']))).spec!.containers[0]!.env).toEqual([{ name: COPY_ENV, value: 'true' }]);
+    // The DaemonSet's pod itself is not.
+    expect(pod.spec!.containers[0]!.env?.find((e) => e.name === COPY_ENV)?.value).toBe('false');
   });
 
   it('moves the default port too when the pod names none', () => {

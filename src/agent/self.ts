@@ -75,8 +75,15 @@ const HEALTH_PORT_FLAG = /^--health-port=(\d+)$/;
 const DEFAULT_PORT = 9870;
 
 /**
+ * Set on the copy's agent container (`"true"`): the agent knows it is the copy from its first
+ * instant, before any api-server could tell it, so it stands by for its DaemonSet's pod and hands
+ * that pod the node lock (run-lock.ts). An env var, not a flag: an older agent (a downgrade) ignores it.
+ */
+export const COPY_ENV = 'LASTSEEN_AGENT_COPY';
+
+/**
  * The pod the agent's own copy is captured from: the same, but serving its health endpoints on the
- * next port. Both agents use the host's network and run side by side (the DaemonSet pod as a
+ * next port, and told it is the copy (COPY_ENV). Both agents use the host's network and run side by side (the DaemonSet pod as a
  * standby while the copy acts, after a reboot; the copy as a standby otherwise): on one port the
  * second to start could not bind and would crash-loop (found on a real kubelet).
  */
@@ -84,6 +91,7 @@ export function copyOfAgentPod(pod: V1Pod): V1Pod {
   const copy = structuredClone(pod);
   for (const c of copy.spec?.containers ?? []) {
     if (c.args?.[0] !== 'agent' && c.command?.[1] !== 'agent') continue;
+    c.env = [...(c.env ?? []).filter((e) => e.name !== COPY_ENV), { name: COPY_ENV, value: 'true' }];
     const args = c.args ?? [];
     const at = args.findIndex((a) => HEALTH_PORT_FLAG.test(a));
     const port = at >= 0 ? Number(HEALTH_PORT_FLAG.exec(args[at] as string)?.[1]) : DEFAULT_PORT;
