@@ -30,12 +30,33 @@ export function notParentReason(pod: V1Pod, node: string): string | null {
   return null;
 }
 
+/** A pod as the rule below reads it: who it is, and when it was created (ms, or any measure of creation order). */
+export interface PodStamp {
+  uid: string;
+  name: string;
+  created: number;
+}
+
 /**
- * The parents the api-server has scheduled to this node, by parent id. Two pods with one key (a
- * rollout's old and new pod) resolve to the newest by creation time: it is the one that will stay.
+ * Which of the live pods of one parent key on one node is the parent's pod: the newest by creation
+ * (a rollout's new pod: it is the one that will stay; equal creation times: the first given). The
+ * others (a surge rollout's old pod) are listed beside it, in the order given: their beats are the
+ * parent's too (src/core/beats.ts). Null: no pod. The one rule for production's pod list
+ * (parentsOnNode) and the simulator's (src/sim/lastseen.ts).
+ */
+export function parentPodOf<T extends PodStamp>(pods: readonly T[]): { pod: T; alsoListed: Array<{ uid: string; name: string }> } | null {
+  let newest: T | undefined;
+  for (const p of pods) if (newest === undefined || p.created > newest.created) newest = p;
+  if (newest === undefined) return null;
+  return { pod: newest, alsoListed: pods.filter((p) => p !== newest).map((p) => ({ uid: p.uid, name: p.name })) };
+}
+
+/**
+ * The parents the api-server has scheduled to this node, by parent id: each key's pods resolved by
+ * parentPodOf. A creation time that is missing or not a time counts as the oldest.
  */
 export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPod> {
-  const out = new Map<string, ParentPod>();
+  const byId = new Map<string, { namespace: string; key: string; pods: Array<PodStamp & { pod: V1Pod }> }>();
   for (const pod of pods) {
     if (notParentReason(pod, node) !== null) continue;
     const md = pod.metadata!;
@@ -45,14 +66,22 @@ export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPo
       ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })),
     });
     const id = parentId(md.namespace!, key);
-    const prev = out.get(id);
-    const created = (p: V1Pod) => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
-    const other = (p: ParentPod, o: V1Pod) => [...(p.alsoListed ?? []), { uid: o.metadata?.uid ?? '', name: o.metadata?.name ?? '' }];
-    if (prev && created(prev.pod) >= created(pod)) {
-      prev.alsoListed = other(prev, pod);
-      continue;
-    }
-    out.set(id, { namespace: md.namespace!, key, pod, labels: md.labels ?? {}, ...(prev ? { alsoListed: other(prev, prev.pod) } : {}) });
+    const created = new Date(md.creationTimestamp ?? 0).getTime();
+    const group = byId.get(id) ?? { namespace: md.namespace!, key, pods: [] };
+    group.pods.push({ uid: md.uid ?? '', name: md.name!, created: Number.isNaN(created) ? 0 : created, pod });
+    byId.set(id, group);
+  }
+  const out = new Map<string, ParentPod>();
+  for (const [id, g] of byId) {
+    const chosen = parentPodOf(g.pods)!;
+    const pod = chosen.pod.pod;
+    out.set(id, {
+      namespace: g.namespace,
+      key: g.key,
+      pod,
+      labels: pod.metadata?.labels ?? {},
+      ...(chosen.alsoListed.length ? { alsoListed: chosen.alsoListed } : {}),
+    });
   }
   return out;
 }

@@ -22,7 +22,7 @@ import { HandoverRecords } from '../agent/handovers.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { type BeatFolder, watchLocalBeats } from '../agent/observe/local-beats.js';
 import { watchManifests } from '../agent/observe/manifests.js';
-import { localFileParent } from '../agent/parents.js';
+import { localFileParent, parentPodOf } from '../agent/parents.js';
 import { type ObserverFeed, observerFeed } from '../agent/run-observers.js';
 import { type CheckpointDisk, recoverFromDisk } from '../agent/run-recover.js';
 import { localBeatText } from '../channels/local.js';
@@ -321,19 +321,19 @@ export class SimLastseen implements AgentProcess {
   private podsOnNode(): Map<string, ObservedParent<PodObject>> {
     const parents = new Map<string, ObservedParent<PodObject>>();
     for (const def of this.world.parentsOn(this.node.name)) {
-      // As production's parentsOnNode: the newest pod of the key is the parent's pod, the others
-      // (a surge rollout's old pod) are listed beside it, so their beats are the parent's too.
-      const pods = this.world.api.podsFor(this.node.name, def.key);
-      const pod = pods.at(-1);
-      if (!pod) continue;
+      // Production's rule (parentPodOf): the newest pod of the key is the parent's pod, the others
+      // (a surge rollout's old pod) are listed beside it. The api-server lists them in creation order.
+      const pods = this.world.api.podsFor(this.node.name, def.key).map((p, i) => ({ uid: p.uid, name: p.name, created: i, sim: p }));
+      const chosen = parentPodOf(pods);
+      if (!chosen) continue;
+      const pod = chosen.pod.sim;
       const obj: PodObject = { metadata: { uid: pod.uid, name: pod.name, namespace: def.namespace }, sim: { ...pod } };
-      const others = pods.slice(0, -1).map((o) => ({ uid: o.uid, name: o.name }));
       parents.set(parentId(def.namespace, def.key), {
         namespace: def.namespace,
         key: def.key,
         pod: obj,
         labels: {},
-        ...(others.length ? { alsoListed: others } : {}),
+        ...(chosen.alsoListed.length ? { alsoListed: chosen.alsoListed } : {}),
       });
     }
     return parents;
