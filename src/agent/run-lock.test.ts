@@ -326,6 +326,7 @@ describe('the copy and its DaemonSet pod at the node lock', () => {
   it("what an agent runs: its release, build and arguments, but not its health port (the copy's is the next one)", () => {
     const ds = agentSpec(['agent', '--health-port=9870', '--policy-file=/etc/lastseen/policy.yaml'], '0.1.0 abc');
     expect(agentSpec(['agent', '--health-port=9871', '--policy-file=/etc/lastseen/policy.yaml'], '0.1.0 abc')).toBe(ds);
+    expect(agentSpec(['agent', '--health-port', '0', '--policy-file=/etc/lastseen/policy.yaml'], '0.1.0 abc')).toBe(ds);
     expect(agentSpec(['agent', '--health-port=9870', '--policy-file=/etc/lastseen/other.yaml'], '0.1.0 abc')).not.toBe(ds);
     expect(agentSpec(['agent', '--health-port=9870', '--policy-file=/etc/lastseen/policy.yaml'], '0.1.1 def')).not.toBe(ds);
   });

@@ -45,7 +45,7 @@ export const DISTRUST_MAX_MS = 60 * 60_000;
  * its DaemonSet pod on the same spec say the same; an upgrade says something else.
  */
 export function agentSpec(argv: readonly string[] = process.argv.slice(2), build = `${VERSION} ${bakedCommit() ?? ''}`): string {
-  const args = argv.filter((a) => !a.startsWith('--health-port'));
+  const args = argv.filter((a, i) => !a.startsWith('--health-port') && argv[i - 1] !== '--health-port');
   return createHash('sha256').update(JSON.stringify({ build, args })).digest('hex').slice(0, 16);
 }
 
@@ -164,7 +164,7 @@ export async function holdNodeLock(o: {
   /** The DaemonSet pod a standing-by copy leaves the lock to, since when. */
   let deferring: { to: StandbyInfo; since: number } | null = null;
   try {
-    for (let standby = false; ; standby = true) {
+    for (let saidStandby = false; ; ) {
       if (role === 'copy') {
         const w = await readStandbySign(o.stateDir);
         if (w && turns.trusts(w, spec)) {
@@ -180,7 +180,10 @@ export async function holdNodeLock(o: {
         } else deferring = null;
       }
       if (await lock.tryAcquire()) break;
-      if (!standby) o.log.info({ lock: path, holder: (await lock.readHolder())?.holder }, 'another agent holds the node lock; standing by');
+      if (!saidStandby) {
+        saidStandby = true;
+        o.log.info({ lock: path, holder: (await lock.readHolder())?.holder }, 'another agent holds the node lock; standing by');
+      }
       if (sign && !signRaised) {
         signRaised = await sign.raise().catch((e: Error) => {
           o.log.warn({ err: e.message }, 'could not raise the standby sign; the copy acting here will not hand this agent the node lock');
