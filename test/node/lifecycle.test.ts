@@ -213,8 +213,8 @@ async function rollTo(image: string, what: string): Promise<{ seconds: number; n
   const seconds = await tb.waitFor(`the agent on ${image} (${what}), Ready and reporting`, 300, () => agentOn(image, t0), 500);
   await sleep(3000); // a few more samples with the new agent in charge
   const w = await watch.stop();
-  // Which of the two is Ready (acting) here: the copy follows the DaemonSet's new pod only once it
-  // runs, so that pod is already retrying the node lock when the copy restarts, and should act; a
+  // Which of the two is Ready (acting) here: the DaemonSet's new pod, standing by with its standby
+  // sign up, is left the lock by the copy restarted on its spec, or handed it by the copy acting; a
   // DaemonSet pod standing by is not Ready, which holds a rollout (roll() checks it finishes).
   const acting = (await allAgentPods()).filter((p) => p.status?.containerStatuses?.[0]?.ready).map((p) => p.metadata.name);
   log(`${what}: acting agent ${acting.join(', ')}`);
@@ -259,13 +259,10 @@ describe('lastseen upgraded, downgraded and uninstalled on a real node', () => {
     );
   }
 
-  // Held back (reported as skipped, not passed): after the copy restarts on the new spec, which of
-  // it and the DaemonSet's new pod takes the node lock is still a race. Passed 3/3 twice on the
-  // test bed (the DaemonSet pod won), failed in a full .ci/run at cbd69ba: the copy won on the
-  // upgrade and on the downgrade, the new DaemonSet pod stood by not Ready, and the rollout held
-  // (120 s). The fix belongs in the agent: a copy that sees a running DaemonSet pod of its own spec
-  // on its node hands it the lock. Un-skip with it.
-  it.skip('upgrade to a new image: nothing activated, every checkpoint kept, the NodeCheckpoint carried over', async () => {
+  // Which agent acts after the copy restarts on the new spec used to be a race (the copy won in a
+  // full CI run, and the rollout held): now a copy leaves the lock to its DaemonSet pod standing by
+  // on its spec, and hands it over while it holds it (src/agent/run-lock.ts).
+  it('upgrade to a new image: nothing activated, every checkpoint kept, the NodeCheckpoint carried over', async () => {
     const first = tb.env.lastseenImage;
     if (!first) throw new Error('the node bed names no lastseen image');
     expect(first).toMatch(/^127\.0\.0\.1:\d+\/lastseen@sha256:[0-9a-f]{64}$/);
@@ -280,7 +277,7 @@ describe('lastseen upgraded, downgraded and uninstalled on a real node', () => {
     await roll(next, 'upgrade');
   });
 
-  it.skip('downgrade back to the first image, the same way (held back with the upgrade, above)', async () => {
+  it('downgrade back to the first image, the same way', async () => {
     if (!images) throw new Error('the upgrade test did not get as far as the upgrade; the downgrade starts from it');
     await roll(images.first, 'downgrade');
   });
