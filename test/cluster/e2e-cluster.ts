@@ -62,7 +62,11 @@ for (const w of o.case.split(',').map((s) => s.trim())) {
 }
 const cases = CASES.filter((c) => wanted.has(c)) as CaseName[];
 
-const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+// lastseen is built from this commit (scripts/cluster bundles it from git, not from the shared
+// working tree), so the figures belong to it; LASTSEEN_CLUSTER_COMMIT=worktree measures the tree.
+const built = process.env.LASTSEEN_CLUSTER_COMMIT ?? execFileSync('git', ['rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
+process.env.LASTSEEN_CLUSTER_COMMIT = built;
+const commit = built === 'worktree' ? `${execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()}-worktree` : built.slice(0, 7);
 const c = realCluster();
 const sampler = new ResourceSampler(c.env.dir);
 const t0 = Date.now();
@@ -86,9 +90,11 @@ try {
     staticRuns.push(r);
   }
   await c.selfHost();
+  const measured = staticRuns.map((r) => r.lbServedAfterS).filter((x): x is number => x !== null);
+  const staticLimitS = measured.length ? Math.round(2 * median(measured) * 100) / 100 : null;
   for (const name of cases) {
     for (let i = 1; i <= (wanted.get(name) ?? rounds) && !(name === 'master-lost' && i > 1); i++) {
-      const r = await runCase(c, name, i, { offS: Number(o.off), limitS: Number(o.limit), settleS: Number(o.settle), holdS: Number(o.hold) });
+      const r = await runCase(c, name, i, { offS: Number(o.off), limitS: Number(o.limit), settleS: Number(o.settle), holdS: Number(o.hold), staticLimitS });
       results.push(r);
       log(`${name} ${i}: ${JSON.stringify(r)}`);
       // What is measured so far, in case the run is cut short.
@@ -131,7 +137,7 @@ if (o.json) process.stdout.write(`${JSON.stringify(doc)}\n`);
 else {
   for (const r of results)
     console.log(
-      `${r.case} ${r.round}: recovered ${r.recovered}, lb served ${r.lbServedAfterS ?? 'never'} s, unavailable ${r.unavailableS} s (${r.lbAvailabilityPct}% of ${r.lbPolls} polls); ${r.nodes.map((n) => `${n.node} api ${n.apiServedAfterS} parent ${n.parentServedAfterS} act ${n.activations}`).join('; ')}`,
+      `${r.case} ${r.round}: recovered ${r.recovered}, goals ${r.goals.map((g) => `${g.met ? 'met' : 'MISSED'}: ${g.goal} (${g.measured})`).join('; ')}; lb served ${r.lbServedAfterS ?? 'never'} s, unavailable ${r.unavailableS} s (${r.lbAvailabilityPct}% of ${r.lbPolls} polls); ${r.nodes.map((n) => `${n.node} api ${n.apiServedAfterS} parent ${n.parentServedAfterS} act ${n.activations}`).join('; ')}`,
     );
   console.log(
     `static limit ${doc.staticLimitS} s (static: ${doc.staticS.join(', ')} s); peak ${resources.peakRssMiB} MiB, ${resources.peakCpuCores} cores; total ${doc.totalS} s`,

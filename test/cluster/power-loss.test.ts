@@ -34,7 +34,7 @@ describe('three masters behind a load balancer, on real kubelets', () => {
     console.log(`static power loss: ${JSON.stringify(stat)}`);
     expect(stat.lbServedAfterS).not.toBeNull();
     await c.selfHost();
-    const r = await runCase(c, 'power-loss', 1, { offS: 2, limitS: 420, settleS: 10, holdS: 0 });
+    const r = await runCase(c, 'power-loss', 1, { offS: 2, limitS: 420, settleS: 10, holdS: 0, staticLimitS: 2 * (stat.lbServedAfterS as number) });
     console.log(`power loss: ${JSON.stringify(r)}`);
     expect(r.recovered).toBe(true);
     expect(r.lbServedAfterS).not.toBeNull();
