@@ -14,8 +14,9 @@
 //    stuck, and the copy takes it. With no sign raised (a reboot: no DaemonSet pod yet), the copy
 //    takes the lock at its first try, as before: the sign is read locally, never waited for;
 //  - a copy holding the lock hands it over (`handOver`: its caller stops acting, releases, and
-//    stands by again) once such a DaemonSet pod stands by, while the api-server answers (an agent
-//    starting without one gives its parents a startup grace: no hand-over in an outage);
+//    stands by again) once such a DaemonSet pod stands by, on a calm node (`mayHandOver`, run.ts:
+//    the api-server answers and no parent is silent, covered or being handed back): its successor
+//    starts afresh, with a startup grace, so never in an outage;
 //  - a DaemonSet pod the copy gave way to that did not keep the lock for KEEP_MS (it died holding
 //    it, or before it took it: a crash loop) is not given way to again for a while that doubles
 //    (DISTRUST_MS up to DISTRUST_MAX_MS): the copy keeps the lock meanwhile.
@@ -149,7 +150,7 @@ export async function holdNodeLock(o: {
   turns?: LockTurns;
   /** Monotonic milliseconds, for the copy's deferral and distrust (default the process's). */
   clock?: Clock;
-  /** Whether a copy holding the lock may hand it over now (default: always); run.ts: while the api-server answers. */
+  /** Whether a copy holding the lock may hand it over now (default: always); run.ts: on a calm node. */
   mayHandOver?: () => boolean;
 }): Promise<HeldLock> {
   const path = join(o.stateDir, 'agent.lock');

@@ -126,7 +126,8 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
     for (const s of stops.splice(0).reverse()) await Promise.resolve(s()).catch(() => {});
   };
   let lock: HeldLock | null = null;
-  let apiReachable = (): boolean => false;
+  // A copy hands the node lock over only on a calm node (run-lock.ts): its successor starts afresh.
+  let calm = (): boolean => false;
   // A state folder that takes no writes (run-lock.ts): /readyz says so, and an Event once the actuators exist.
   let stateProblem: StateProblem | null = null;
   let reportStateProblem: (p: StateProblem | null) => void = () => {};
@@ -169,7 +170,7 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
       pod: o.podName,
       turns,
       clock,
-      mayHandOver: () => apiReachable(),
+      mayHandOver: () => calm(),
       ...(o.signal ? { signal: o.signal } : {}),
       onStateProblem: (p) => {
         stateProblem = p;
@@ -324,7 +325,7 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
       },
     });
     const a = agent;
-    apiReachable = () => a.isApiReachable();
+    calm = () => a.isApiReachable() && a.views().every((v) => !v.state.checkpoint.active && !['Silent', 'Active', 'HandingOver'].includes(v.state.state));
 
     // After a reboot the loop's first question is whether an api-server answers (the reboot rule,
     // src/core/boot.ts): ask it once now, beside the policy's first read, so the

@@ -1,10 +1,11 @@
 // The agent's static copy and its DaemonSet pod on one node, as two `lastseen agent` processes
 // against the real kube-apiserver: the copy (LASTSEEN_AGENT_COPY=true, as self.ts sets it) acts
 // while no DaemonSet pod does, hands the node lock to one that stands by, and stands by itself in
-// the same process; when that pod dies, the copy acts again. Never are both Ready (acting) at once.
+// the same process, but only on a calm node (no parent covered); when that pod dies, the copy acts
+// again. Never are both Ready (acting) at once.
 import { describe, expect, it } from 'vitest';
 import { COPY_ENV } from '../../src/agent/self.js';
-import { faultSetup, reachability } from './fault-helpers.js';
+import { appears, captured, faultSetup, healthy, reachability, sleep } from './fault-helpers.js';
 import { waitFor } from './harness.js';
 import { logsWith, type Proc } from './processes.js';
 
@@ -24,10 +25,11 @@ async function ready(p: Proc): Promise<boolean> {
 }
 
 describe("the agent's copy and its DaemonSet pod", () => {
-  it('the copy acts alone, hands the lock to the DaemonSet pod that stands by, stands by in the same process, and acts again when that pod dies', async () => {
+  it('the copy acts alone, hands the lock to the DaemonSet pod that stands by once no parent is covered, stands by in the same process, and acts again when that pod dies', async () => {
     const s = await faultSetup('turns', { policy: POLICY });
     // faultSetup starts a DaemonSet pod's agent; this story starts with the copy alone (a reboot).
     await s.agent.stop();
+    let hb = s.heartbeat();
     process.env[COPY_ENV] = 'true'; // spawn copies the environment now
     const copy = (() => {
       try {
@@ -40,6 +42,11 @@ describe("the agent's copy and its DaemonSet pod", () => {
     await waitFor(() => logsWith(copy, 'agent started').length === 1 || undefined, { timeoutMs: 60_000, what: 'the copy to act' });
     await reachability(copy, true);
     await waitFor(() => ready(copy), { timeoutMs: 60_000, what: 'the copy Ready' });
+    await captured(s);
+    await healthy(copy);
+    // The parent dies: the copy covers it.
+    await hb.stop('SIGKILL');
+    await appears(s.manifest);
 
     // Sampled throughout: never both Ready.
     let both = 0;
@@ -57,6 +64,14 @@ describe("the agent's copy and its DaemonSet pod", () => {
     try {
       ds = s.startAgent();
       const pod = ds;
+      await waitFor(() => logsWith(pod, 'another agent holds the node lock; standing by').length === 1 || undefined, { what: 'the DaemonSet pod to stand by' });
+      // No hand-over while a parent is covered (three of the copy's lock checks, 2 s apart) ...
+      await sleep(6500);
+      expect(logsWith(copy, 'stopping to hand the node lock over; standing by again after'), 'a hand-over while a parent is covered').toEqual([]);
+      // ... once it is back and handed back, the copy hands the DaemonSet pod the lock.
+      const since = copy.logs.length;
+      hb = s.heartbeat();
+      await healthy(copy, since);
       await waitFor(() => logsWith(copy, 'stopping to hand the node lock over; standing by again after').length === 1 || undefined, {
         timeoutMs: 60_000,
         what: 'the copy to hand over',
@@ -82,5 +97,6 @@ describe("the agent's copy and its DaemonSet pod", () => {
     expect(both, `samples with both agents Ready, of ${samples}`).toBe(0);
     await copy.stop();
     expect(await copy.exited).toBe(0);
+    await hb.stop();
   });
 });
