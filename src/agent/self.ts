@@ -1,7 +1,7 @@
 // The agent's own checkpoint. After a full reboot no api-server exists to start the agent's
 // DaemonSet pod, so the agent keeps a copy of itself permanently in the kubelet's static-pod
-// folder: it comes back as a static pod first, and the node lock (lock.ts) keeps the DaemonSet pod
-// as a standby while the copy acts. This copy is outside the decision core: it is never silent,
+// folder: it comes back as a static pod first and acts until the DaemonSet's pod runs again, then
+// hands that pod the node lock (run-lock.ts) and stands by. This copy is outside the decision core: it is never silent,
 // never handed over and never collected; it is refreshed whenever the agent's own pod spec (or the
 // data it mounts) changes, and while the copy itself acts it follows the DaemonSet's pod, so an
 // update of the DaemonSet reaches it.
@@ -134,8 +134,8 @@ export class SelfCheckpoint {
    * when the DaemonSet's pod was replaced and the copy took the node lock), the DaemonSet's agent
    * pod on this node that the copy is a copy of (same id), once its containers run. So a DaemonSet
    * update reaches the copy too: the kubelet restarts the copy on the new spec, and the DaemonSet's
-   * new pod, already retrying the node lock while the copy stops (the kubelet starts the restarted
-   * copy only after), takes over and becomes Ready: the rollout finishes. Without it the old copy
+   * new pod, standing by with its standby sign up, takes over (the restarted copy leaves it the
+   * lock, run-lock.ts) and becomes Ready: the rollout finishes. Without it the old copy
    * acted on and the new pod stood by, never Ready (found upgrading on a real kubelet). A pod whose
    * containers do not run yet (or cannot: an image that does not pull) is not followed, so the
    * copy never trades the agent that runs for one that may not. Learns which agent it is from the
