@@ -493,7 +493,7 @@ export async function runAgent(o: AgentRunOptions): Promise<RunningAgent> {
           current = await runAgentTurn({ ...o, signal }, turns);
           follow(current);
         } catch (e) {
-          if (stopped) return;
+          if (stopped || signal.aborted) return; // stopped while standing by again (SIGTERM): not a failure
           o.logger.error({ err: (e as Error).message }, 'could not stand by again after handing the node lock over');
           lose();
         }
