@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
@@ -241,6 +241,12 @@ describe('lastseen upgraded, downgraded and uninstalled on a real node', () => {
     // The copy restarted on it, the DaemonSet's new pod took the node lock: the rollout finishes.
     const doneS = await tb.waitFor(`${what}: the DaemonSet's rollout finished (its new pod Ready)`, 120, rolledOut, 1000);
     log(`${what}: rollout finished ${doneS.toFixed(1)}s after the new agent reported`);
+    // The acting agent, as the node lock's holder file names it (a Ready condition lags: the copy
+    // that stopped acting stays Ready until its readiness probe fails three times, up to 15 s).
+    const [pod] = await agentPods();
+    const holder = JSON.parse(readFileSync(join(dirname(CHECKPOINTS), 'agent.lock'), 'utf8')) as { pod?: string; role?: string; holder?: string };
+    log(`${what}: the node lock held by ${holder.holder} (${holder.role})`);
+    expect(holder, `${what}: the node lock's holder`).toMatchObject({ role: 'daemonset', pod: pod?.metadata.name });
     await agentsHaveServiceAccountFiles(what);
     const nc = await nodeCheckpoint();
     expect(nc.metadata.uid, `${what}: the NodeCheckpoint is the same object`).toBe(before.metadata.uid);
