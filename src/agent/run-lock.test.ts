@@ -52,7 +52,7 @@ const handClock = (): Clock & { t: number } => {
   return c;
 };
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 45_000): Promise<void> {
   const t0 = Date.now();
   while (!(await cond())) {
     if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
