@@ -167,7 +167,15 @@ export class Agent<P = unknown> implements ManifestSubject {
 
   /** The api-server's pods for this node were (re)listed or changed; `parents` maps key id -> pod. */
   podsObserved(parents: Map<string, ObservedParent<P>>): void {
-    if (!this.apiReachable) return;
+    if (!this.apiReachable) {
+      // The pod watch still hears an api-server the probe calls unreachable (a slow one): its pods
+      // say only who may beat for a key already tracked (the core takes them as identity only).
+      for (const p of parents.values()) {
+        const e = this.entries.get(parentId(p.namespace, p.key));
+        if (e) this.feed(e, { type: 'pod', pod: { ...this.o.podInfo(p.pod, p), ...(p.alsoListed?.length ? { alsoListed: p.alsoListed } : {}) } });
+      }
+      return;
+    }
     for (const p of parents.values()) {
       const e = this.ensure(p.namespace, p.key, p.labels);
       e.pod = p.pod;

@@ -4,7 +4,8 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { localBeatText } from '../channels/local.js';
 import { FakeTime } from '../core/fake-time.test-helpers.js';
-import { type Actuators, Agent } from './agent.js';
+import type { Phase } from '../core/types.js';
+import { type Actuators, Agent, type ObservedParent } from './agent.js';
 import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { observerFeed } from './run-observers.js';
 
@@ -12,10 +13,13 @@ function setup() {
   const time = new FakeTime();
   // Actuators added since are never reached here: spread in untyped, as no-ops.
   const later = { fence: async () => ({ killed: 0, detail: 'not reached' }) };
+  const activated: string[] = [];
   const actuators: Actuators = {
     ...later,
     capture: async (_p, pod) => ({ specHash: pod.specHash }),
-    activate: async () => {},
+    activate: async (p) => {
+      activated.push(p.id);
+    },
     retire: async () => {},
     collect: async () => {},
     readLive: async () => ({ beats: [] }),
@@ -29,7 +33,7 @@ function setup() {
     actuators,
     podInfo: (pod: PodStatusLike) => v1PodInfo(pod, 'h1'),
   });
-  const pods = new Map([
+  const pods = new Map<string, ObservedParent<PodStatusLike>>([
     ['kube-system/kube-apiserver', { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid: 'u1', name: 'a-n1' } }, labels: {} }],
   ]);
   const bad: string[] = [];
@@ -41,7 +45,7 @@ function setup() {
     badInput: (source, reason) => bad.push(`${source}: ${reason}`),
     onVerdict: (ok) => verdicts.push(ok),
   });
-  return { agent, feed, bad, verdicts };
+  return { agent, feed, bad, verdicts, pods, time, activated };
 }
 
 describe('observerFeed', () => {
@@ -63,6 +67,82 @@ describe('observerFeed', () => {
     expect(agent.views()).toEqual([]);
     feed.reachable(true);
     expect(agent.views().map((v) => v.id)).toEqual(['kube-system/kube-apiserver']);
+  });
+
+  it('while the api-server is judged unreachable, a pod list names who may beat: a surge’s new pod is the parent’s', async () => {
+    const { agent, feed, pods, time, activated, bad } = setup();
+    let seq = 0;
+    const write = (holder: string, holderUid: string, phase: Phase) =>
+      feed.localFile(
+        'kube-system_kube-apiserver.json',
+        localBeatText(
+          { node: 'n1', namespace: 'kube-system', key: 'kube-apiserver', role: 'parent' },
+          {
+            channel: 'local',
+            holder,
+            holderUid,
+            role: 'parent',
+            phase,
+            sequence: ++seq,
+            renewTime: `${new Date(time.wallNow()).toISOString().slice(0, 23)}000Z`,
+          },
+        ),
+      );
+    const state = () => agent.views()[0]!.state;
+    feed.reachable(true);
+    feed.podsListed();
+    for (let i = 0; i < 4; i++) {
+      write('a-n1', 'u1', 'Ready');
+      await time.advance(2_000);
+    }
+    expect(state().state).toBe('Healthy');
+    expect(state().checkpoint.stored).toBe(true); // a copy the Stopping below could activate
+
+    // The probe gives up on a slow api-server; its pod watch still hears the surge's new pod.
+    feed.reachable(false);
+    seq = 0; // the new pod's writer starts its own count
+    write('a-n1-new', 'u2', 'Starting'); // before the watch names it: held, not foreign yet
+    await time.advance(1_000);
+    pods.set('kube-system/kube-apiserver', {
+      namespace: 'kube-system',
+      key: 'kube-apiserver',
+      pod: { metadata: { uid: 'u2', name: 'a-n1-new' } },
+      labels: {},
+      alsoListed: [{ uid: 'u1', name: 'a-n1' }],
+    });
+    feed.podsChanged();
+    expect(state().pod?.uid).toBe('u1'); // identity only: the pod tracked stays the last full list's
+    expect(state().pod?.alsoListed).toEqual([{ uid: 'u2', name: 'a-n1-new' }]);
+    for (let i = 0; i < 3; i++) {
+      write('a-n1-new', 'u2', 'Ready');
+      await time.advance(2_000);
+    }
+    // The old pod's last beat is Stopping, while the new one beats Ready: no deliberate stop.
+    const oldSeq = seq;
+    seq = 100;
+    write('a-n1', 'u1', 'Stopping');
+    seq = oldSeq;
+    write('a-n1-new', 'u2', 'Ready');
+    await time.advance(2_000);
+    expect(state().state).toBe('Healthy');
+    expect(activated).toEqual([]);
+    expect(bad).toEqual([]);
+  });
+
+  it('while unreachable, a pod list never takes away a pod the last full list named, nor adds a parent', () => {
+    const { agent, feed, pods } = setup();
+    feed.reachable(true);
+    feed.podsListed();
+    feed.reachable(false);
+    pods.set('kube-system/kube-apiserver', { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid: 'u3', name: 'a-n1-3' } }, labels: {} });
+    pods.set('kube-system/etcd', { namespace: 'kube-system', key: 'etcd', pod: { metadata: { uid: 'e1', name: 'etcd-n1' } }, labels: {} });
+    feed.podsChanged();
+    expect(agent.views().map((v) => v.id)).toEqual(['kube-system/kube-apiserver']);
+    expect(agent.views()[0]!.state.pod).toMatchObject({ uid: 'u1', name: 'a-n1', alsoListed: [{ uid: 'u3', name: 'a-n1-3' }] });
+    pods.delete('kube-system/kube-apiserver');
+    feed.podsChanged();
+    expect(agent.views()[0]!.state.pod).toMatchObject({ uid: 'u1', alsoListed: [{ uid: 'u3', name: 'a-n1-3' }] });
+    expect(agent.views()[0]!.state.unscheduledSince).toBeNull();
   });
 
   it('parses local files and refuses the malformed and the foreign, with a reason', () => {

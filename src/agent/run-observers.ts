@@ -74,9 +74,10 @@ export interface ObserverFeedWiring<P> {
 /**
  * What the observers tell the loop, and in which order: production's informers, probe and folder
  * watch call it, and so do the simulator's model watches (src/sim/lastseen.ts), so the random
- * sweeps run this ordering and gating. Pods reach the loop only once their watch has listed and
- * while the api-server is reachable (an unreachable api-server's last list says nothing about
- * what is scheduled now); a reachable verdict hands the pods over again at once.
+ * sweeps run this ordering and gating. Pods reach the loop only once their watch has listed. While
+ * the api-server is judged unreachable they say only which pods may beat for a key (a surge's new
+ * pod, heard by a watch that outlasts a probe too impatient for a slow api-server), nothing about
+ * what is scheduled now; a reachable verdict hands the pods over again at once, in full.
  */
 export interface ObserverFeed {
   reachable(ok: boolean): void;
@@ -97,8 +98,10 @@ export function observerFeed<P>(f: ObserverFeedWiring<P>): ObserverFeed {
   const a = f.agent;
   let podsSynced = false;
   const publishPods = () => {
-    if (!podsSynced || !a.isApiReachable()) return;
-    f.beforePublish?.();
+    if (!podsSynced) return;
+    // While the api-server is judged unreachable the loop takes the list as identity only
+    // (Agent.podsObserved): a surge's new pod beating beside the old one is the parent's.
+    if (a.isApiReachable()) f.beforePublish?.();
     a.podsObserved(f.parents());
   };
   const beat = (source: 'lease' | 'annotation', r: ObservedBeat) => {

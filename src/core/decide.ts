@@ -37,7 +37,16 @@ import {
   judgeHang,
   observeFenced,
 } from './fence.js';
-import { freshnessWakes, judgeLive, noteWindow, observeBeat as observeParentBeat, regrace, takeHeldBeat, windowReason } from './freshness.js';
+import {
+  freshnessWakes,
+  judgeLive,
+  noteWindow,
+  observeListedWhileUnreachable,
+  observeBeat as observeParentBeat,
+  regrace,
+  takeHeldBeat,
+  windowReason,
+} from './freshness.js';
 import {
   gcWake,
   judgeOrphaned,
@@ -198,7 +207,12 @@ function observe(s: ParentState, input: Input, now: number): void {
       observeSchedulingUnknown(s);
       return;
     case 'pod': {
-      if (!s.apiReachable) return;
+      if (!s.apiReachable) {
+        // Identity only: who may beat for the key (a surge's new pod), never scheduling or spec.
+        const held = observeListedWhileUnreachable(s, input.pod);
+        if (held) observeBeat(s, held, now);
+        return;
+      }
       s.pod = input.pod ? { ...input.pod } : null;
       const held = takeHeldBeat(s);
       if (held) observeBeat(s, held, now);

@@ -18,10 +18,10 @@
 // Owns `lastChangeAt`, `lastLocalChangeAt`, `phase`, `phaseUnprobed`, `holderUid`,
 // `startingSince`, `rounds`, `seen`, `declaredIntervalMs`, `windowNotedMs`, `beatTrust` and
 // `graceUntil` (which the boot and api rules also move). Pure.
-import { judgeBeat, leadingBeat, takePending } from './beats.js';
+import { judgeBeat, leadingBeat, MAX_HOLDERS, takePending } from './beats.js';
 import { observeParentBeat as observeHang } from './fence.js';
 import { cover, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
-import type { Action, Beat, ParentPolicy, ParentState } from './types.js';
+import type { Action, Beat, ParentPolicy, ParentState, PodInfo } from './types.js';
 
 /** Beat rounds remembered to recognise one round arriving on several channels: a few intervals' worth. */
 const MAX_ROUNDS = 8;
@@ -125,6 +125,27 @@ export function takeHeldBeat(s: ParentState): Beat | null {
   const held = takePending(s.beatTrust, listedHolders(s));
   if (held && s.seen[held.channel] === beatFingerprint(held)) s.seen[held.channel] = 'held';
   return held;
+}
+
+/**
+ * A pod list while the api-server is judged unreachable (its probe fails, yet the pod watch still
+ * hears it: an api-server too slow for the probe). It says nothing about scheduling, spec or exits,
+ * but the pods it names are pods the api-server has for this key here, so their beats are the
+ * parent's: a surge rollout's new pod beside the one last listed. Identity only, and only added
+ * (the pod tracked stays the last full list's, and a pod that list named goes only after several
+ * newer ones): a stale list can only leave a beat unrecognised, and a pod of the key that beats
+ * is a live parent. Without a pod known from a list there is nothing to add to (the holder beating
+ * first is taken, beats.ts). Returns a held beat of a pod it names, as takeHeldBeat.
+ */
+export function observeListedWhileUnreachable(s: ParentState, pod: PodInfo | null): Beat | null {
+  const known = listedHolders(s);
+  if (pod === null || known === null) return null;
+  const named = [{ uid: pod.uid, name: pod.name }, ...(pod.alsoListed ?? [])];
+  const added = named.filter((h) => !known.some((k) => k.uid === h.uid && k.name === h.name));
+  if (added.length === 0) return null;
+  // The latest few, as beats.ts remembers holders: one dropped here and accepted before stays the parent's.
+  s.pod = { ...s.pod!, alsoListed: [...(s.pod!.alsoListed ?? []), ...added].slice(-MAX_HOLDERS) };
+  return takeHeldBeat(s);
 }
 
 /** A new policy: a grace still running is re-measured from its start. */

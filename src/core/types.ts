@@ -291,7 +291,10 @@ export type Input =
   | { type: 'confirmed'; outcome: 'unchanged' | 'unavailable' }
   | { type: 'confirmed'; outcome: 'changed'; beat: Beat }
   | { type: 'api'; reachable: boolean }
-  /** The api-server's view of this key on this node: a pod, or none (only sent while reachable). */
+  /**
+   * The api-server's view of this key on this node: a pod, or none. While it is judged unreachable,
+   * only the pods named count, as who may beat for the key (freshness.ts, observeListedWhileUnreachable).
+   */
   | { type: 'pod'; pod: PodInfo | null }
   /**
    * The api-server's word on scheduling can no longer be trusted: the pod watch failed, or the live

@@ -229,10 +229,18 @@ export class SimLastseen implements AgentProcess {
 
   // ---- the world's notices (AgentProcess) ----
 
-  /** The pod watch's event, a round trip late. */
+  /**
+   * The pod watch's event, a round trip late. While the agent judges the api-server unreachable
+   * the watch still hears one that answers too slowly for the probe (added latency), as an
+   * informer does: the event goes out if it reaches the node, and the feed takes it as identity only.
+   */
   onPodsChanged(): void {
-    if (!this.agent.isApiReachable()) return;
-    this.later(T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), () => this.feed.podsChanged());
+    const w = this.world;
+    const heard = () => this.agent.isApiReachable() || (!this.node.net.watchStalled && w.api.deliversTo(this.node));
+    if (!heard()) return;
+    this.later(T.apiRttMs / 2 + w.net.fromApiMs(this.node), () => {
+      if (heard()) this.feed.podsChanged();
+    });
   }
 
   onApiBeat(sb: StoredBeat): void {

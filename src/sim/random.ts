@@ -15,16 +15,14 @@ const partition = (rng: Rng, at: number, node: string): FaultInput => ({ type: '
 
 /**
  * A rollout's update strategy (src/sim/daemonset.ts): mostly the DaemonSet defaults, else more nodes
- * at a time (a count or a percentage) and minReadySeconds. Never a surge: two pods of a parent on a
- * node beat on one Lease and file, and the agent tells the new pod's beats from a foreign writer's
- * only by the pod list, which it does not take while it judges the api-server unreachable; a surge
- * under a slow api-server then reads the old pod's last Stopping beat as the parent's stop and
- * activates beside the new pod (1 of 2,000 seeds with surges drawn: seed 604, an app parent under
- * +1 s latency; docs/rollouts.md). The sweep is for what lastseen already handles.
+ * at a time (a count or a percentage), or a surge (maxSurge 1, maxUnavailable 0: the new pod
+ * beside the old one on a node, both beating on one Lease and file); and minReadySeconds.
  */
 function rolloutStrategy(rng: Rng): { maxUnavailable: number | string; maxSurge: number; minReadySeconds: number } {
   const minReadySeconds = rng.pick([0, 0, 10]);
-  switch (rng.pick(['default', 'default', 'more', 'percent'] as const)) {
+  switch (rng.pick(['default', 'default', 'more', 'percent', 'surge'] as const)) {
+    case 'surge':
+      return { maxUnavailable: 0, maxSurge: 1, minReadySeconds };
     case 'default':
       return { maxUnavailable: 1, maxSurge: 0, minReadySeconds };
     case 'more':

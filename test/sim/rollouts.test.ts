@@ -249,7 +249,7 @@ describe('the rollout fields of the schema', () => {
 });
 
 describe('the random sweep', () => {
-  it('draws rollouts with other update strategies than the default, never a surge', () => {
+  it('draws rollouts with other update strategies than the default, surges too', () => {
     const rollouts = Array.from({ length: 300 }, (_, i) => randomScenario(i + 1).spec.faults)
       .flat()
       .filter((f) => f.type === 'rollout');
@@ -258,6 +258,7 @@ describe('the random sweep', () => {
     expect(rollouts.some((f) => typeof f.maxUnavailable === 'string')).toBe(true);
     expect(rollouts.some((f) => f.minReadySeconds > 0)).toBe(true);
     expect(rollouts.some((f) => f.maxUnavailable === 1 && f.maxSurge === 0 && f.minReadySeconds === 0)).toBe(true);
-    expect(rollouts.every((f) => f.maxSurge === 0)).toBe(true);
+    expect(rollouts.some((f) => f.maxSurge === 1 && f.maxUnavailable === 0)).toBe(true);
+    expect(rollouts.every((f) => f.maxSurge === 0 || f.maxUnavailable === 0)).toBe(true);
   });
 });

@@ -1,0 +1,52 @@
+// A surge rollout while the agent judges the api-server unreachable: the api-server answers the
+// kubelet and the pod watch, but too slowly for the agent's probe (added latency each way). The
+// new pod beats beside the old one on the same file and Lease, and the old pod's last beat says
+// Stopping. The agent must know the new pod for the parent's from the pod watch alone, or it reads
+// the old pod's Stopping as the parent's deliberate stop and activates the copy beside a live
+// parent (the random sweep's seed 604 with surges drawn).
+import { describe, expect, it } from 'vitest';
+import { runScenario } from './run.js';
+import { parseScenario } from './schema.js';
+
+function surgeUnderLatency(kubelet: 'v1.5' | 'v1.36') {
+  const r = parseScenario({
+    name: `surge-under-latency-${kubelet}`,
+    duration: 300_000,
+    kubelet: { model: kubelet },
+    nodes: [{ name: 'm1', master: true }],
+    parents: [
+      { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
+      { key: 'kube-flannel', kind: 'app' },
+    ],
+    faults: [
+      { type: 'latency', at: 80_000, node: 'm1', latency: 1079, duration: 100_000 },
+      { type: 'rollout', at: 154_000, key: 'kube-flannel', healthy: true, maxUnavailable: 0, maxSurge: 1 },
+    ],
+  });
+  if (!r.ok) throw new Error(JSON.stringify(r.errors));
+  return r.scenario;
+}
+
+describe('a surge rollout while the probe calls the api-server unreachable', () => {
+  for (const kubelet of ['v1.5', 'v1.36'] as const) {
+    it(`takes the new pod for the parent's from the pod watch, and activates nothing (kubelet ${kubelet})`, async () => {
+      const res = await runScenario(surgeUnderLatency(kubelet));
+      // The path under test: the agent judged the api-server unreachable before the new pod came,
+      // and did not hear it back before the old pod was deleted.
+      const m1 = res.logs.filter((l) => l.node === 'm1');
+      const added = m1.find((l) => /^pod kube-flannel-\d+ \(api, gen 2\) added$/.test(l.text))?.t;
+      const oldDeleted = res.logs.find((l) => /deletes kube-flannel-\d+ \(generation 1\)/.test(l.text))?.t;
+      const unreachableAt = m1.findLast((l) => l.text === 'api-server unreachable' && l.t < (added ?? 0))?.t;
+      const reachableAgain = m1.find((l) => l.text === 'api-server reachable' && l.t > (unreachableAt ?? 0))?.t;
+      expect(unreachableAt).toBeDefined();
+      expect(added).toBeGreaterThan(unreachableAt!);
+      expect(oldDeleted).toBeGreaterThan(added!);
+      expect(reachableAgain ?? Number.POSITIVE_INFINITY).toBeGreaterThan(oldDeleted!);
+
+      const texts = m1.map((l) => `${l.t} ${l.text}`);
+      expect(res.invariantViolations).toEqual([]);
+      expect(texts.filter((t) => /lastseen-kube-system-kube-flannel|CheckpointActivated|ForeignBeat/.test(t))).toEqual([]);
+      expect(res.verdict).toBe('pass');
+    }, 120_000);
+  }
+});
