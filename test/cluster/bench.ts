@@ -47,6 +47,18 @@ function stats(xs: Array<number | null | undefined>): { n: number; min: number; 
   return { n: v.length, min: v[0] as number, median: round2(median), max: v[v.length - 1] as number, missing: xs.length - v.length };
 }
 
+/** For each goal, how many of the rounds that judged it met it: "met of judged". */
+function goalTally(rs: CaseResult[]): Record<string, string> {
+  const t = new Map<string, { met: number; of: number }>();
+  for (const r of rs) {
+    for (const g of r.goals ?? []) {
+      const x = t.get(g.goal) ?? { met: 0, of: 0 };
+      t.set(g.goal, { met: x.met + (g.met ? 1 : 0), of: x.of + 1 });
+    }
+  }
+  return Object.fromEntries([...t].map(([k, v]) => [k, `${v.met} of ${v.of}`]));
+}
+
 const old = JSON.parse(readFileSync(FILE, 'utf8')) as Partial<Bench> & { real?: Run };
 const runs: Run[] = old.runs ?? (old.real ? [{ ...old.real, source: old.source }] : []);
 for (const f of o.add) {
@@ -66,6 +78,10 @@ for (const [name, rs] of byCase) {
   summary[name] = {
     rounds: rs.length,
     recovered: rs.filter(({ r }) => r.recovered).length,
+    // Rounds measured before the goals were judged in the run have none: counted as not judged.
+    goalsMet: rs.filter(({ r }) => r.goalsMet === true).length,
+    goalsJudged: rs.filter(({ r }) => Array.isArray(r.goals)).length,
+    goals: goalTally(rs.map(({ r }) => r)),
     commits: [...new Set(rs.map(({ run }) => run.commit))],
     lbServedAfterS: stats(rs.map(({ r }) => r.lbServedAfterS)),
     unavailableS: stats(rs.map(({ r }) => r.unavailableS)),

@@ -380,7 +380,7 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
             `${victim}'s kube-apiserver processes (${frozen}) stopped with SIGSTOP for ${o.holdS}s`,
             `load balancer during the hang: ${cut.polls - cut.failed}/${cut.polls} polls served (${pct(cut)}%)`,
             `${victim}'s own port during the hang: ${ownDuring.polls - ownDuring.failed}/${ownDuring.polls} polls served; first served ${ownBackS ?? 'never'} s after the stop`,
-            `apiServedAfterS from the stop to the first answer after the thaw; parentServedAfterS counted from the thaw; checkpoints still active at the end: ${left.join(', ') || 'none'}`,
+            `apiServedAfterS and parentServedAfterS from the stop, first looked for after the thaw (so never below the hold); checkpoints still active at the end: ${left.join(', ') || 'none'}`,
           ],
           [
             goal('the load balancer keeps ≥ 99% during the hang', pct(cut) >= 99, `${pct(cut)}% of ${cut.polls} polls`),
