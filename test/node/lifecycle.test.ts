@@ -201,6 +201,25 @@ function watchCoverage(): { stop: () => Promise<Watch> } {
   };
 }
 
+/** What the agents logged about the node lock since `since` (who stood by, gave way, handed it over), oldest first. */
+function lockSteps(since: number): string[] {
+  const root = join(tb.env.dir, 'pod-logs');
+  const out: { time: number; line: string }[] = [];
+  for (const d of existsSync(root) ? readdirSync(root).filter((d) => d.startsWith(`${NS}_lastseen-agent-`)) : []) {
+    const [namespace, pod, uid] = d.split('_') as [string, string, string];
+    for (const line of tb.containerLog(namespace, pod, uid, 'agent')) {
+      if (!line.includes('node lock')) continue;
+      try {
+        const e = JSON.parse(line) as { time?: number; msg?: string };
+        if (typeof e.time === 'number' && e.time >= since) out.push({ time: e.time, line: `${((e.time - since) / 1000).toFixed(1)}s ${pod}: ${e.msg}` });
+      } catch {
+        // a line cut by a restart
+      }
+    }
+  }
+  return out.sort((a, b) => a.time - b.time).map((e) => e.line);
+}
+
 /** The agent's `activating checkpoint` decisions about any control-plane parent since `since`. */
 const activations = (since: number) =>
   CONTROL_PLANE.flatMap((c) => tb.agentRecords(`kube-system/${c}`, since).filter((r) => r.msg === 'activating checkpoint'));
@@ -245,7 +264,7 @@ describe('lastseen upgraded, downgraded and uninstalled on a real node', () => {
     // that stopped acting stays Ready until its readiness probe fails three times, up to 15 s).
     const [pod] = await agentPods();
     const holder = JSON.parse(readFileSync(join(dirname(CHECKPOINTS), 'agent.lock'), 'utf8')) as { pod?: string; role?: string; holder?: string };
-    log(`${what}: the node lock held by ${holder.holder} (${holder.role})`);
+    log(`${what}: the node lock held by ${holder.holder} (${holder.role}); on the way: ${lockSteps(t0).join('; ') || 'none logged'}`);
     expect(holder, `${what}: the node lock's holder`).toMatchObject({ role: 'daemonset', pod: pod?.metadata.name });
     await agentsHaveServiceAccountFiles(what);
     const nc = await nodeCheckpoint();
