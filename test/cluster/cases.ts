@@ -437,6 +437,13 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
       case 'master-lost': {
         const victim = 'm3';
         const others = NODES.filter((n) => n !== victim);
+        // The NodeCheckpoint must be there, owned by its Node, before the Node goes: else "gone" proves nothing.
+        const before = await c
+          .kubectlRetry(['get', 'nodecheckpoints.lastseen.dev', victim, '-o', 'json'])
+          .then((out) => JSON.parse(out) as { metadata: { ownerReferences?: Array<{ kind: string; name: string }> } })
+          .catch(() => null);
+        const owners = before?.metadata.ownerReferences ?? [];
+        const ownedByNode = owners.some((r) => r.kind === 'Node' && r.name === victim);
         const t0 = Date.now();
         await c.script('kill', victim);
         await c.kubectlRetry(['delete', 'node', victim, '--wait=false', '--ignore-not-found']);
@@ -461,9 +468,10 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
           t0,
           p.lb,
           nodes,
-          gone !== null && others.every((n) => servedPct(n) >= 99),
+          before !== null && ownedByNode && gone !== null && others.every((n) => servedPct(n) >= 99),
           [
             `${victim} powered off for good and its Node deleted ${round2((tDeleted - t0) / 1000)}s in`,
+            `NodeCheckpoint ${victim} before: ${before === null ? 'absent' : `present, owners ${owners.map((r) => `${r.kind}/${r.name}`).join(', ') || 'none'}`}`,
             `NodeCheckpoint ${victim} removed by the garbage collector: ${gone === null ? `not within ${o.limitS}s` : `${round2(gone)}s after the delete`}`,
             `the others' own api-servers: ${others.map((n) => `${n} ${JSON.stringify(p.direct.get(n)?.between(t0))}`).join(', ')}`,
           ],
@@ -475,8 +483,8 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
             ),
             goal(
               `NodeCheckpoint ${victim} removed by the garbage collector`,
-              gone !== null,
-              gone === null ? `not within ${o.limitS} s` : `${round2(gone)} s after the delete`,
+              before !== null && ownedByNode && gone !== null,
+              `${before === null ? 'absent before the delete; ' : ownedByNode ? '' : 'not owned by its Node; '}${gone === null ? `not removed within ${o.limitS} s` : `gone ${round2(gone)} s after the delete`}`,
             ),
           ],
         );
