@@ -129,6 +129,26 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     }
   });
 
+  it('a slow start is a start: unanswered rounds of a process not yet Ready keep the parent Starting until startTimeout (a master cut off from etcd)', () => {
+    for (const policy of [POLICY, overlap]) {
+      const h = fixtures(policy).Healthy!.state;
+      // The api-server answers its readiness probe with an error (Starting), then too slowly to be
+      // heard, round after round, for far longer than the window (4 s here).
+      const steps: Array<[number, Input]> = [[2500, { type: 'beat', beat: beat('Starting') }]];
+      for (let t = 3500; t <= 30_000; t += 1000) steps.push([t, { type: 'beat', beat: hungBeat() }], [t + 500, { type: 'tick' }]);
+      const r = feed(h, steps);
+      expect(r.state.state).toBe('Starting');
+      expect(kinds(r.actions)).not.toContain('activate');
+      expect(kinds(r.actions)).not.toContain('fence');
+      // Past startTimeout (30 s after the first Starting beat) it is covered like any start that never ends.
+      const late = feed(r.state, [
+        [33_000, { type: 'beat', beat: hungBeat() }],
+        [33_100, { type: 'tick' }],
+      ]);
+      expect(late.state.reason.code).toBe('StartTimeout');
+    }
+  });
+
   it("never a sidecar that started over: unanswered rounds after the pod's Ready from before a reboot (its sequence went back) are no hang", () => {
     // The pod keeps its uid across a power cut; the last Ready beat the agent reads at its start is
     // the Lease written before it. The new sidecar counts from 1 while its process starts slowly.

@@ -67,8 +67,12 @@ export function copyHang(h: HangState): HangState {
 }
 
 /**
- * A parent beat, after it was judged the parent's own and new. Returns true when it is unanswered:
- * the sidecar lives, but its process does not; the caller then does not count it as a sign of life.
+ * A parent beat, after it was judged the parent's own and new. Returns true when it may be a hang:
+ * unanswered, from the pod whose last answered beat was Ready; the caller then does not count it as
+ * a sign of life. An unanswered beat of a process that has not been Ready since it started returns
+ * false: a process that holds its port and is slow to answer while it starts (an api-server whose
+ * etcd has no quorum, a loaded node) is starting, and its beats are Starting ones, judged by
+ * startTimeout like any other start.
  */
 export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
   if (b.unanswered !== true) {
@@ -84,10 +88,10 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
   }
   // Only a process whose last answered beat was Ready hangs; one that never was is starting, and so
   // is one whose sidecar started over since that Ready (its sequence went back).
-  if (h.answeredBy !== b.holderUid) return true;
+  if (h.answeredBy !== b.holderUid) return false;
   if (h.answeredSeq !== undefined && b.sequence < h.answeredSeq) {
     h.answeredBy = null;
-    return true;
+    return false;
   }
   if (h.since === null || h.since.holderUid !== b.holderUid || b.sequence < h.since.sequence) {
     h.since = { holderUid: b.holderUid, at: now, sequence: b.sequence };

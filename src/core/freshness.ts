@@ -67,7 +67,8 @@ export function observeBeat(s: ParentState, b: Beat, now: number): void {
   }
   // 'unlisted': judged again when the next pod list arrives (takeHeldBeat).
   if (v.kind === 'old' || v.kind === 'unlisted') return;
-  // An unanswered beat (the sidecar runs, its process does not answer) is no sign of life (fence.ts).
+  // An unanswered beat of a process that was Ready (the sidecar runs, its process no longer
+  // answers) is no sign of life; one of a process not yet Ready is a slow start (fence.ts).
   const unanswered = observeHang(s.hang, b, now);
   // Even a baseline declares how the parent beats: the first judgement already needs it.
   const judgingBefore = judgingWindowMs(s);
