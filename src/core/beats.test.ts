@@ -117,6 +117,20 @@ const table: Array<{ name: string; steps: Step[] }> = [
     ],
   },
   {
+    name: 'a writer replaced while both beat (lease-only new run, local file left stale): its first beat written a moment before the old run\'s last one is old, its next counts',
+    steps: [
+      [b('local', 500, { renewTime: at(500) }), L, 'baseline'],
+      [b('lease', 500, { renewTime: at(500) }), L, 'baseline'],
+      [b('lease', 501, { renewTime: at(501) }), L, 'change'],
+      [b('local', 502, { renewTime: at(502.01) }), L, 'change'],
+      // The new run's beat 4, written at 502.00, read after the old run's 502 (written at 502.01).
+      [b('lease', 4, { renewTime: at(502) }), L, 'old'],
+      [b('lease', 5, { renewTime: at(502.25) }), L, 'refused:frozen'],
+      [b('lease', 6, { renewTime: at(502.5) }), L, 'change'],
+      [b('lease', 7, { renewTime: at(502.75) }), L, 'change'],
+    ],
+  },
+  {
     name: "after a reboot the Lease's higher numbers from the last run do not hold the new run back",
     steps: [
       [b('lease', 400), L, 'baseline'],

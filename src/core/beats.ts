@@ -179,7 +179,11 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
     // Written by this holder before the round that set the mark (the same writer's clock on both:
     // it is one process on this node): a late write of rounds already seen elsewhere (queued in a
     // frozen api-server, applied out of order), not a restart. The mark stays, so the rest of
-    // the late writes cannot count either.
+    // the late writes cannot count either; so does the channel's last sequence: the next beat
+    // is judged against the one before this, so a new run whose beat was written a moment before
+    // the mark's round (two writers of one holder overlapping while one replaces the other) is
+    // recognised at its next beat.
+    rec.seq[b.channel] = before;
     return { trust, verdict: { kind: 'old' } };
   }
   if (before !== undefined && b.sequence < before) {
