@@ -117,7 +117,7 @@ const table: Array<{ name: string; steps: Step[] }> = [
     ],
   },
   {
-    name: 'a writer replaced while both beat (lease-only new run, local file left stale): its first beat written a moment before the old run\'s last one is old, its next counts',
+    name: "a writer replaced while both beat (lease-only new run, local file left stale): its first beat written a moment before the old run's last one is old, its next counts",
     steps: [
       [b('local', 500, { renewTime: at(500) }), L, 'baseline'],
       [b('lease', 500, { renewTime: at(500) }), L, 'baseline'],
