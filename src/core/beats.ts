@@ -22,11 +22,7 @@
 //   channels, a round counts only if it is newer than every round already counted from that
 //   holder: a Lease write that surfaces late (queued in a frozen api-server, a slow etcd) is older
 //   than what the local file already showed and cannot revive a parent the local channel has seen
-//   die. Such writes may also surface out of order (38, then 35, then 39): a lower number whose
-//   renew time is earlier than the round that set the mark is a late write, not a restart, and
-//   leaves the mark alone. The renew times compared are one writer's own clock (the holder's
-//   sidecar, on this node); a restart seen late (its first rounds missed) writes later times and
-//   still starts a new baseline. First sightings never raise that mark: after a reboot the Lease still holds the last run's
+//   die. First sightings never raise that mark: after a reboot the Lease still holds the last run's
 //   higher numbers, and the new run must not be held back by them.
 // - Two live pods of one key (a surge rollout). Both are the parent; the parent's phase is the best
 //   among the holders whose beats changed within the window (Ready, then Starting, then Stopping),
@@ -46,8 +42,6 @@ export interface HolderRecord {
   trusted: boolean;
   /** Highest sequence of the holder's current run counted as a change, on any channel (0: none). */
   high: number;
-  /** The writer's renewTime on the round that set `high` (absent: not known). */
-  highRenew?: string;
   /** Last sequence seen per channel. */
   seq: Partial<Record<Channel, number>>;
   /** Channels whose last sequence was a first sighting (not counted: it may be a run long over). */
@@ -175,27 +169,14 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
     rec.seq[b.channel] = before;
     return refuse('frozen', `${b.channel} beat of holder ${who(b)} changed but its sequence ${b.sequence} did not: not a new beat (a frozen or copied writer)`);
   }
-  if (before !== undefined && b.sequence < before && !fromFirstSighting && writtenBefore(b.renewTime, rec.highRenew)) {
-    // Written by this holder before the round that set the mark (the same writer's clock on both:
-    // it is one process on this node): a late write of rounds already seen elsewhere (queued in a
-    // frozen api-server, applied out of order), not a restart. The mark stays, so the rest of
-    // the late writes cannot count either; so does the channel's last sequence: the next beat
-    // is judged against the one before this, so a new run whose beat was written a moment before
-    // the mark's round (two writers of one holder overlapping while one replaces the other) is
-    // recognised at its next beat.
-    rec.seq[b.channel] = before;
-    return { trust, verdict: { kind: 'old' } };
-  }
   if (before !== undefined && b.sequence < before) {
     // A new run. Its first round (sequence 1) is a sign of life. A lower number below a first
     // sighting is a new run seen late (after a reboot the Lease still holds the last run's
     // numbers): a new baseline. Below a counted round it is a writer counting down (or a replay):
     // refused and reported, though it is still the baseline the next round is compared with.
     rec.high = b.sequence - 1;
-    rec.highRenew = undefined;
     if (b.sequence !== 1) {
       rec.high = b.sequence;
-      rec.highRenew = b.renewTime;
       if (fromFirstSighting) return { trust, verdict: { kind: 'restart' } };
       return refuse(
         'frozen',
@@ -205,31 +186,11 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
   }
   if (b.sequence <= rec.high) return { trust, verdict: { kind: 'old' } };
   rec.high = b.sequence;
-  rec.highRenew = b.renewTime;
   rec.trusted = true;
   rec.phase = b.phase;
   rec.unprobed = b.unprobed === true;
   rec.changedAt = now;
   return { trust, verdict: { kind: 'change' } };
-}
-
-const MICRO_TIME = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/;
-
-/** An RFC 3339 time in microseconds since the epoch, or null when it is not one. */
-export function microsOf(t: string): number | null {
-  const m = MICRO_TIME.exec(t);
-  if (!m) return null;
-  const ms = Date.parse(`${m[1]}${m[3]}`);
-  if (Number.isNaN(ms)) return null;
-  return ms * 1000 + Number((m[2] ?? '').padEnd(6, '0').slice(0, 6));
-}
-
-/** Whether renew time `t` is strictly earlier than `mark`; false when either is not a time. */
-function writtenBefore(t: string, mark: string | undefined): boolean {
-  if (mark === undefined) return false;
-  const a = microsOf(t);
-  const z = microsOf(mark);
-  return a !== null && z !== null && a < z;
 }
 
 function who2(h: Holder): string {

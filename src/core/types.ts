@@ -28,10 +28,7 @@ export interface Beat {
   phase: Phase;
   /** Monotonic per writer process; a restart begins again at 1. */
   sequence: number;
-  /**
-   * The writer's own wall clock (RFC 3339 MicroTime). Compared for equality, and for order only
-   * between two beats of one holder (one writer's clock: beats.ts tells a late write from a restart).
-   */
+  /** The writer's own wall clock (RFC 3339 MicroTime). Compared for equality only. */
   renewTime: string;
   /**
    * The interval the writer beats at, as it declares it (absent: a writer that does not say). The
