@@ -1,16 +1,18 @@
 // The live read's connection: a read that confirms silence must not ride a pooled socket that may be
 // stalled like the watch (test/integration/faults.test.ts shows the false activation it caused).
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
+import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { leaseWithBeat } from '../channels/lease.js';
 import { ManifestDir } from '../checkpoint/manifests.js';
 import { Store } from '../checkpoint/store.js';
 import { initialState } from '../core/decide.js';
-import type { KubeClient } from '../kube/client.js';
+import { type KubeClient, makeKubeClient } from '../kube/client.js';
 import { defaultPolicy } from '../policy/policy.js';
 import { MAX_EVENT_BACKLOG, makeActuators, withoutPortSharing } from './actuators.js';
 import type { ParentView } from './agent.js';
@@ -224,5 +226,106 @@ describe('events during an outage', () => {
     expect(sent.length).toBe(MAX_EVENT_BACKLOG);
     expect(sent[0]).toBe('m5');
     expect(sent.at(-1)).toBe(`m${MAX_EVENT_BACKLOG + 4}`);
+  });
+});
+
+// The api-server's failures as the agent's real client sees them (client-node 2.x over undici's
+// fetch: `TypeError: fetch failed`, the cause inside): a refused connection (the api-server down),
+// a reset one (killed while it held the request), a pool dropped under a request (what the agent
+// does when it judges the api-server unreachable). Each keeps the Event; none drops it.
+describe('events through the real client', () => {
+  let server: Server | null = null;
+  afterEach(async () => {
+    server?.closeAllConnections();
+    await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+    server = null;
+  });
+
+  /** A plain-http stand-in that answers an Event POST as the api-server does, resets it, or never answers. */
+  async function eventServer(): Promise<{ kc: KubeConfig; mode: { now: 'ok' | 'reset' | 'hang' }; received: string[]; requests: () => number }> {
+    const mode: { now: 'ok' | 'reset' | 'hang' } = { now: 'ok' };
+    const received: string[] = [];
+    let requests = 0;
+    server = createServer((req, res) => {
+      requests++;
+      if (mode.now === 'reset') return req.socket.destroy();
+      if (mode.now === 'hang') return;
+      let text = '';
+      req.on('data', (c: Buffer) => {
+        text += c.toString();
+      });
+      req.on('end', () => {
+        received.push((JSON.parse(text) as { reason: string }).reason);
+        res.writeHead(201, { 'content-type': 'application/json' });
+        res.end(text);
+      });
+    });
+    await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
+    return { kc: kubeConfigAt((server.address() as AddressInfo).port), mode, received, requests: () => requests };
+  }
+  function kubeConfigAt(port: number): KubeConfig {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: 'u', token: 't0ken' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    return kc;
+  }
+  /** A port nothing listens on (a server opened and closed on it). */
+  async function refusedPort(): Promise<number> {
+    const s = createServer();
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+    const port = (s.address() as AddressInfo).port;
+    await new Promise<void>((r) => s.close(() => r()));
+    return port;
+  }
+  const ev = (reason: string) => ({ type: 'event' as const, eventType: 'Normal' as const, reason, message: reason });
+
+  it('a refused, a reset and a dropped connection keep the Event; it is sent once the api-server answers', async () => {
+    const api = await eventServer();
+    const warnings: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(String(JSON.parse(line).msg)) });
+    let kube = makeKubeClient(kubeConfigAt(await refusedPort()), { requestTimeoutMs: 5_000 });
+    const a = makeActuators({ node: NODE, instance: 'agent', ...unused, kube: () => kube, logger });
+
+    await a.event(parent, ev('CheckpointCollected')); // refused
+    kube.close();
+    kube = makeKubeClient(api.kc, { requestTimeoutMs: 5_000 });
+    api.mode.now = 'reset';
+    await a.event(parent, ev('Reset'));
+    expect(api.requests()).toBe(1); // the reset one; the kept ones go in order, the oldest first
+    api.mode.now = 'hang';
+    const hanging = a.event(parent, ev('Dropped'));
+    await vi.waitFor(() => expect(api.requests()).toBe(2));
+    kube.close(); // as the agent does on an unreachable verdict
+    await hanging;
+    expect(api.received).toEqual([]);
+    expect(warnings).not.toContain('event not recorded');
+
+    kube = makeKubeClient(api.kc, { requestTimeoutMs: 5_000 });
+    api.mode.now = 'ok';
+    await a.flushEvents();
+    expect(api.received).toEqual(['CheckpointCollected', 'Reset', 'Dropped']);
+    kube.close();
+  });
+
+  it('a flush asked for while a send is still failing sends the backlog once that send has failed', async () => {
+    const api = await eventServer();
+    let kube = makeKubeClient(api.kc, { requestTimeoutMs: 5_000 });
+    const a = makeActuators({ node: NODE, instance: 'agent', ...unused, kube: () => kube, logger: pino({ level: 'silent' }) });
+    api.mode.now = 'hang';
+    const first = a.event(parent, ev('CheckpointCollected'));
+    await vi.waitFor(() => expect(api.requests()).toBe(1));
+    // The api-server answers again (the reachable verdict's flush) while the first send still waits.
+    api.mode.now = 'ok';
+    const old = kube;
+    kube = makeKubeClient(api.kc, { requestTimeoutMs: 5_000 });
+    const flushed = a.flushEvents();
+    old.close(); // the pending send fails now, after the flush was asked for
+    await Promise.all([first, flushed]);
+    expect(api.received).toEqual(['CheckpointCollected']);
+    kube.close();
   });
 });

@@ -181,6 +181,7 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
   };
   const backlog: Array<{ namespace: string; prefix: string; body: CoreV1Event; kept?: boolean }> = [];
   let flushing: Promise<void> | null = null;
+  let again = false;
 
   return {
     async capture(p, info) {
@@ -350,10 +351,24 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
       if (at >= 0) backlog.splice(at, 1);
     }
   }
+  // A flush asked for while a pass is under way (the api-server judged reachable again while a send
+  // that began in the outage is still waiting for its failure) runs once more after that pass: the
+  // pass may end on that failure and keep the backlog, and nothing else would send it.
   function flushEvents(): Promise<void> {
-    flushing ??= sendBacklog().finally(() => {
-      flushing = null;
-    });
+    if (flushing) {
+      again = true;
+      return flushing;
+    }
+    flushing = (async () => {
+      try {
+        do {
+          again = false;
+          await sendBacklog();
+        } while (again && backlog.length > 0);
+      } finally {
+        flushing = null;
+      }
+    })();
     return flushing;
   }
 }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { classifyKubeError } from './errors.js';
 
 const api = (code: number, body?: unknown) => Object.assign(new Error(`HTTP-Code: ${code}`), { code, body });
+const fetchFailed = (message: string, code: string) => new TypeError('fetch failed', { cause: Object.assign(new Error(message), { code }) });
 const status = (reason: string, message: string) => JSON.stringify({ kind: 'Status', status: 'Failure', reason, message });
 
 describe('classifyKubeError', () => {
@@ -20,6 +21,11 @@ describe('classifyKubeError', () => {
       'unreachable',
       /ECONNREFUSED/,
     ],
+    // client-node 2.x over undici's fetch: `TypeError: fetch failed`, the network error in `cause`.
+    ['fetch: refused', fetchFailed('connect ECONNREFUSED 127.0.0.1:6443', 'ECONNREFUSED'), 'unreachable', /fetch failed: connect ECONNREFUSED/],
+    ['fetch: reset', fetchFailed('other side closed', 'UND_ERR_SOCKET'), 'unreachable', /other side closed \(the api-server did not answer/],
+    ['fetch: pool dropped', fetchFailed('The client is destroyed', 'UND_ERR_DESTROYED'), 'unreachable', /destroyed/],
+    ['fetch: not a network cause', fetchFailed('invalid header', 'UND_ERR_INVALID_ARG'), 'invalid', /unexpected error: fetch failed/],
     ['abort', Object.assign(new Error('The operation was aborted.'), { name: 'AbortError', type: 'aborted' }), 'unreachable', /timed out/],
     ['timeout signal', Object.assign(new Error('timeout'), { name: 'TimeoutError' }), 'unreachable', /timed out/],
     ['a bug', new TypeError('x is not a function'), 'invalid', /unexpected error: x is not a function/],

@@ -4,7 +4,8 @@
 //
 // Accepts anything thrown by @kubernetes/client-node 2.0 over our undici Agent: `ApiException`
 // (has `code`, `body` as the Status JSON text or object), a network error with a system or undici
-// `code` (ECONNREFUSED, UND_ERR_SOCKET), an `AbortError` from our request timeout, or something
+// `code` (ECONNREFUSED, UND_ERR_SOCKET) on itself or on its `cause` (undici's fetch throws
+// `TypeError: fetch failed` around it), an `AbortError` from our request timeout, or something
 // unexpected. The node-fetch `FetchError` shape of client-node 1.x (`type: 'system'`) is still
 // accepted.
 
@@ -47,7 +48,31 @@ const NETWORK_CODES = new Set([
   'DEPTH_ZERO_SELF_SIGNED_CERT',
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
   'CERT_HAS_EXPIRED',
+  // undici's own, for a connection it could not open, lost, or closed under the request (the
+  // agent drops its pool when it judges the api-server unreachable).
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
 ]);
+
+/**
+ * The network error under `err`: client-node 2.x sends with undici's fetch, which rejects with a
+ * bare `TypeError: fetch failed` and puts the system or undici error (ECONNREFUSED, ECONNRESET,
+ * UND_ERR_SOCKET) in its `cause`. Returns that error's code and the chain's messages.
+ */
+function networkCause(err: unknown): { code: string; text: string } | null {
+  const texts: string[] = [];
+  let e: unknown = err;
+  for (let depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
+    const o = e as { message?: unknown; code?: unknown; cause?: unknown };
+    if (typeof o.message === 'string' && o.message && !texts.includes(o.message)) texts.push(o.message);
+    if (typeof o.code === 'string' && NETWORK_CODES.has(o.code)) return { code: o.code, text: texts.join(': ') };
+    e = o.cause;
+  }
+  return null;
+}
 
 function statusBody(body: unknown): { reason?: string; message?: string } {
   let b = body;
@@ -109,6 +134,8 @@ export function classifyKubeError(err: unknown, object: string): KubeError {
   if (type === 'system' || (code !== null && NETWORK_CODES.has(code)) || name === 'FetchError') {
     return { kind: 'unreachable', status: null, reason: code, message: `${object}: ${text} (${ADVICE.unreachable})` };
   }
+  const cause = networkCause(err);
+  if (cause) return { kind: 'unreachable', status: null, reason: cause.code, message: `${object}: ${cause.text} (${ADVICE.unreachable})` };
   return { kind: 'invalid', status: null, reason: code, message: `${object}: unexpected error: ${text}` };
 }
 
