@@ -1,25 +1,51 @@
-// The annotation heartbeat channel: a JSON merge patch of the beat's annotations on the parent pod
-// itself. No extra objects, but every pod watcher in the cluster sees every beat (DESIGN).
+// The annotation heartbeat channel: the beat's annotations patched onto the parent pod itself. No
+// extra objects, but every pod watcher in the cluster sees every beat (DESIGN).
 //
-// A merge patch carries no resourceVersion, so the api-server applies it with its own retry and it
-// cannot 409; what remains is the pod being gone (404: nothing to create, the round fails) and the
-// api-server not answering (backoff within the round, fresh connection pool after repeats).
+// Writes are conditional on this writer's own last sequence, not on the pod's resourceVersion
+// (which the kubelet's status updates move all the time): a JSON patch whose first operation
+// tests that the sequence annotation still holds the value this writer last saw stored. Why:
+// writes that time out are not lost, they may be queued inside a frozen or overloaded api-server
+// and applied later, in any order. Unconditional, three queued rounds applied 38, 35, 39 would move
+// the stored sequence back (a writer restart, to the agent's beat rule in src/core/beats.ts) and
+// then forward again, a change that revives a parent the local file saw die. Conditional, all of
+// them test the same last-seen value, so at most one applies and the stored sequence never goes
+// back within a run. A failed test (422) means a write of ours landed after all, or someone else
+// wrote: re-read the pod once and write on top of what is there. Only a writer's first write (and
+// one after the annotation vanished) is an unconditional JSON merge patch, which cannot 409.
+// What remains is the pod being gone (404: nothing to create, the round fails) and the api-server
+// not answering (backoff within the round, fresh connection pool after repeats). The Lease channel
+// gets the same guarantee from its optimistic `replace` (src/channels/lease.ts).
 
-import { ANNOTATION_HOLDER_UID, ANNOTATION_LAST_SEEN } from '../core/names.js';
+import { ANNOTATION_HOLDER_UID, ANNOTATION_LAST_SEEN, ANNOTATION_SEQUENCE } from '../core/names.js';
 import type { Beat } from '../core/types.js';
-import type { BeatClient } from '../kube/beat-client.js';
+import type { BeatClient, JsonPatchOp } from '../kube/beat-client.js';
 import { classifyKubeError, type KubeError } from '../kube/errors.js';
 import type { BeatWriter, Clock } from './channel.js';
 import { type BeatResult, beatAnnotations, beatOf, isRecord, parseBeatAnnotations, parseHolder, parseRenewTime, parseUid, show, stringMap } from './fields.js';
 import { FRESH_CLIENT_AFTER_FAILURES } from './lease.js';
 import { backoffMs } from './retry.js';
 
-/** Tries per round. Patches cannot conflict, so only transport failures are retried. */
+/** Tries per round for transport failures; a failed condition adds one re-read and one more try. */
 export const MAX_PATCH_ATTEMPTS = 3;
 
 /** The merge patch that records `beat` on its pod. */
 export function annotationPatch(beat: Beat): { metadata: { annotations: Record<string, string> } } {
   return { metadata: { annotations: { [ANNOTATION_LAST_SEEN]: beat.renewTime, ...beatAnnotations(beat) } } };
+}
+
+/** RFC 6901: a key as one JSON pointer segment. */
+const pointer = (key: string) => key.replaceAll('~', '~0').replaceAll('/', '~1');
+
+/**
+ * The JSON patch that records `beat` only if the pod's sequence annotation still reads `stored`
+ * (`add` of an existing member replaces it).
+ */
+export function conditionalAnnotationPatch(beat: Beat, stored: string): JsonPatchOp[] {
+  const path = (key: string) => `/metadata/annotations/${pointer(key)}`;
+  return [
+    { op: 'test', path: path(ANNOTATION_SEQUENCE), value: stored },
+    ...Object.entries(annotationPatch(beat).metadata.annotations).map(([k, v]): JsonPatchOp => ({ op: 'add', path: path(k), value: v })),
+  ];
 }
 
 /**
@@ -70,6 +96,8 @@ export class AnnotationChannel implements BeatWriter {
   private client: BeatClient;
   private consecutiveFailures = 0;
   private readonly object: string;
+  /** The sequence annotation as this writer last saw it stored (an answered write, or a re-read); null: not known. */
+  private stored: string | null = null;
 
   constructor(private readonly opts: AnnotationChannelOptions) {
     this.client = opts.makeClient();
@@ -78,13 +106,32 @@ export class AnnotationChannel implements BeatWriter {
 
   async write(beat: Beat, deadline: number): Promise<void> {
     let last: KubeError | null = null;
+    let reread = false;
+    const ref = { name: this.opts.podName, namespace: this.opts.namespace };
     for (let attempt = 1; attempt <= MAX_PATCH_ATTEMPTS; attempt++) {
+      // After a timeout `stored` stays as it was: the write may still land, and then the next
+      // condition fails and is re-read, rather than two writes of ours both applying.
+      const conditional = this.stored !== null;
       try {
-        await this.client.mergePatchPod({ name: this.opts.podName, namespace: this.opts.namespace, body: annotationPatch(beat) });
+        if (this.stored !== null) await this.client.jsonPatchPod({ ...ref, body: conditionalAnnotationPatch(beat, this.stored) });
+        else await this.client.mergePatchPod({ ...ref, body: annotationPatch(beat) });
+        this.stored = String(beat.sequence);
         this.consecutiveFailures = 0;
         return;
       } catch (e) {
         last = classifyKubeError(e, this.object);
+        if (conditional && last.status === 422 && !reread) {
+          // The condition failed (the api-server says only "invalid"): read what is stored now and
+          // try once more on top of it. A re-read that fails ends the round like any failure.
+          reread = true;
+          try {
+            this.stored = storedSequence(await this.client.readPod(ref));
+            attempt--;
+            continue;
+          } catch (re) {
+            last = classifyKubeError(re, this.object);
+          }
+        }
         this.opts.onFailure?.(last, attempt);
         if (last.kind !== 'unreachable') {
           break;
@@ -105,4 +152,11 @@ export class AnnotationChannel implements BeatWriter {
   close(): void {
     this.client.close();
   }
+}
+
+/** The pod's sequence annotation, or null when it has none (the next write is unconditional). */
+function storedSequence(pod: unknown): string | null {
+  const md = isRecord(pod) && isRecord(pod.metadata) ? pod.metadata : null;
+  const v = md ? stringMap(md.annotations)[ANNOTATION_SEQUENCE] : undefined;
+  return v ?? null;
 }

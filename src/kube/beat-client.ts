@@ -13,6 +13,9 @@ export interface ObjectRef {
   name: string;
 }
 
+/** One operation of a JSON patch (RFC 6902), the two kinds the annotation channel sends. */
+export type JsonPatchOp = { op: 'test' | 'add'; path: string; value: string };
+
 export interface BeatClient {
   readLease(ref: ObjectRef): Promise<V1Lease>;
   createLease(ref: { namespace: string; body: V1Lease }): Promise<V1Lease>;
@@ -21,8 +24,13 @@ export interface BeatClient {
   /** A JSON merge patch (RFC 7386): no resourceVersion, cannot 409. */
   mergePatchLease(ref: ObjectRef & { body: object }): Promise<V1Lease>;
   readPod(ref: ObjectRef): Promise<V1Pod>;
-  /** A JSON merge patch of the pod (the annotation channel). */
+  /** A JSON merge patch of the pod (the annotation channel's first write). */
   mergePatchPod(ref: ObjectRef & { body: object }): Promise<unknown>;
+  /**
+   * A JSON patch (RFC 6902) of the pod: refused with 422 when one of its `test` operations fails
+   * (the annotation channel's conditional write).
+   */
+  jsonPatchPod(ref: ObjectRef & { body: JsonPatchOp[] }): Promise<unknown>;
   /** Close pooled connections. Requests in flight fail; later ones open new sockets. */
   close(): void;
 }

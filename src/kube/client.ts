@@ -21,7 +21,7 @@ import { CoordinationV1Api, CoreV1Api, createConfiguration, KubeConfig, type Req
 import { Agent, type Dispatcher } from 'undici';
 import type { BeatClient } from './beat-client.js';
 import { KubeConfigError } from './light-config.js';
-import { mergePatchOptions } from './patch.js';
+import { jsonPatchOptions, mergePatchOptions } from './patch.js';
 
 /**
  * Sockets per client. A heartbeat sends one request per channel per beat; the agent a few watches
@@ -146,6 +146,7 @@ export function makeKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeCli
     mergePatchLease: (ref) => coordination.patchNamespacedLease(ref, mergePatchOptions()),
     readPod: (ref) => core.readNamespacedPod(ref),
     mergePatchPod: (ref) => core.patchNamespacedPod(ref, mergePatchOptions()),
+    jsonPatchPod: (ref) => core.patchNamespacedPod(ref, jsonPatchOptions()),
     kubeConfig: kc,
     requestTimeoutMs: opts.requestTimeoutMs,
     close() {

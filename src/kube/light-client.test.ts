@@ -77,6 +77,7 @@ describe('makeLightClient', () => {
     await c.mergePatchLease({ namespace: 'ns', name: 'k.n', body: { spec: { renewTime: 'x' } } });
     expect(await c.readPod({ namespace: 'ns', name: 'p 1' })).toEqual({ kind: 'Pod' });
     await c.mergePatchPod({ namespace: 'ns', name: 'p', body: { metadata: { annotations: { a: 'b' } } } });
+    await c.jsonPatchPod({ namespace: 'ns', name: 'p', body: [{ op: 'test', path: '/metadata/annotations/a', value: 'b' }] });
     c.close();
     const L = '/apis/coordination.k8s.io/v1/namespaces/ns/leases';
     expect(seen.map((s) => [s.method, s.path, s.type ?? null])).toEqual([
@@ -86,10 +87,12 @@ describe('makeLightClient', () => {
       ['PATCH', `${L}/k.n`, 'application/merge-patch+json'],
       ['GET', '/api/v1/namespaces/ns/pods/p%201', null],
       ['PATCH', '/api/v1/namespaces/ns/pods/p', 'application/merge-patch+json'],
+      ['PATCH', '/api/v1/namespaces/ns/pods/p', 'application/json-patch+json'],
     ]);
     expect(seen.every((s) => s.auth === 'Bearer t0ken')).toBe(true);
     expect(seen[2]!.body).toEqual(lease);
     expect(seen[3]!.body).toEqual({ spec: { renewTime: 'x' } });
+    expect(seen[6]!.body).toEqual([{ op: 'test', path: '/metadata/annotations/a', value: 'b' }]);
   });
 
   it('throws what classifyKubeError reads: status kinds with the Status reason, timeouts, refused connections', async () => {

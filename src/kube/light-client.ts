@@ -41,6 +41,7 @@ export class KubeHttpError extends Error {
 }
 
 const MERGE_PATCH = 'application/merge-patch+json';
+const JSON_PATCH = 'application/json-patch+json';
 const seg = encodeURIComponent;
 const leases = (namespace: string) => `/apis/coordination.k8s.io/v1/namespaces/${seg(namespace)}/leases`;
 const pods = (namespace: string) => `/api/v1/namespaces/${seg(namespace)}/pods`;
@@ -93,6 +94,7 @@ export function makeLightClient(source: EndpointSource, opts: LightClientOptions
     mergePatchLease: ({ namespace, name, body }) => request<V1Lease>('PATCH', `${leases(namespace)}/${seg(name)}`, body, MERGE_PATCH),
     readPod: ({ namespace, name }: ObjectRef) => request<V1Pod>('GET', `${pods(namespace)}/${seg(name)}`),
     mergePatchPod: ({ namespace, name, body }) => request<unknown>('PATCH', `${pods(namespace)}/${seg(name)}`, body, MERGE_PATCH),
+    jsonPatchPod: ({ namespace, name, body }) => request<unknown>('PATCH', `${pods(namespace)}/${seg(name)}`, body, JSON_PATCH),
     close() {
       for (const a of agents.splice(0)) a.destroy();
       connection = null;

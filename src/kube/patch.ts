@@ -6,6 +6,11 @@
 // "callback(...).toPromise is not a function". Appended after the client's own middleware.
 import { type ConfigurationOptions, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 
+/** Options that make a `patch...` call a JSON patch (RFC 6902): a list of operations, `test` among them. */
+export function jsonPatchOptions(): ConfigurationOptions {
+  return setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+}
+
 /** Options that make a `patch...` call a JSON merge patch (RFC 7386). */
 export function mergePatchOptions(): ConfigurationOptions {
   return setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
