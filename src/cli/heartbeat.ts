@@ -54,6 +54,7 @@ interface Flags {
   probeInsecure?: boolean;
   channels?: string;
   heartbeatDir: string;
+  readyFile?: string;
   policyFile?: string;
   interval?: string;
   kubeconfig?: string;
@@ -75,6 +76,10 @@ export function register(program: Command): void {
     .option('--probe-insecure', 'do not verify the https probe certificate')
     .option('--channels <list>', 'comma-separated: lease, annotation, local (default: the policy)')
     .option('--heartbeat-dir <dir>', 'folder of the local channel', DEFAULT_HEARTBEAT_DIR)
+    .option(
+      '--ready-file <file>',
+      "keep the last proof here (a file in a volume of this pod alone, e.g. an emptyDir) for the sidecar's readiness probe `ready --ready-file FILE`",
+    )
     .option(
       '--policy-file <file>',
       "the agent's policy.yaml, for the interval and window; re-read every 5s; when invalid or missing: the last good one, else the built-in defaults",
@@ -167,6 +172,7 @@ async function run(flags: Flags, root: Logger): Promise<void> {
       probeCaFile: flags.probeCa,
       probeInsecure: flags.probeInsecure,
       heartbeatDir: flags.heartbeatDir,
+      readyFile: flags.readyFile,
       kubeconfigPath: flags.kubeconfig,
       // startHeartbeat adds the same fields itself.
       logger: root,

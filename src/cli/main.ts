@@ -21,6 +21,7 @@ const subcommands: Record<string, () => Promise<{ register: (p: Command) => void
   agent: () => import('./agent.js'),
   heartbeat: () => import('./heartbeat.js'),
   policy: () => import('./policy.js'),
+  ready: () => import('./ready.js'),
   simulate: () => import('./simulate.js'),
   status: () => import('./status.js'),
 };

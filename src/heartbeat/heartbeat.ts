@@ -21,10 +21,11 @@ import { type ParentPolicy, type Policy, policyFor } from '../policy/policy.js';
 import { CHANNELS, MIN_INTERVAL_MS } from '../policy/schema.js';
 import type { HeartbeatIdentity } from './beat.js';
 import { type FenceDeps, fsFenceFiles } from './fence.js';
-import { type Heartbeat, runSidecar } from './loop.js';
+import { type Heartbeat, type LoopOptions, runSidecar } from './loop.js';
 import { portOwnership } from './ownership.js';
 import { POLICY_RELOAD_MS, PolicyFile, type PolicyOrigin } from './policy-file.js';
 import { makeProbe, type Probe, parseProbe } from './probe.js';
+import { NO_PROOF_YET, READY_STATE_VERSION, type ReadyState, writeReadyState } from './ready-state.js';
 
 export type { BeatWriter, Clock } from '../channels/channel.js';
 export type { HeartbeatIdentity } from './beat.js';
@@ -53,6 +54,11 @@ export interface HeartbeatOptions {
   probeInsecure?: boolean;
   /** Folder of the local channel's files. Default /run/lastseen/heartbeats. */
   heartbeatDir?: string;
+  /**
+   * Where to keep the last Ready proof for the pod's readiness probe (`ready --ready-file`, see
+   * ready-state.ts): a file in a volume of this pod alone. Unset: none is kept.
+   */
+  readyFile?: string;
   /**
    * Api access for the lease and annotation channels: a client-node KubeConfig (its TLS material and
    * credentials, exec plugins included), or a kubeconfig file (else default / in-cluster) read
@@ -192,7 +198,8 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
     logger.info({ file: opts.policyFile, intervalMs: settings.intervalMs, windowMs: settings.policy.windowMs }, 'policy file changed: applied');
   };
 
-  const hb = runSidecar({ identity: opts.identity, intervalMs: () => settings.intervalMs, beforeRound, writers, probe, clock, logger, fence });
+  const onPhase = opts.readyFile ? readyFileWriter(opts.readyFile, clock, () => settings.intervalMs, logger) : undefined;
+  const hb = runSidecar({ identity: opts.identity, intervalMs: () => settings.intervalMs, beforeRound, writers, probe, clock, logger, fence, onPhase });
   return {
     ...hb,
     policy: () => {
@@ -200,6 +207,36 @@ export function startHeartbeat(opts: HeartbeatOptions): HeartbeatHandle {
       return { origin: s.origin, problem: s.problem, intervalMs: settings.intervalMs, windowMs: settings.policy.windowMs, channels: settings.channels };
     },
   };
+}
+
+/**
+ * Keeps the ready file: at once a Starting state (a proof left by this container's previous run must
+ * not make the new one Ready), then every round's phase. A failed write is logged when its error
+ * changes and when writes work again; the probe then reads an ageing proof and turns NotReady.
+ */
+function readyFileWriter(file: string, clock: Clock, intervalMs: () => number, logger: Logger): NonNullable<LoopOptions['onPhase']> {
+  let failing: string | null = null;
+  const write = (state: ReadyState): void => {
+    try {
+      writeReadyState(file, state);
+      if (failing !== null) logger.info({ file }, 'ready file written again');
+      failing = null;
+    } catch (e) {
+      const error = (e as Error).message;
+      if (error !== failing) logger.warn({ file, error }, 'ready file not written: the pod will turn NotReady once the last proof ages');
+      failing = error;
+    }
+  };
+  write({ v: READY_STATE_VERSION, phase: 'Starting', at: clock.wallNow(), intervalMs: intervalMs(), why: NO_PROOF_YET });
+  return ({ phase, probe, wallMs, intervalMs: ms }) =>
+    write({
+      v: READY_STATE_VERSION,
+      phase,
+      at: wallMs,
+      intervalMs: ms,
+      ...(probe.ok && probe.unprobed ? { unprobed: true as const } : {}),
+      ...(!probe.ok ? { why: probe.error } : {}),
+    });
 }
 
 function buildWriters(opts: HeartbeatOptions, settings: ResolvedSettings, leaseTarget: LeaseTarget, clock: Clock, logger: Logger): BeatWriter[] {

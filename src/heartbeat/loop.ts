@@ -30,6 +30,12 @@ export interface LoopOptions {
   probe: () => Promise<ProbeResult>;
   clock: Clock;
   logger: Logger;
+  /**
+   * Told the phase of every round (Stopping on stop) right after the probe, before the writes: the
+   * pod's own proof, whatever the channels then do with it (the ready file, ready-state.ts). Must
+   * not throw; a throw is logged and the round goes on.
+   */
+  onPhase?: (round: { phase: Phase; probe: ProbeResult; wallMs: number; intervalMs: number }) => void;
 }
 
 export interface ChannelStats {
@@ -126,6 +132,11 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     }
     counter = advance(counter);
     const wallMs = clock.wallNow();
+    try {
+      opts.onPhase?.({ phase, probe, wallMs, intervalMs });
+    } catch (e) {
+      logger.error({ error: (e as Error).message }, 'heartbeat phase hook failed');
+    }
     const unprobed = probe.ok && probe.unprobed === true;
     const unanswered = !probe.ok && probe.unanswered === true;
     const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed, unanswered);

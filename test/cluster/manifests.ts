@@ -10,8 +10,12 @@
 //   kubelet learns from one.
 // - every client (the heartbeat sidecars here; kubelets, scheduler, controller-manager and the
 //   agent through their kubeconfigs and deploy/overlays/cluster) talks to the load balancer.
+// - the three parents are made by the shipped recipes (the parent-kube-system and parent-kube-apiserver,
+//   -scheduler, -controller-manager components of deploy/components, applied by
+//   kustomize), as on the single node: the sidecar, its readiness probe and the port sharing are
+//   what an operator installs.
 import type { TestbedEnv } from '../node/env.js';
-import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, selfHostedObjects, staticManifests } from '../node/manifests.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, selfHostedFromComponents, staticManifests } from '../node/manifests.js';
 
 export const NODES = ['m1', 'm2', 'm3'] as const;
 export type NodeName = (typeof NODES)[number];
@@ -97,7 +101,7 @@ export function clusterStaticManifests(env: TestbedEnv, node: string): Record<st
   return out;
 }
 
-/** The self-hosted control plane's DaemonSets and what their heartbeats need, for the three masters. */
+/** The self-hosted control plane's DaemonSets made parents by the shipped recipes, and what their heartbeats need, for the three masters. */
 export function clusterSelfHostedObjects(env: TestbedEnv, policyYaml: string): object[] {
-  return selfHostedObjects(env, policyYaml).map((o) => forCluster(o as { kind?: string; spec?: unknown }));
+  return selfHostedFromComponents(env, policyYaml).map((o) => forCluster(o as { kind?: string; spec?: unknown }));
 }

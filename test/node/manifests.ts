@@ -170,7 +170,14 @@ function heartbeatSidecar(env: TestbedEnv, probe: string) {
     restartPolicy: 'Always',
     // The sidecar's own bundle, as deploy/examples/parent-daemonset.yaml runs it.
     command: ['/nodejs/bin/node', '--max-semi-space-size=1', '/app/lastseen-heartbeat.mjs'],
-    args: ['heartbeat', `--probe=${probe}`, '--probe-insecure', '--policy-file=/etc/lastseen/policy.yaml'],
+    args: ['heartbeat', `--probe=${probe}`, '--probe-insecure', '--policy-file=/etc/lastseen/policy.yaml', `--ready-file=${READY_FILE}`],
+    // The pod's Ready follows the sidecar's proof, as in the shipped recipes (deploy/components).
+    readinessProbe: {
+      exec: { command: ['/nodejs/bin/node', '--max-semi-space-size=1', '/app/lastseen-heartbeat.mjs', 'ready', `--ready-file=${READY_FILE}`] },
+      periodSeconds: 10,
+      timeoutSeconds: 5,
+      failureThreshold: 2,
+    },
     env: [
       ...inClusterEnv(env),
       { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
@@ -191,9 +198,14 @@ function heartbeatSidecar(env: TestbedEnv, probe: string) {
       { name: 'lastseen-heartbeats', mountPath: '/run/lastseen/heartbeats' },
       { name: 'lastseen-policy', mountPath: '/etc/lastseen', readOnly: true },
       { name: 'podinfo', mountPath: '/etc/podinfo', readOnly: true },
+      { name: 'lastseen-ready', mountPath: '/run/lastseen/ready' },
     ],
   };
 }
+
+/** Where the sidecar keeps its last proof for its readiness probe: an emptyDir of the pod's own. */
+const READY_FILE = '/run/lastseen/ready/state';
+const READY_VOLUME = { name: 'lastseen-ready', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
 
 /** The cluster network is absent here (no kube-proxy): pods reach the api-server on the node's loopback. */
 export function inClusterEnv(env: TestbedEnv) {
@@ -231,60 +243,12 @@ function selfHosted(env: TestbedEnv, name: string, command: string[], probe: str
             { name: 'lastseen-heartbeats', hostPath: { path: '/run/lastseen/heartbeats', type: 'DirectoryOrCreate' } },
             { name: 'lastseen-policy', configMap: { name: 'lastseen-policy' } },
             { name: 'podinfo', projected: { sources: [{ downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } }] } },
+            READY_VOLUME,
           ],
         },
       },
     },
   };
-}
-
-/** The self-hosted control plane and what its heartbeats need in kube-system. */
-export function selfHostedObjects(env: TestbedEnv, policyYaml: string): object[] {
-  const meta = (name: string) => ({
-    name,
-    namespace: 'kube-system',
-    labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'heartbeat' },
-  });
-  return [
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta('lastseen-heartbeat') },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: meta('lastseen-heartbeat'),
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'lastseen-heartbeat' },
-      subjects: [{ kind: 'ServiceAccount', name: 'lastseen-heartbeat', namespace: 'kube-system' }],
-    },
-    // The agent mints tokens for the heartbeat's service account when it checkpoints a pod that
-    // mounts one; granted here, in kube-system, for that one account (see deploy/base/rbac-agent.yaml).
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'Role',
-      metadata: { ...meta('lastseen-agent-tokens'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'agent' } },
-      rules: [{ apiGroups: [''], resources: ['serviceaccounts/token'], verbs: ['create'], resourceNames: ['lastseen-heartbeat'] }],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: { ...meta('lastseen-agent-tokens'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'agent' } },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'lastseen-agent-tokens' },
-      subjects: [{ kind: 'ServiceAccount', name: 'lastseen-agent', namespace: 'lastseen-system' }],
-    },
-    {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { ...meta('lastseen-policy'), labels: { 'app.kubernetes.io/part-of': 'lastseen', 'app.kubernetes.io/component': 'policy' } },
-      data: { 'policy.yaml': policyYaml },
-    },
-    selfHosted(env, 'kube-apiserver', ['/usr/local/bin/kube-apiserver', ...apiserverArgs(env)], `https://127.0.0.1:${env.apiserverPort}/readyz`, true),
-    selfHosted(env, 'kube-scheduler', schedulerCommand(env, SCHEDULER_PORT), `https://127.0.0.1:${SCHEDULER_PORT}/healthz`, true),
-    selfHosted(
-      env,
-      'kube-controller-manager',
-      controllerManagerCommand(env, CONTROLLER_MANAGER_PORT),
-      `https://127.0.0.1:${CONTROLLER_MANAGER_PORT}/healthz`,
-      true,
-    ),
-  ];
 }
 
 /** The probe port each shipped parent recipe (each deploy/components/parent-kube-apiserver, -scheduler, -controller-manager) assumes, and the test bed's. */
@@ -446,6 +410,7 @@ export function demoParent(env: TestbedEnv, mode: 'serve' | 'crash' | 'exclusive
             { name: 'lastseen-heartbeats', hostPath: { path: '/run/lastseen/heartbeats', type: 'DirectoryOrCreate' } },
             { name: 'lastseen-policy', configMap: { name: 'lastseen-policy' } },
             { name: 'podinfo', projected: { sources: [{ downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } }] } },
+            READY_VOLUME,
           ],
         },
       },

@@ -18,6 +18,8 @@ interface Container {
   restartPolicy?: string;
   env?: { name: string; value?: string }[];
   securityContext?: { capabilities?: { add?: string[] } };
+  readinessProbe?: { exec?: { command: string[] }; periodSeconds?: number; timeoutSeconds?: number };
+  volumeMounts?: { name: string; mountPath: string }[];
 }
 interface Workload extends K8sObject {
   spec: {
@@ -29,7 +31,7 @@ interface Workload extends K8sObject {
         serviceAccountName?: string;
         initContainers?: Container[];
         containers: Container[];
-        volumes?: { name: string }[];
+        volumes?: { name: string; emptyDir?: object }[];
       };
     };
   };
@@ -105,7 +107,22 @@ describe('parent recipes (deploy/components)', () => {
     expect(pod.containers).toHaveLength(1);
     expect(pod.containers[0]!.command?.at(-1)).toBe('--permit-port-sharing');
     expect(pod.containers[0]!.command?.[0]).toBe(name);
-    expect(pod.volumes?.map((v) => v.name).sort()).toEqual(['lastseen-heartbeats', 'lastseen-podinfo', 'lastseen-policy', 'secrets']);
+    expect(pod.volumes?.map((v) => v.name).sort()).toEqual(['lastseen-heartbeats', 'lastseen-podinfo', 'lastseen-policy', 'lastseen-ready', 'secrets']);
+    // The pod's Ready follows the sidecar's proof: an exec probe reading the file the heartbeat
+    // writes, in an emptyDir of this pod alone (not the node's shared heartbeat folder).
+    const readyFile = hb.args?.find((a) => a.startsWith('--ready-file='))?.slice('--ready-file='.length);
+    expect(readyFile).toBe('/run/lastseen/ready/state');
+    expect(hb.readinessProbe?.exec?.command).toEqual([
+      '/nodejs/bin/node',
+      '--max-semi-space-size=1',
+      '/app/lastseen-heartbeat.mjs',
+      'ready',
+      `--ready-file=${readyFile}`,
+    ]);
+    expect(hb.volumeMounts).toContainEqual({ name: 'lastseen-ready', mountPath: '/run/lastseen/ready' });
+    expect(pod.volumes?.find((v) => v.name === 'lastseen-ready')?.emptyDir).toEqual({ medium: 'Memory', sizeLimit: '1Mi' });
+    // The main container gets no probe from the recipe: its own stay as they were.
+    expect(pod.containers[0]!.readinessProbe).toBeUndefined();
   });
 
   it('the three sidecars are the same but for the probe', () => {
