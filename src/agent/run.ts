@@ -244,6 +244,8 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
       coverage,
       node: o.node,
       kubeConfig: kc,
+      // The shared pool: one kept-alive connection, not a TLS handshake per status request.
+      kube: () => kube,
       views,
       conditions,
       clock,

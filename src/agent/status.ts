@@ -1,8 +1,9 @@
 // The node's NodeCheckpoint status, rebuilt from the agent's views on every write (never patched
 // piecemeal), written on transitions only and coalesced: a burst of transitions costs one write.
 // Times in status are wall-clock ISO strings derived from the agent's monotonic observations.
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { type KubeClient, makeKubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
 import {
   type Condition,
@@ -98,9 +99,19 @@ export function keepTransitionTimes(recorded: readonly Condition[] | undefined, 
   });
 }
 
+/** A status write's requests give up after this long (when the writer keeps a client of its own). */
+export const STATUS_REQUEST_TIMEOUT_MS = 10_000;
+
 export interface StatusWriterOptions {
   node: string;
   kubeConfig: KubeConfig;
+  /**
+   * The agent's pooled client (it is replaced after an unreachable verdict, hence a getter). Without
+   * it the writer keeps a pooled client of its own on `kubeConfig`, closed by `stop()`. Never
+   * client-node's `makeApiClient`: that opens a new connection, with its TLS handshake, for every
+   * request (two a write, a write a minute and on transitions), and sets no deadline.
+   */
+  kube?: () => KubeClient;
   views: () => ParentView[];
   conditions: () => Condition[];
   clock: Clock;
@@ -114,7 +125,7 @@ export interface StatusWriterOptions {
 }
 
 export class StatusWriter {
-  private readonly api: CustomObjectsApi;
+  private own: KubeClient | null = null;
   private timer: unknown = null;
   private writing: Promise<void> | null = null;
   private again = false;
@@ -122,8 +133,12 @@ export class StatusWriter {
   private ownerTriedAt: number | null = null;
   writes = 0;
 
-  constructor(private readonly o: StatusWriterOptions) {
-    this.api = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  constructor(private readonly o: StatusWriterOptions) {}
+
+  private kube(): KubeClient {
+    if (this.o.kube) return this.o.kube();
+    this.own ??= makeKubeClient(this.o.kubeConfig, { requestTimeoutMs: STATUS_REQUEST_TIMEOUT_MS });
+    return this.own;
   }
 
   /** Ask for a write soon (coalesced). */
@@ -158,6 +173,8 @@ export class StatusWriter {
   stop(): void {
     if (this.timer !== null) this.o.timers.clear(this.timer);
     this.timer = null;
+    this.own?.close();
+    this.own = null;
   }
 
   /**
@@ -167,7 +184,7 @@ export class StatusWriter {
    */
   private async nodeOwner(): Promise<NodeOwner | undefined> {
     try {
-      const n = await this.o.kubeConfig.makeApiClient(CoreV1Api).readNode({ name: this.o.node });
+      const n = await this.kube().core.readNode({ name: this.o.node });
       if (n.metadata?.uid) return { apiVersion: 'v1', kind: 'Node', name: this.o.node, uid: n.metadata.uid };
     } catch (e) {
       this.o.logger.info(
@@ -180,13 +197,14 @@ export class StatusWriter {
 
   private async write(): Promise<void> {
     const base = { group: NODECHECKPOINT_GROUP, version: NODECHECKPOINT_VERSION, plural: NODECHECKPOINT_PLURAL, name: this.o.node };
+    const api = this.kube().custom;
     let obj: NodeCheckpoint;
     try {
-      obj = (await this.api.getClusterCustomObject(base)) as NodeCheckpoint;
+      obj = (await api.getClusterCustomObject(base)) as NodeCheckpoint;
     } catch (e) {
       if (classifyKubeError(e, `nodecheckpoint ${this.o.node}`).kind !== 'notFound') throw e;
       this.ownerTriedAt = this.o.clock.now();
-      obj = (await this.api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node, await this.nodeOwner()) })) as NodeCheckpoint;
+      obj = (await api.createClusterCustomObject({ ...base, body: newNodeCheckpoint(this.o.node, await this.nodeOwner()) })) as NodeCheckpoint;
     }
     // Created without an owner (the Node could not be read then: RBAC not yet in force, or no Node
     // yet): try again, at most every OWNER_RETRY_MS, on a status write that happens anyway.
@@ -195,7 +213,7 @@ export class StatusWriter {
       this.ownerTriedAt = now;
       const owner = await this.nodeOwner();
       if (owner)
-        obj = (await this.api.replaceClusterCustomObject({
+        obj = (await api.replaceClusterCustomObject({
           ...base,
           body: { ...obj, metadata: { ...obj.metadata, ownerReferences: [owner] } },
         })) as NodeCheckpoint;
@@ -210,7 +228,7 @@ export class StatusWriter {
       this.o.tokensExpireAt,
       this.o.coverage,
     );
-    await this.api.replaceClusterCustomObjectStatus({ ...base, body: { ...obj, status } });
+    await api.replaceClusterCustomObjectStatus({ ...base, body: { ...obj, status } });
     this.writes += 1;
   }
 }

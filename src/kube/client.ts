@@ -17,7 +17,15 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { CoordinationV1Api, CoreV1Api, createConfiguration, KubeConfig, type RequestContext, ServerConfiguration } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  createConfiguration,
+  KubeConfig,
+  type RequestContext,
+  ServerConfiguration,
+} from '@kubernetes/client-node';
 import { Agent, type Dispatcher } from 'undici';
 import type { BeatClient } from './beat-client.js';
 import { KubeConfigError } from './light-config.js';
@@ -77,6 +85,8 @@ export interface KubeClientOptions {
 export interface KubeClient extends BeatClient {
   readonly coordination: CoordinationV1Api;
   readonly core: CoreV1Api;
+  /** Custom resources (the agent's NodeCheckpoint), on the same pool. */
+  readonly custom: CustomObjectsApi;
   readonly kubeConfig: KubeConfig;
   readonly requestTimeoutMs: number;
   /** Close this client's pooled connections. Requests in flight fail; later ones open new sockets. */
@@ -137,9 +147,11 @@ export function makeKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeCli
   });
   const coordination = new CoordinationV1Api(config);
   const core = new CoreV1Api(config);
+  const custom = new CustomObjectsApi(config);
   return {
     coordination,
     core,
+    custom,
     readLease: (ref) => coordination.readNamespacedLease(ref),
     createLease: (ref) => coordination.createNamespacedLease(ref),
     replaceLease: (ref) => coordination.replaceNamespacedLease(ref),
