@@ -41,6 +41,7 @@ describe('beatFromPod', () => {
           'lastseen.dev/holder-uid': uid,
           'lastseen.dev/unprobed': 'false',
           'lastseen.dev/unanswered': 'false',
+          'lastseen.dev/unanswered-after-ready': 'false',
         },
       },
     });
@@ -57,6 +58,19 @@ describe('beatFromPod', () => {
       delete x.metadata.annotations['lastseen.dev/unprobed'];
     });
     expect(beatFromPod(older, 'n1')).toEqual({ ok: true, beat: { ...beat, phase: 'Ready' } });
+  });
+
+  it('an unanswered beat says whether its process was Ready before, read back; absent (an older writer) reads as not saying', () => {
+    for (const afterReady of [true, false]) {
+      const hung = { ...beat, unanswered: true, afterReady };
+      const p = pod((x) => Object.assign(x.metadata.annotations, annotationPatch(hung).metadata.annotations));
+      expect(beatFromPod(p, 'n1')).toEqual({ ok: true, beat: hung });
+    }
+    const older = pod((x) => {
+      Object.assign(x.metadata.annotations, annotationPatch({ ...beat, unanswered: true }).metadata.annotations);
+      delete x.metadata.annotations['lastseen.dev/unanswered-after-ready'];
+    });
+    expect(beatFromPod(older, 'n1')).toEqual({ ok: true, beat: { ...beat, unanswered: true } });
   });
 
   it('declares the interval as an annotation, read back', () => {

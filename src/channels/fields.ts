@@ -8,6 +8,7 @@
 // node rebooted without a real-time clock may write 1970 until NTP answers, while its parent is
 // very much alive). Only values that cannot be a clock reading at all are refused.
 import {
+  ANNOTATION_AFTER_READY,
   ANNOTATION_HOLDER_UID,
   ANNOTATION_INTERVAL_MS,
   ANNOTATION_PHASE,
@@ -45,10 +46,10 @@ const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, rea
 
 /** The beat a channel read, from its checked fields (an undeclared interval stays absent). */
 export function beatOf(channel: Beat['channel'], f: Omit<Beat, 'channel' | 'intervalMs'> & { intervalMs: number | undefined }): BeatResult {
-  const { intervalMs, unprobed, unanswered, ...rest } = f;
+  const { intervalMs, unprobed, unanswered, afterReady, ...rest } = f;
   return {
     ok: true,
-    beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...beatFlags(f.phase, unprobed, unanswered) },
+    beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...beatFlags(f.phase, unprobed, unanswered, afterReady) },
   };
 }
 
@@ -155,6 +156,8 @@ export function beatAnnotations(beat: Beat): Record<string, string> {
     // Always written, as unprobed is: a merge patch (annotation channel) or an update from the
     // cached Lease would otherwise keep a stale "true" after the process answers again.
     [ANNOTATION_UNANSWERED]: String(beat.unanswered === true),
+    // Written on every beat for the same reason; it only means something beside unanswered.
+    [ANNOTATION_AFTER_READY]: String(beat.afterReady === true),
   };
 }
 
@@ -167,6 +170,7 @@ export interface BeatAnnotationFields {
   intervalMs: number | undefined;
   unprobed: boolean;
   unanswered: boolean;
+  afterReady: boolean | undefined;
 }
 
 export function parseBeatAnnotations(ann: Record<string, string>): Field<BeatAnnotationFields> {
@@ -191,6 +195,7 @@ export function parseBeatAnnotations(ann: Record<string, string>): Field<BeatAnn
       intervalMs: interval.value,
       unprobed: ann[ANNOTATION_UNPROBED] === 'true',
       unanswered: ann[ANNOTATION_UNANSWERED] === 'true',
+      afterReady: ann[ANNOTATION_AFTER_READY] === undefined ? undefined : ann[ANNOTATION_AFTER_READY] === 'true',
     },
   };
 }

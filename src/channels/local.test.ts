@@ -31,6 +31,20 @@ describe('beatFromFile', () => {
     expect(beatFromFile(text, expected)).toEqual({ ok: true, beat: unprobed });
   });
 
+  it('carries an unanswered beat and whether its process was Ready before; a file without that (an older writer) reads as not saying', () => {
+    for (const afterReady of [true, false]) {
+      const hung = { ...beat, phase: 'Starting' as const, unanswered: true, afterReady };
+      const text = localBeatText(target, hung);
+      expect(JSON.parse(text)).toMatchObject({ unanswered: true, afterReady });
+      expect(beatFromFile(text, expected)).toEqual({ ok: true, beat: hung });
+    }
+    const older = localBeatText(target, { ...beat, phase: 'Starting', unanswered: true });
+    expect(JSON.parse(older).afterReady).toBeUndefined();
+    expect(beatFromFile(older, expected)).toEqual({ ok: true, beat: { ...beat, phase: 'Starting', unanswered: true } });
+    // Beside an answered beat it means nothing and is not kept.
+    expect(beatFromFile(localBeatText(target, { ...beat, afterReady: true }), expected)).toEqual({ ok: true, beat });
+  });
+
   it('carries the declared interval, and reads a file without one (an older writer) as undeclared', () => {
     const declared = { ...beat, intervalMs: 5000 };
     const text = localBeatText(target, declared);

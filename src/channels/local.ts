@@ -56,6 +56,7 @@ export function localBeatText(t: LocalTarget, beat: Beat): string {
     ...(beat.intervalMs !== undefined ? { intervalMs: beat.intervalMs } : {}),
     ...(beat.unprobed ? { unprobed: true } : {}),
     ...(beat.unanswered ? { unanswered: true } : {}),
+    ...(beat.unanswered && beat.afterReady !== undefined ? { afterReady: beat.afterReady } : {}),
   })}\n`;
 }
 
@@ -110,6 +111,7 @@ export function beatFromFile(text: string, expected: ExpectedLocal): BeatResult 
     intervalMs: interval.value,
     unprobed: doc.unprobed === true,
     unanswered: doc.unanswered === true,
+    afterReady: typeof doc.afterReady === 'boolean' ? doc.afterReady : undefined,
   });
 }
 

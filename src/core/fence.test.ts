@@ -164,6 +164,37 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     }
   });
 
+  it('an agent that starts while its parent already hangs: the sidecar says the process was Ready, so it is fenced, not left for startTimeout', () => {
+    // No answered beat in this agent's memory: the first it reads is already unanswered.
+    const r = feed(start(overlap), [
+      [1500, { type: 'beat', beat: beat('Starting', { unanswered: true, afterReady: true }) }],
+      [2500, { type: 'beat', beat: beat('Starting', { unanswered: true, afterReady: true }) }],
+      [3500, { type: 'beat', beat: beat('Starting', { unanswered: true, afterReady: true }) }],
+    ]);
+    expect(r.state.reason.code).toBe('ParentHung');
+    expect(r.actions.find((a) => a.type === 'fence')).toMatchObject({ type: 'fence', podUid: POD.uid });
+    // Without the sidecar's word (an older writer) the same beats are a slow start, as before.
+    const old = feed(start(overlap), [
+      [1500, { type: 'beat', beat: hungBeat() }],
+      [2500, { type: 'beat', beat: hungBeat() }],
+      [3500, { type: 'beat', beat: hungBeat() }],
+    ]);
+    expect(kinds(old.actions)).not.toContain('fence');
+  });
+
+  it("never a process the sidecar saw not Ready since: afterReady false overrides the pod's Ready in the agent's memory (a restarted container, same pod)", () => {
+    for (const policy of [POLICY, overlap]) {
+      const h = fixtures(policy).Healthy!.state; // a Ready beat of POD at 2000
+      const r = feed(h, [
+        [2500, { type: 'beat', beat: beat('Starting', { unanswered: true, afterReady: false }) }],
+        [3500, { type: 'beat', beat: beat('Starting', { unanswered: true, afterReady: false }) }],
+        [4500, { type: 'beat', beat: beat('Starting', { unanswered: true, afterReady: false }) }],
+      ]);
+      expect(kinds(r.actions)).not.toContain('fence');
+      expect(r.state.reason.code).not.toBe('ParentHung');
+    }
+  });
+
   it('never a parent without a local channel: its sidecar reads fence requests only from the heartbeat folder', () => {
     for (const policy of [POLICY, overlap]) {
       const leaseOnly = { ...policy, channels: ['lease' as const] };

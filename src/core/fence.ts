@@ -68,8 +68,8 @@ export function copyHang(h: HangState): HangState {
 
 /**
  * A parent beat, after it was judged the parent's own and new. Returns true when it may be a hang:
- * unanswered, from the pod whose last answered beat was Ready; the caller then does not count it as
- * a sign of life. An unanswered beat of a process that has not been Ready since it started returns
+ * unanswered, from a process whose last answered probe was Ready (as its sidecar says, else as this
+ * agent last saw it); the caller then does not count it as a sign of life. An unanswered beat of a process that has not been Ready since it started returns
  * false: a process that holds its port and is slow to answer while it starts (an api-server whose
  * etcd has no quorum, a loaded node) is starting, and its beats are Starting ones, judged by
  * startTimeout like any other start.
@@ -86,12 +86,20 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
     if (b.phase === 'Ready') h.recoverBy = null;
     return false;
   }
-  // Only a process whose last answered beat was Ready hangs; one that never was is starting, and so
-  // is one whose sidecar started over since that Ready (its sequence went back).
-  if (h.answeredBy !== b.holderUid) return false;
-  if (h.answeredSeq !== undefined && b.sequence < h.answeredSeq) {
-    h.answeredBy = null;
-    return false;
+  if (b.afterReady !== undefined) {
+    // The sidecar says whether its process's last answered probe was Ready: it saw every round,
+    // across this agent's restarts (an agent that starts while its parent already hangs has no
+    // answered beat in memory) and its own (it forgets with its process).
+    if (!b.afterReady) return false;
+  } else {
+    // A writer that does not say: only a process whose last answered beat this agent saw was Ready
+    // hangs; one that never was is starting, and so is one whose sidecar started over since that
+    // Ready (its sequence went back).
+    if (h.answeredBy !== b.holderUid) return false;
+    if (h.answeredSeq !== undefined && b.sequence < h.answeredSeq) {
+      h.answeredBy = null;
+      return false;
+    }
   }
   if (h.since === null || h.since.holderUid !== b.holderUid || b.sequence < h.since.sequence) {
     h.since = { holderUid: b.holderUid, at: now, sequence: b.sequence };

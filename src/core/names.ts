@@ -17,6 +17,8 @@ export const ANNOTATION_INTERVAL_MS = 'lastseen.dev/interval-ms';
 export const ANNOTATION_UNPROBED = 'lastseen.dev/unprobed';
 /** "true" on a Starting beat whose probe got no answer at all (a hung process: src/core/fence.ts). */
 export const ANNOTATION_UNANSWERED = 'lastseen.dev/unanswered';
+/** With "unanswered": "true" when the process's last answered probe was Ready (Beat.afterReady); absent: an older writer. */
+export const ANNOTATION_AFTER_READY = 'lastseen.dev/unanswered-after-ready';
 /** On a heartbeat's Lease: why its policy file is not in use (invalid, unreadable); removed once it is. */
 export const ANNOTATION_POLICY_PROBLEM = 'lastseen.dev/policy-problem';
 export const LABEL_NODE = 'lastseen.dev/node';

@@ -47,6 +47,14 @@ export interface Beat {
    * the parent may be fenced (src/core/fence.ts). Absent: the probe was answered or refused.
    */
   unanswered?: boolean;
+  /**
+   * Only with `unanswered`: whether the last probe this sidecar got an answer to was Ready. true: a
+   * process that served and stopped answering, a hang; false: one not Ready since this sidecar
+   * started (or since its last refusal or error status), slow to start. The sidecar knows this
+   * across an agent's restart, which the agent's own memory of the last answered beat does not
+   * (src/core/fence.ts). Absent: a writer that does not say.
+   */
+  afterReady?: boolean;
 }
 
 /** What the api-server says about pods for this parent key on this node. */
@@ -115,8 +123,18 @@ export interface Reason {
  * The flags a beat carries only in their own phase, whoever builds it (the writer, or a channel
  * reading one back): `unprobed` on a Ready, `unanswered` on a Starting.
  */
-export function beatFlags(phase: Phase, unprobed: boolean | undefined, unanswered: boolean | undefined): Pick<Beat, 'unprobed' | 'unanswered'> {
-  return { ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}), ...(unanswered && phase === 'Starting' ? { unanswered: true } : {}) };
+export function beatFlags(
+  phase: Phase,
+  unprobed: boolean | undefined,
+  unanswered: boolean | undefined,
+  afterReady?: boolean,
+): Pick<Beat, 'unprobed' | 'unanswered' | 'afterReady'> {
+  const hung = unanswered === true && phase === 'Starting';
+  return {
+    ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}),
+    ...(hung ? { unanswered: true } : {}),
+    ...(hung && afterReady !== undefined ? { afterReady } : {}),
+  };
 }
 
 /** One line for logs and timelines: `Code: message`. */

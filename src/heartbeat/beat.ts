@@ -50,9 +50,10 @@ export function nextBeat(
   intervalMs: number,
   unprobed = false,
   unanswered = false,
+  afterReady?: boolean,
 ): Beat {
   return {
-    ...beatFlags(phase, unprobed, unanswered),
+    ...beatFlags(phase, unprobed, unanswered, afterReady),
     channel,
     holder: id.podName,
     holderUid: id.podUid,

@@ -61,6 +61,32 @@ describe('runHeartbeatLoop', () => {
     expect(lease.beats).toHaveLength(6);
   });
 
+  it('an unanswered beat says whether the last answered probe was Ready: a hang after Ready, not a slow start', async () => {
+    const clock = new FakeClock({ io: true });
+    const local = new Recorder('local', clock);
+    const { logger } = memoryLogger();
+    const hung: ProbeResult = { ok: false, error: 'no answer within 400ms', unanswered: true };
+    const refused: ProbeResult = { ok: false, error: 'connect ECONNREFUSED' };
+    // A process slow to start, then Ready, hung, restarted (refused), slow again, Ready, hung.
+    const answers: ProbeResult[] = [hung, { ok: true }, hung, hung, refused, hung, { ok: true }, hung];
+    let i = 0;
+    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [local], probe: async () => answers[i++] ?? hung, clock, logger });
+    await clock.advance(7500);
+    await hb.stop();
+    expect(local.beats.slice(0, 8).map((b) => (b.unanswered ? `unanswered:${b.afterReady}` : b.phase))).toEqual([
+      'unanswered:false',
+      'Ready',
+      'unanswered:true',
+      'unanswered:true',
+      'Starting',
+      'unanswered:false',
+      'Ready',
+      'unanswered:true',
+    ]);
+    expect(local.beats.at(-1)).toMatchObject({ phase: 'Stopping' });
+    expect(local.beats.at(-1)!.afterReady).toBeUndefined();
+  });
+
   it('every beat declares the interval of its round, which follows a changed interval', async () => {
     const clock = new FakeClock({ io: true });
     const lease = new Recorder('lease', clock);

@@ -65,6 +65,8 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
   let counter: BeatCounter = { sequence: 0 };
   let lastPhase: Phase | null = null;
   let lastWhy: string | null = null;
+  /** The last probe that got an answer (a refusal or an error status is one) said Ready. */
+  let lastAnsweredReady = false;
   let stopping = false;
   const wake = new AbortController();
   const stats: Record<string, ChannelStats> = {};
@@ -139,7 +141,11 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     }
     const unprobed = probe.ok && probe.unprobed === true;
     const unanswered = !probe.ok && probe.unanswered === true;
-    const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed, unanswered);
+    // Whether the process was Ready at its last answered probe: what tells a hang from a slow start
+    // (Beat.afterReady), kept here because an agent that restarts mid-hang has no answered beat left.
+    const afterReady = unanswered ? lastAnsweredReady : undefined;
+    if (!stop && !unanswered) lastAnsweredReady = probe.ok;
+    const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed, unanswered, afterReady);
     if (stop) {
       // The last beat goes to each channel once its write in flight is done, without waiting for the others.
       await Promise.all(
