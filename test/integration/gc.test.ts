@@ -107,8 +107,14 @@ describe('garbage collection and an api-server outage', () => {
     }
     // The collection of a parent whose pod was gone is recorded as an Event (cluster-scoped
     // NodeCheckpoint, so in `default`), not refused with HTTP 422. One decided as the kill began
-    // is kept by the agent and sent once the api-server answers again.
+    // is kept by the agent and sent once the api-server answers again: whether its send met the
+    // dead api-server depends on a few milliseconds, so each case says which way it went, and no
+    // Event may have been dropped on the way (a refused or reset connection keeps it).
     for (const c of cases) {
+      const kept = c.s!.agent.logs.some((l) => l.msg === 'event not recorded yet; kept until the api-server answers' && l.reason === 'CheckpointCollected');
+      process.stdout.write(`gc: ${c.name}: CheckpointCollected ${kept ? 'kept during the outage' : 'sent at once'}\n`);
+      const dropped = c.s!.agent.logs.filter((l) => l.msg === 'event not recorded').map((l) => `${String(l.reason)}: ${String(l.err)}`);
+      expect(dropped, `${c.name}: Events the agent dropped`).toEqual([]);
       const reasons = async () =>
         (await core.listNamespacedEvent({ namespace: 'default' })).items
           .filter((e) => e.involvedObject.kind === 'NodeCheckpoint' && e.involvedObject.name === c.s!.node)
