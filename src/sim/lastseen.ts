@@ -243,15 +243,21 @@ export class SimLastseen implements AgentProcess {
     });
   }
 
+  /**
+   * A Lease write's watch event, a round trip late. Production's Lease informer keeps its watch
+   * while the agent's probe judges the api-server unreachable (a slow one), so the event goes out
+   * whenever it reaches the node, as the pod watch's does; only a stalled watch hears nothing.
+   */
   onApiBeat(sb: StoredBeat): void {
-    if (!this.agent.isApiReachable() || this.node.net.watchStalled) return;
+    const w = this.world;
+    const heard = () => !this.node.net.watchStalled && (this.agent.isApiReachable() || w.api.deliversTo(this.node));
+    if (!heard()) return;
     // One watch connection: an event never arrives before the one sent before it.
-    const at = arrivalInOrder(this.world.q.now, T.apiRttMs / 2 + this.world.net.fromApiMs(this.node), this.watchArrivesAt);
+    const at = arrivalInOrder(w.q.now, T.apiRttMs / 2 + w.net.fromApiMs(this.node), this.watchArrivesAt);
     this.watchArrivesAt = at;
-    this.later(at - this.world.q.now, () => {
+    this.later(at - w.q.now, () => {
       // The watch event itself must reach the node (a link may cut answers only: network.ts).
-      if (this.agent.isApiReachable() && !this.node.net.watchStalled && (this.world.net.whole || this.world.api.deliversTo(this.node)))
-        this.watched(sb.namespace, sb.key, sb.beat);
+      if (!this.node.net.watchStalled && (w.net.whole || w.api.deliversTo(this.node))) this.watched(sb.namespace, sb.key, sb.beat);
     });
   }
 
