@@ -3,6 +3,7 @@
 // readiness of some api-server instance, a parent pod or a checkpoint copy, on a node that is up
 // and not partitioned. A node reaches it only while it is itself up and not partitioned, and
 // through an instance its links let it talk to (network.ts).
+import type { V1Lease } from '@kubernetes/client-node';
 import type { Beat, Channel } from '../core/types.js';
 import { DaemonSetController, type RollingUpdate } from './daemonset.js';
 import type { PodSpec, SimNode } from './model.js';
@@ -38,6 +39,11 @@ export interface StoredBeat {
 export class ApiServer {
   /** Lease / annotation beats by `${channel}/${namespace}/${name}`. */
   readonly beats = new Map<string, StoredBeat>();
+  /** The heartbeat Leases as objects, by `${namespace}/${name}` (src/sim/beat-client.ts writes them). */
+  readonly leaseObjects = new Map<string, V1Lease>();
+  /** Each pod's annotations, by pod uid (the annotation channel's writes). */
+  readonly podAnnotations = new Map<string, Record<string, string>>();
+  private resourceVersion = 0;
   readonly pods = new Map<string, ApiPod>();
   /** DaemonSet specs by parent key. */
   readonly desired = new Map<string, PodSpec>();
@@ -139,6 +145,11 @@ export class ApiServer {
 
   static beatKey(channel: Channel, namespace: string, name: string): string {
     return `${channel}/${namespace}/${name}`;
+  }
+
+  /** The next resourceVersion (one counter for every object, as etcd's revision). */
+  nextResourceVersion(): number {
+    return ++this.resourceVersion;
   }
 
   writeBeat(channel: Channel, name: string, sb: StoredBeat): void {

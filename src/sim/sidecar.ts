@@ -4,9 +4,10 @@
 // - Clock (src/channels/channel.ts, cut from src/core/time.ts's Time): the node's monotonic and
 //   wall clocks, timers on the event queue at the true time a monotonic delay ends on this node;
 // - BeatWriter `local`: the node's tmpfs (node.files), with the agent's folder notification;
-// - BeatWriter `lease`, `annotation`: the model api-server, each write landing once its request
-//   arrives (one connection per channel, so in order); a write is done once sent (the model has
-//   no answer to wait for), and fails at once while the node reaches no api-server;
+// - BeatClient (src/kube/beat-client.ts) for production's Lease and annotation writers
+//   (LeaseChannel, AnnotationChannel): the model api-server's objects, each request landing a
+//   one-way trip later and answered a trip after that, given up at the light client's timeout
+//   (src/sim/beat-client.ts);
 // - the probe: the model container (Ready: running and past its start; a hung process gives no
 //   answer, instantly: the model has no probe timeout);
 // - FenceFiles: the fence request and answer files in the node's heartbeat folder (fenceFolder
@@ -18,17 +19,20 @@
 // are dropped. While its whole pod is frozen (fault `hang`, scope pod) nothing in it runs: its
 // timers and folder notifications wait for the thaw, and nothing it was writing gets out.
 import pino from 'pino';
-import { type BeatWriter, clockOf } from '../channels/channel.js';
-import { leaseName, localBeatFile } from '../core/names.js';
+import { AnnotationChannel } from '../channels/annotation.js';
+import { type BeatWriter, type Clock, clockOf } from '../channels/channel.js';
+import { LeaseChannel, type LeaseTarget } from '../channels/lease.js';
+import { localBeatFile } from '../core/names.js';
 import type { Time } from '../core/time.js';
 import type { Beat, Channel, Role } from '../core/types.js';
 import type { HeartbeatIdentity, ProbeResult } from '../heartbeat/beat.js';
 import type { FenceDeps } from '../heartbeat/fence.js';
+import { MAX_REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT_FRACTION } from '../heartbeat/heartbeat.js';
 import { runSidecar } from '../heartbeat/loop.js';
+import { simBeatClient } from './beat-client.js';
 import { fenceFolder } from './fence-folder.js';
 import type { KPod } from './kubelet.js';
 import { type SimNode, T } from './model.js';
-import { arrivalInOrder } from './network.js';
 import type { Scheduled } from './queue.js';
 import type { World } from './world.js';
 
@@ -92,8 +96,9 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarPro
    */
   const holdsProbedPort = () => !pod.removed && pod.state !== 'waiting' && (spec.ports.length === 0 || pod.bound);
 
+  const clock = clockOf(time);
   const writers = def.policy.channels.map((channel) =>
-    channel === 'local' ? localWriter(world, node, pod, role) : apiWriter(world, node, pod, role, channel),
+    channel === 'local' ? localWriter(world, node, pod, role) : apiWriter(world, node, pod, role, channel, clock, enter),
   );
   const fence: FenceDeps | null =
     role === 'parent' && def.policy.channels.includes('local')
@@ -118,7 +123,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarPro
   world.q.after(startMs, () =>
     enter(() => {
       if (stopped) return;
-      sidecar = runSidecar({ identity, intervalMs: def.beatIntervalMs, writers, probe, clock: clockOf(time), logger: SILENT, fence });
+      sidecar = runSidecar({ identity, intervalMs: def.beatIntervalMs, writers, probe, clock, logger: SILENT, fence });
     }),
   );
   return {
@@ -151,30 +156,18 @@ function localWriter(world: World, node: SimNode, pod: KPod, role: Role): BeatWr
   };
 }
 
-/** A Lease or annotation channel: one connection to the model api-server. */
-function apiWriter(world: World, node: SimNode, pod: KPod, role: Role, channel: Channel): BeatWriter {
+/** A Lease or annotation channel: production's writer, its requests answered by the model api-server. */
+function apiWriter(world: World, node: SimNode, pod: KPod, role: Role, channel: Channel, clock: Clock, enter: (fn: () => void) => void): BeatWriter {
   const spec = pod.spec!;
-  // Annotation beats are keyed like Leases in the model.
-  const name = leaseName(spec.key, node.name, role);
-  const unreachable = Promise.reject(new Error(`${channel} ${spec.namespace}/${name}: no api-server reachable from ${node.name}`));
-  unreachable.catch(() => undefined);
-  /** When this channel's last write lands (true time). */
-  let landsAt = 0;
-  return {
-    channel,
-    write: (beat: Beat) => {
-      if (pod.hung && pod.hungWhole) return SENT;
-      // A write lands once its request arrives (network.ts); the node's agent sees it only while it
-      // talks to the api-server both ways (its probe and its watch).
-      const reach = world.api.writesFrom(node);
-      if (role === 'parent' && reach && (world.net.whole || world.api.reachableFrom(node))) world.invariants.parentBeat(node, spec.key, beat.phase, true);
-      if (!reach) return unreachable;
-      const at = arrivalInOrder(world.q.now, T.apiRttMs / 2 + world.net.toApiMs(node), landsAt);
-      landsAt = at;
-      world.q.at(at, () => {
-        if (world.api.writesFrom(node)) world.api.writeBeat(channel, name, { node: node.name, namespace: spec.namespace, key: spec.key, beat });
-      });
-      return SENT;
-    },
-  };
+  const def = world.parentDef(spec.key);
+  // The sidecar's own request timeout (src/heartbeat/heartbeat.ts).
+  const requestTimeoutMs = Math.min(MAX_REQUEST_TIMEOUT_MS, Math.floor(def.beatIntervalMs * REQUEST_TIMEOUT_FRACTION));
+  const makeClient = () => simBeatClient({ world, node, pod, role, requestTimeoutMs, enter });
+  const rng = world.rng(`sidecar/${pod.uid}/${channel}`);
+  const random = () => rng.next();
+  if (channel === 'lease') {
+    const target: LeaseTarget = { namespace: spec.namespace, key: spec.key, node: node.name, role, windowMs: def.policy.windowMs };
+    return new LeaseChannel({ target, makeClient, clock, random });
+  }
+  return new AnnotationChannel({ namespace: spec.namespace, podName: pod.name, makeClient, clock, random });
 }
