@@ -42,17 +42,29 @@ async function run(nodes: ScenarioInput['nodes'], faults: Fault[], seed = 1) {
   const agentSaw = (node: string) =>
     w.logs.filter((l) => l.node === node && l.kind === 'agent' && /^api-server (un)?reachable$/.test(l.text)).map((l) => ({ t: l.t, text: l.text }));
   const activated = w.logs.some((l) => l.node === 'w1' && l.t >= CUT_AT && /CheckpointActivated/.test(l.text));
-  return { w, leaseWritesDuring: leaseWrites.filter(during).length, reach, agentSaw, activated, violations: w.invariants.violations };
+  const after = (t: number) => t > CUT_AT + CUT_MS + 5_000 && t < CUT_AT + 2 * CUT_MS;
+  return {
+    w,
+    leaseWritesDuring: leaseWrites.filter(during).length,
+    leaseWritesAfter: leaseWrites.filter(after).length,
+    reach,
+    agentSaw,
+    activated,
+    violations: w.invariants.violations,
+  };
 }
 
 const oneMaster = [{ name: 'm1', master: true }, { name: 'w1' }];
 
 describe('a link to the api-server cut in one direction is not a partition', () => {
-  it('in (answers and watch events to w1 lost): w1 keeps writing its Leases, but its agent finds the api-server unreachable', async () => {
+  it("in (answers and watch events to w1 lost): w1's requests arrive but are never answered, and its agent finds the api-server unreachable", async () => {
     const r = await run(oneMaster, [{ type: 'link', at: CUT_AT, from: 'w1', to: 'api-server', direction: 'in', duration: CUT_MS }]);
     expect(r.violations).toEqual([]);
-    // A Lease every 5s of the cut lands in the api-server: other readers (lastseen status) see w1's parent alive.
-    expect(r.leaseWritesDuring).toBeGreaterThanOrEqual(20);
+    // Production's Lease writer replaces the copy it last got back: its first request of the cut may
+    // land, unanswered, and every later one carries a resourceVersion that one replaced (a 409 it
+    // never hears). So at most one round lands during the cut, and the rounds land again after it.
+    expect(r.leaseWritesDuring).toBeLessThanOrEqual(1);
+    expect(r.leaseWritesAfter).toBeGreaterThanOrEqual(20);
     const lost = r.agentSaw('w1').find((a) => a.t >= CUT_AT && a.text === 'api-server unreachable');
     expect(lost!.t).toBeLessThan(CUT_AT + 3_000);
     expect(r.agentSaw('w1').some((a) => a.t >= CUT_AT + CUT_MS && a.text === 'api-server reachable')).toBe(true);
