@@ -5,9 +5,9 @@
 import { describe, expect, it } from 'vitest';
 import { ANNOTATION_SEQUENCE, leaseName } from '../core/names.js';
 import type { Beat, Channel } from '../core/types.js';
-import { scheduleFaults } from './faults.js';
+import { runWorld as run, startWorld } from './run.js';
 import { parseScenario, type ScenarioInput } from './schema.js';
-import { World } from './world.js';
+import type { World } from './world.js';
 
 function world(faults: ScenarioInput['faults'] = [], seed = 1): World {
   const r = parseScenario({
@@ -21,18 +21,8 @@ function world(faults: ScenarioInput['faults'] = [], seed = 1): World {
     faults,
   });
   if (!r.ok) throw new Error(JSON.stringify(r.errors));
-  const w = new World(r.scenario, seed, 'lastseen');
-  w.bootstrap();
-  scheduleFaults(w);
-  return w;
+  return startWorld(r.scenario, seed);
 }
-
-const run = (w: World, until: number) =>
-  w.q.runUntil(
-    until,
-    () => w.afterEvent(),
-    () => w.settle(),
-  );
 
 /** Every beat the model api-server stores for `key` from now on, as the agent's watches are shown it. */
 function recordStored(w: World, key: string): Array<{ t: number; channel: Channel; beat: Beat }> {

@@ -1,7 +1,7 @@
 export { formatSeedsSummary, percentileOrNever, runSeeds, type SeedsSummary, type Spread, seedsExitCode, spreadOf, summarizeRuns } from './distribution.js';
 export { KUBELET_MODEL_BY_NAME, KUBELET_MODELS, type KubeletModel, type KubeletModelName } from './kubelet-model.js';
 export { parseSeedRange, randomNetScenario, randomScenario } from './random.js';
-export { type RunOptions, type RunResult, runScenario } from './run.js';
+export { type RunOptions, type RunResult, runScenario, runWorld, startWorld } from './run.js';
 export { NAMED, namedScenario, SCENARIO_NAMES } from './scenarios.js';
 export { parseScenario, parseScenarioText, type Scenario, type ScenarioInput, withKubeletModel } from './schema.js';
 export { measureSpeed } from './speed.js';

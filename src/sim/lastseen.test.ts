@@ -3,10 +3,10 @@
 // and the collect actuator's live read.
 import { describe, expect, it } from 'vitest';
 import { parentId } from '../core/names.js';
-import { scheduleFaults } from './faults.js';
 import { HANDOVER_FILE, type SimLastseen } from './lastseen.js';
+import { runWorld as run, startWorld } from './run.js';
 import { parseScenario } from './schema.js';
-import { World } from './world.js';
+import type { World } from './world.js';
 
 function world(): World {
   const r = parseScenario({
@@ -22,17 +22,8 @@ function world(): World {
     ],
   });
   if (!r.ok) throw new Error(JSON.stringify(r.errors));
-  const w = new World(r.scenario, 1, 'lastseen');
-  w.bootstrap();
-  return w;
+  return startWorld(r.scenario, 1);
 }
-
-const run = (w: World, until: number) =>
-  w.q.runUntil(
-    until,
-    () => w.afterEvent(),
-    () => w.settle(),
-  );
 
 /** The DaemonSet stops placing the parent on `node`: its pod there is deleted and not recreated. */
 function unschedule(w: World, key: string, node: string): void {
@@ -124,10 +115,7 @@ describe('the production agent in the simulator: a known-bad spec survives an ag
       ],
     });
     if (!r.ok) throw new Error(JSON.stringify(r.errors));
-    const w = new World(r.scenario, 1, 'lastseen');
-    w.bootstrap();
-    scheduleFaults(w);
-    return w;
+    return startWorld(r.scenario, 1);
   }
   const count = (w: World, what: RegExp) => w.logs.filter((l) => what.test(l.text)).length;
 

@@ -39,18 +39,32 @@ export interface RunResult {
 /** The default seed of a scenario without one. */
 export const DEFAULT_SEED = 1;
 
-export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Promise<RunResult> {
-  const seed = opts.seed ?? scenario.spec.seed ?? DEFAULT_SEED;
-  const strategy = opts.strategy ?? 'lastseen';
-  const w = new World(scenario, seed, strategy, opts.keepLogs ?? true, opts.check);
+/** A world for the scenario with its cluster bootstrapped and its faults scheduled: where every run starts. */
+export function startWorld(scenario: Scenario, seed: number, strategy: StrategyName = 'lastseen', keepLogs = true, check?: CheckMode): World {
+  const w = new World(scenario, seed, strategy, keepLogs, check);
   w.bootstrap();
   scheduleFaults(w);
-  const end = opts.durationMs ?? scenario.spec.duration;
-  await w.q.runUntil(
-    end,
+  return w;
+}
+
+/**
+ * Run the world's events up to `until` (ms), the promise callbacks each one releases settled
+ * before time moves on, the invariants checked after each. False: a violation stopped it (enforcing).
+ */
+export function runWorld(w: World, until: number): Promise<boolean> {
+  return w.q.runUntil(
+    until,
     () => w.afterEvent(),
     () => w.settle(),
   );
+}
+
+export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Promise<RunResult> {
+  const seed = opts.seed ?? scenario.spec.seed ?? DEFAULT_SEED;
+  const strategy = opts.strategy ?? 'lastseen';
+  const w = startWorld(scenario, seed, strategy, opts.keepLogs ?? true, opts.check);
+  const end = opts.durationMs ?? scenario.spec.duration;
+  await runWorld(w, end);
   const outcome = w.outcome.figures(w.q.now);
   const expectationFailures = strategy === 'lastseen' ? judge(scenario, outcome, w) : [];
   const violations = w.invariants.violations;

@@ -5,11 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { FENCE_ANSWER_POLL_MS, fenceThroughSidecar } from '../agent/fence.js';
 import { fenceAnswerFile, fenceRequestFile, leaseName, localBeatFile } from '../core/names.js';
 import type { Beat, Reason } from '../core/types.js';
-import { scheduleFaults } from './faults.js';
 import { agentFencePorts, fenceFolder } from './fence-folder.js';
+import { runWorld as run, startWorld } from './run.js';
 import { parseScenario, type ScenarioInput } from './schema.js';
 import { FENCED } from './sidecar.js';
-import { World } from './world.js';
+import type { World } from './world.js';
 
 function world(faults: ScenarioInput['faults'] = [], seed = 1, driftPpm = 0): World {
   const r = parseScenario({
@@ -25,18 +25,8 @@ function world(faults: ScenarioInput['faults'] = [], seed = 1, driftPpm = 0): Wo
     faults,
   });
   if (!r.ok) throw new Error(JSON.stringify(r.errors));
-  const w = new World(r.scenario, seed, 'lastseen');
-  w.bootstrap();
-  scheduleFaults(w);
-  return w;
+  return startWorld(r.scenario, seed);
 }
-
-const run = (w: World, until: number) =>
-  w.q.runUntil(
-    until,
-    () => w.afterEvent(),
-    () => w.settle(),
-  );
 
 /** Every local beat written on the node from now on: when, which file, what. */
 function recordLocal(w: World, node = 'm1'): Array<{ t: number; file: string; beat: Beat }> {

@@ -4,10 +4,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { Beat } from '../../src/core/types.js';
-import { scheduleFaults } from '../../src/sim/faults.js';
-import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
+import { parseScenario, parseScenarioText, runScenario, runWorld, type ScenarioInput, startWorld } from '../../src/sim/index.js';
 import { T } from '../../src/sim/model.js';
-import { World } from '../../src/sim/world.js';
 
 type LatencyFault = Extract<NonNullable<ScenarioInput['faults']>[number], { type: 'latency' }>;
 
@@ -34,9 +32,7 @@ function scenario(latency: Partial<LatencyFault>) {
 
 /** Run to the end, recording how long after its round each of w1's app Lease writes landed, and the agent's probe verdicts. */
 async function delays(latency: Partial<LatencyFault>, seed = 1) {
-  const w = new World(scenario(latency), seed, 'lastseen');
-  w.bootstrap();
-  scheduleFaults(w);
+  const w = startWorld(scenario(latency), seed);
   const w1 = w.nodes.get('w1')!;
   const rounds = new Map<number, number>();
   const setFile = w1.files.set.bind(w1.files);
@@ -52,11 +48,7 @@ async function delays(latency: Partial<LatencyFault>, seed = 1) {
       writes.push({ t: round, delayMs: w.q.now - round, sequence: sb.beat.sequence });
     write(channel, name, sb);
   };
-  await w.q.runUntil(
-    300_000,
-    () => w.afterEvent(),
-    () => w.settle(),
-  );
+  await runWorld(w, 300_000);
   const during = writes.filter((x) => x.t >= FAULT_AT && x.t < FAULT_AT + FAULT_MS).map((x) => x.delayMs);
   const after = writes.filter((x) => x.t >= FAULT_AT + FAULT_MS + 1_000).map((x) => x.delayMs);
   const probe = w.logs

@@ -3,9 +3,7 @@
 // client's requests to an api-server instance and that instance's answers and watch events.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { scheduleFaults } from '../../src/sim/faults.js';
-import { parseScenario, parseScenarioText, runScenario, type ScenarioInput } from '../../src/sim/index.js';
-import { World } from '../../src/sim/world.js';
+import { parseScenario, parseScenarioText, runScenario, runWorld, type ScenarioInput, startWorld } from '../../src/sim/index.js';
 
 const CUT_AT = 180_000;
 const CUT_MS = 120_000;
@@ -22,20 +20,14 @@ function scenario(nodes: ScenarioInput['nodes'], faults: Fault[], duration = '10
 
 /** Run to the end; record when w1's parent Lease was written into the api-server, and the world's reachability lines. */
 async function run(nodes: ScenarioInput['nodes'], faults: Fault[], seed = 1) {
-  const w = new World(scenario(nodes, faults), seed, 'lastseen');
-  w.bootstrap();
-  scheduleFaults(w);
+  const w = startWorld(scenario(nodes, faults), seed);
   const leaseWrites: number[] = [];
   const write = w.api.writeBeat.bind(w.api);
   w.api.writeBeat = (channel, name, sb) => {
     if (sb.node === 'w1' && sb.key === 'kube-flannel' && sb.beat.role === 'parent' && channel === 'lease') leaseWrites.push(w.q.now);
     write(channel, name, sb);
   };
-  await w.q.runUntil(
-    600_000,
-    () => w.afterEvent(),
-    () => w.settle(),
-  );
+  await runWorld(w, 600_000);
   const during = (t: number) => t > CUT_AT + 5_000 && t < CUT_AT + CUT_MS;
   const reach = (node: string) =>
     w.logs.filter((l) => l.node === node && l.kind === 'api').map((l) => ({ t: l.t, up: /reachable from/.test(l.text) && !/unreachable/.test(l.text) }));
