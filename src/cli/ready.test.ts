@@ -1,33 +1,13 @@
 // `ready`, the heartbeat sidecar's readiness probe, as the kubelet runs it: the sidecar's own entry
 // point (heartbeat-main.ts) in a process of its own; the exit code is the verdict and a failure's
 // reason is on stderr (the kubelet puts it in the probe's Event).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HEARTBEAT_MAIN, runCli } from './cli-process.test-helpers.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const ENTRY = join(ROOT, 'src', 'cli', 'heartbeat-main.ts');
-/** tsx compiles on start; on a loaded 2-core box that takes seconds. */
-const RUN_TIMEOUT_MS = 60_000;
-
-function ready(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', ENTRY, 'ready', ...args], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: RUN_TIMEOUT_MS,
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const ready = (args: string[]) => runCli(HEARTBEAT_MAIN, ['ready', ...args]);
 
 let dir: string;
 beforeAll(() => {

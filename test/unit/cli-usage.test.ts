@@ -2,40 +2,15 @@
 // naming what was wrong, never a stack trace, and refuses bad flags before any request (the
 // kubeconfig points at a local server that counts connections: it must see none). And every
 // problem comes in one run: a command line with several mistakes names them all.
-import { spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CliResult, MAIN, ROOT, runCli } from '../../src/cli/cli-process.test-helpers.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const MAIN = join(ROOT, 'src', 'cli', 'main.ts');
-/** tsx compiles on start; on a loaded 2-core box that takes seconds. */
-const RUN_TIMEOUT_MS = 60_000;
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function lastseen(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, NODE_NAME: '', POD_NAME: '', POD_NAMESPACE: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: RUN_TIMEOUT_MS,
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function lastseen(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  return runCli(MAIN, args, { NODE_NAME: '', POD_NAME: '', POD_NAMESPACE: '', ...env });
 }
 
 /** A stack trace line as Node prints one. */

@@ -2,32 +2,17 @@
 // its parents' policies together; a policy's schema errors and its cross-field rules together, in
 // the plain document and in its ConfigMap. The CLI exits 2 with each error on a line of its own,
 // path first, and no stack trace.
-import { spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { MAIN, runCli } from '../../src/cli/cli-process.test-helpers.js';
 import { parsePolicyText } from '../../src/policy/policy.js';
 import { parseScenarioText } from '../../src/sim/index.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const MAIN = join(ROOT, 'src', 'cli', 'main.ts');
-/** tsx compiles on start; on a loaded 2-core box that takes seconds. */
-const RUN_TIMEOUT_MS = 60_000;
 const STACK = /^\s+at .+(\(|:\d+)/m;
 
-function lastseen(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: RUN_TIMEOUT_MS });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const lastseen = (args: string[]) => runCli(MAIN, args);
 
 /** Three schema errors, five reference errors, two policy errors (one schema, one cross-field). */
 const SCENARIO = `name: multi
