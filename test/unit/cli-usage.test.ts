@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CliResult, MAIN, ROOT, runCli } from '../../src/cli/cli-process.test-helpers.js';
+import { type CliResult, MAIN, runCli } from '../../src/cli/cli-process.test-helpers.js';
 
 function lastseen(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
   return runCli(MAIN, args, { NODE_NAME: '', POD_NAME: '', POD_NAMESPACE: '', ...env });
