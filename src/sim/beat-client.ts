@@ -15,7 +15,7 @@ import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import { beatFromPod } from '../channels/annotation.js';
 import type { BeatResult } from '../channels/fields.js';
 import { beatFromLease } from '../channels/lease.js';
-import { ANNOTATION_ROLE, leaseName } from '../core/names.js';
+import { leaseName } from '../core/names.js';
 import type { Role } from '../core/types.js';
 import type { BeatClient, JsonPatchOp, ObjectRef } from '../kube/beat-client.js';
 import type { KPod } from './kubelet.js';
@@ -133,10 +133,10 @@ export function simBeatClient(o: SimBeatClientOptions): BeatClient {
   };
   const storeAnnotations = (annotations: Record<string, string>) => {
     w.api.podAnnotations.set(pod.uid, annotations);
-    const role = annotations[ANNOTATION_ROLE] === 'checkpoint' ? 'checkpoint' : o.role;
-    // Annotation beats are keyed like Leases in the model (ApiServer.beats).
-    show('annotation', leaseName(pod.spec!.key, node.name, role), pod.spec!.namespace, beatFromPod(podObject(), node.name));
-    return podObject();
+    const now = podObject();
+    // Annotation beats are keyed like Leases in the model (ApiServer.beats), by the writer's role.
+    show('annotation', leaseName(pod.spec!.key, node.name, o.role), pod.spec!.namespace, beatFromPod(now, node.name));
+    return now;
   };
 
   return {
