@@ -71,6 +71,11 @@ export function controlPlane(): ControlPlane {
   return cp;
 }
 
+/** kube-apiserver's pid, from the control plane's run folder (scripts/control-plane): to stop it with SIGSTOP. */
+export async function apiserverPid(): Promise<number> {
+  return Number((await readFile(join(controlPlane().dir, 'kube-apiserver.pid'), 'utf8')).trim());
+}
+
 export function kubeConfigFor(identity: 'admin' | 'user' = 'admin'): KubeConfig {
   const cp = controlPlane();
   const kc = new KubeConfig();

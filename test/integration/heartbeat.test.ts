@@ -18,7 +18,7 @@ import { beatFromLease } from '../../src/channels/lease.js';
 import { beatFromFile } from '../../src/channels/local.js';
 import type { Role } from '../../src/core/types.js';
 import { startHeartbeat } from '../../src/index.js';
-import { controlPlane, kubeConfigFor, kubectl, restartApiserver, useNamespace, waitFor } from './harness.js';
+import { apiserverPid, controlPlane, kubeConfigFor, kubectl, restartApiserver, useNamespace, waitFor } from './harness.js';
 
 const SIX_DIGITS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 const NODE = 'node-a';
@@ -230,7 +230,7 @@ describe('lease channel', () => {
       kubeConfig: kubeConfigFor('admin'),
       logger,
     });
-    const pid = Number((await readFile(join(controlPlane().dir, 'kube-apiserver.pid'), 'utf8')).trim());
+    const pid = await apiserverPid();
     /** When each new local sequence was first seen (polled every 10 ms). */
     const seen: Array<{ seq: number; at: number }> = [];
     let polling = true;

@@ -1,24 +1,8 @@
-// Writes that time out are not lost: they wait inside a frozen api-server (SIGSTOP) and are applied
-// when it runs again, concurrently, in no particular order. The heartbeat's own writers must never
-// let such late writes move a stored sequence back (to the agent's beat rule, src/core/beats.ts, a
-// sequence going back is a writer restart, and the one after it a sign of life). The Lease's
-// optimistic replace and the annotation's conditional JSON patch both test the value this writer
-// last saw stored, so of the rounds queued during the freeze at most one applies.
-//
-// Watched from outside: every version of the Lease and of the pod, in the api-server's order,
-// while `lastseen heartbeat` beats every 250 ms through a 5 s freeze. (What this api-server did
-// when tried: the rounds sent during the freeze, whose requests the writer had abandoned at its
-// timeout, were not applied at all; the first version stored after the thaw was a fresh round. A
-// server or proxy that does finish abandoned requests is modelled in src/channels/annotation.test.ts.)
-// Then someone else overwrites the sequence annotation: the writer's next condition fails (422 on a
-// real api-server), it re-reads once and goes on.
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Lease, type V1Pod, Watch } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { ANNOTATION_SEQUENCE, leaseName } from '../../src/core/names.js';
 import { type FaultSetup, faultSetup, KEY, sleep } from './fault-helpers.js';
-import { controlPlane, kubeConfigFor, waitFor } from './harness.js';
+import { apiserverPid, kubeConfigFor, waitFor } from './harness.js';
 
 const POLICY = '{ interval: 250ms, window: 2s, startupGrace: 2s, channels: [lease, annotation, local] }';
 
@@ -81,7 +65,7 @@ describe('late writes from a frozen api-server', () => {
         what: 'the first Lease and annotation beats',
       });
       await sleep(1000);
-      const pid = Number((await readFile(join(controlPlane().dir, 'kube-apiserver.pid'), 'utf8')).trim());
+      const pid = await apiserverPid();
       const before = w.seen.length;
       process.kill(pid, 'SIGSTOP');
       try {

@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { ANNOTATION_HOLDER_UID, ANNOTATION_LAST_SEEN, ANNOTATION_SEQUENCE, leaseName, localBeatFile } from '../../src/core/names.js';
 import { microTime } from '../../src/heartbeat/beat.js';
 import { appears, captured, exists, type FaultSetup, faultSetup, healthy, KEY, metric, metricsText, sleep, transitions } from './fault-helpers.js';
-import { controlPlane, kubeConfigFor, waitFor } from './harness.js';
+import { apiserverPid, controlPlane, kubeConfigFor, waitFor } from './harness.js';
 import { healthPort, lastseen, type Proc } from './processes.js';
 
 const POLICY = (channels: string, extra = '') =>
@@ -203,11 +203,6 @@ describe('a beat counts only if it is the parent own', () => {
     await s.agent.stop();
   });
 });
-
-/** kube-apiserver's pid, from the control plane's run folder (scripts/control-plane). */
-async function apiserverPid(): Promise<number> {
-  return Number((await readFile(join(controlPlane().dir, 'kube-apiserver.pid'), 'utf8')).trim());
-}
 
 describe('a Lease write that surfaces late', () => {
   it('queued in a frozen api-server (SIGSTOP), applied at SIGCONT after the local file showed the parent dead: the checkpoint stays', async () => {
