@@ -4,6 +4,7 @@ import { FakeTime } from '../core/fake-time.test-helpers.js';
 import { ANNOTATION_SEQUENCE } from '../core/names.js';
 import type { Beat } from '../core/types.js';
 import type { BeatClient, JsonPatchOp } from '../kube/beat-client.js';
+import { applyAnnotationOps } from '../sim/beat-client.js';
 import { AnnotationChannel, annotationPatch, beatFromPod, conditionalAnnotationPatch } from './annotation.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the tables below break arbitrary fields of a JSON document on purpose
@@ -128,13 +129,8 @@ class ModelServer {
     if (kind === 'merge') {
       Object.assign(this.annotations, (body as { metadata: { annotations: Record<string, string> } }).metadata.annotations);
     } else {
-      const ops = body as JsonPatchOp[];
-      const key = (p: string) => p.replace('/metadata/annotations/', '').replaceAll('~1', '/').replaceAll('~0', '~');
-      for (const op of ops) {
-        if (op.op === 'test' && this.annotations[key(op.path)] !== op.value)
-          throw Object.assign(new Error('HTTP 422'), { code: 422, body: { kind: 'Status', reason: 'Invalid', code: 422 } });
-      }
-      for (const op of ops) if (op.op === 'add') this.annotations[key(op.path)] = op.value;
+      // As the simulator's model api-server applies it (a failed test: 422, nothing applied).
+      this.annotations = applyAnnotationOps(this.annotations, body as JsonPatchOp[]);
     }
     this.history.push(Number(this.annotations[ANNOTATION_SEQUENCE]));
   }

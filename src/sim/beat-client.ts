@@ -46,6 +46,21 @@ const annotationKey = (path: string) =>
     .replaceAll('~1', '/')
     .replaceAll('~0', '~');
 
+/**
+ * A JSON patch (RFC 6902) of a pod's annotations as the api-server applies the two operations the
+ * annotation writer sends: all or nothing, a failed `test` refusing the whole patch with a 422.
+ * Returns the new annotations; `current` is not changed.
+ */
+export function applyAnnotationOps(current: Record<string, string>, ops: JsonPatchOp[]): Record<string, string> {
+  for (const op of ops) {
+    if (op.op === 'test' && current[annotationKey(op.path)] !== op.value)
+      throw status(422, 'Invalid', 'the server rejected our request due to an error in our request');
+  }
+  const next = { ...current };
+  for (const op of ops) if (op.op === 'add') next[annotationKey(op.path)] = op.value;
+  return next;
+}
+
 export interface SimBeatClientOptions {
   world: World;
   node: SimNode;
@@ -169,14 +184,7 @@ export function simBeatClient(o: SimBeatClientOptions): BeatClient {
     jsonPatchPod: (ref) =>
       send(() => {
         ownPod(ref);
-        const current = { ...(w.api.podAnnotations.get(pod.uid) ?? {}) };
-        const ops: JsonPatchOp[] = ref.body;
-        for (const op of ops) {
-          if (op.op === 'test' && current[annotationKey(op.path)] !== op.value)
-            throw status(422, 'Invalid', 'the server rejected our request due to an error in our request');
-        }
-        for (const op of ops) if (op.op === 'add') current[annotationKey(op.path)] = op.value;
-        return storeAnnotations(current);
+        return storeAnnotations(applyAnnotationOps(w.api.podAnnotations.get(pod.uid) ?? {}, ref.body));
       }),
     close: () => {},
   };
