@@ -201,17 +201,21 @@ function watchCoverage(): { stop: () => Promise<Watch> } {
   };
 }
 
-/** What the agents logged about the node lock since `since` (who stood by, gave way, handed it over), oldest first. */
-function lockSteps(since: number): string[] {
+/** What the agents logged matching `pattern` since `since` (ms since the epoch), oldest first, with the time since it. */
+function agentLines(pattern: RegExp, since = 0): string[] {
   const root = join(tb.env.dir, 'pod-logs');
   const out: { time: number; line: string }[] = [];
   for (const d of existsSync(root) ? readdirSync(root).filter((d) => d.startsWith(`${NS}_lastseen-agent-`)) : []) {
     const [namespace, pod, uid] = d.split('_') as [string, string, string];
     for (const line of tb.containerLog(namespace, pod, uid, 'agent')) {
-      if (!line.includes('node lock')) continue;
+      if (!pattern.test(line)) continue;
       try {
-        const e = JSON.parse(line) as { time?: number; msg?: string };
-        if (typeof e.time === 'number' && e.time >= since) out.push({ time: e.time, line: `${((e.time - since) / 1000).toFixed(1)}s ${pod}: ${e.msg}` });
+        const e = JSON.parse(line) as { time?: number; msg?: string; err?: string };
+        if (typeof e.time === 'number' && e.time >= since)
+          out.push({
+            time: e.time,
+            line: `${since ? `${((e.time - since) / 1000).toFixed(1)}s` : new Date(e.time).toISOString()} ${pod}: ${e.msg}${e.err ? ` (${e.err})` : ''}`,
+          });
       } catch {
         // a line cut by a restart
       }
@@ -219,6 +223,9 @@ function lockSteps(since: number): string[] {
   }
   return out.sort((a, b) => a.time - b.time).map((e) => e.line);
 }
+
+/** What the agents logged about the node lock since `since` (who stood by, gave way, handed it over), oldest first. */
+const lockSteps = (since: number): string[] => agentLines(/node lock/, since);
 
 /** The agent's `activating checkpoint` decisions about any control-plane parent since `since`. */
 const activations = (since: number) =>
@@ -297,6 +304,14 @@ describe('lastseen upgraded, downgraded and uninstalled on a real node', () => {
     expect((await agentPods()).map((p) => p.spec.containers[0]?.image)).toEqual([first]);
     await tb.waitFor("the agent's own copy on the first image", 60, () => agentCopyImages().includes(first));
     await agentsHaveServiceAccountFiles('installed');
+    // The acting agent creates the NodeCheckpoint at its first status write; a write that met the
+    // bootstrap api-server's removal is tried again 5 s later, so give it a while, and say what
+    // the agents logged about it if it never comes.
+    try {
+      await tb.waitFor('the NodeCheckpoint of the node', 90, async () => (await nodeCheckpoint()) !== null, 1000);
+    } catch (e) {
+      throw new Error(`${(e as Error).message}; the agents said: ${agentLines(/status|node lock/).join('; ') || 'nothing'}`);
+    }
     before = await nodeCheckpoint();
     images = { first, next };
     await roll(next, 'upgrade');
