@@ -232,9 +232,9 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
       await removeCheckpointBeat(p);
       await d.store.remove(p.id);
     },
-    async fence(p, podUid, reason) {
+    async fence(p, podUid, reason, evenIfStarved) {
       if (!d.heartbeatDir) throw new Error("no heartbeat folder: the agent cannot ask a parent's sidecar to fence it (--heartbeat-dir)");
-      return fenceThroughSidecar({ heartbeatDir: d.heartbeatDir }, p, podUid, reason);
+      return fenceThroughSidecar({ heartbeatDir: d.heartbeatDir }, p, podUid, reason, evenIfStarved);
     },
     async readLive(p, channels): Promise<LiveRead> {
       const fresh = d.freshKube?.() ?? null;

@@ -73,7 +73,8 @@ export interface Actuators<P = unknown> {
    * Take the hung main process of pod `podUid` (this parent's) off its port, only if it still does
    * not answer (src/core/fence.ts); `killed`: processes stopped (0: none was hung any more).
    */
-  fence(p: ParentView<P>, podUid: string, reason: Reason): Promise<{ killed: number; detail: string }>;
+  /** `evenIfStarved`: the core judged on the starved bound (src/core/fence.ts); the sidecar fences a process waiting for a CPU only then. */
+  fence(p: ParentView<P>, podUid: string, reason: Reason, evenIfStarved?: boolean): Promise<{ killed: number; detail: string }>;
   event(p: ParentView<P>, e: Extract<Action, { type: 'event' }>): Promise<void>;
 }
 
@@ -440,7 +441,9 @@ export class Agent<P = unknown> implements ManifestSubject {
         log.warn({ parent: e.id, pod: a.podUid, reason: a.reason.code, message: a.reason.message }, 'fencing a hung parent');
         run(
           'fence',
-          A.fence(e, a.podUid, a.reason).then((r): Input => ({ type: 'fenced', podUid: a.podUid, killed: r.killed, detail: r.detail })),
+          A.fence(e, a.podUid, a.reason, a.evenIfStarved === true).then(
+            (r): Input => ({ type: 'fenced', podUid: a.podUid, killed: r.killed, detail: r.detail }),
+          ),
         );
         return;
       case 'collect':

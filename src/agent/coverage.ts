@@ -123,7 +123,7 @@ export class CoverageWatch {
           (e: unknown) => fail('confirm', p, e),
         ),
       event: (p, e) => a.event(p, e).catch((err: unknown) => fail('event', p, err)),
-      fence: (p, podUid, reason) => a.fence(p, podUid, reason).catch((e: unknown) => fail('fence', p, e)),
+      fence: (p, podUid, reason, evenIfStarved) => a.fence(p, podUid, reason, evenIfStarved).catch((e: unknown) => fail('fence', p, e)),
     };
   }
 

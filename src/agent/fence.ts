@@ -32,6 +32,8 @@ export interface FenceRequest {
   podUid: string;
   reason: string;
   requestedAt: string;
+  /** Fence even a process seen waiting for a CPU (the core judged it past HANG_STARVED_MS). Absent: do not. */
+  evenIfStarved?: boolean;
 }
 
 export interface FenceAnswer {
@@ -92,6 +94,7 @@ export async function fenceThroughSidecar(
   p: { namespace: string; key: string },
   podUid: string,
   reason: Reason,
+  evenIfStarved = false,
 ): Promise<{ killed: number; detail: string }> {
   const folder = 'folder' in o ? o.folder : fsFenceFolder(o.heartbeatDir);
   const time = o.time ?? systemTime;
@@ -102,6 +105,7 @@ export async function fenceThroughSidecar(
     podUid,
     reason: `${reason.code}: ${reason.message}`,
     requestedAt: new Date(time.wallNow()).toISOString(),
+    ...(evenIfStarved ? { evenIfStarved: true } : {}),
   };
   await folder.write(reqName, `${JSON.stringify(req)}\n`);
   const timeoutMs = o.timeoutMs ?? FENCE_ANSWER_TIMEOUT_MS;

@@ -43,6 +43,7 @@ describe('beatFromPod', () => {
           'lastseen.dev/unprobed': 'false',
           'lastseen.dev/unanswered': 'false',
           'lastseen.dev/unanswered-after-ready': 'false',
+          'lastseen.dev/unanswered-starved': 'false',
         },
       },
     });
@@ -72,6 +73,21 @@ describe('beatFromPod', () => {
       delete x.metadata.annotations['lastseen.dev/unanswered-after-ready'];
     });
     expect(beatFromPod(older, 'n1')).toEqual({ ok: true, beat: { ...beat, unanswered: true } });
+  });
+
+  it('an unanswered beat says whether its process waited for a CPU, read back; absent reads as not starved', () => {
+    const starved = { ...beat, unanswered: true, afterReady: true, starved: true };
+    const p = pod((x) => Object.assign(x.metadata.annotations, annotationPatch(starved).metadata.annotations));
+    expect(annotationPatch(starved).metadata.annotations['lastseen.dev/unanswered-starved']).toBe('true');
+    expect(beatFromPod(p, 'n1')).toEqual({ ok: true, beat: starved });
+    const older = pod((x) => {
+      Object.assign(x.metadata.annotations, annotationPatch(starved).metadata.annotations);
+      delete x.metadata.annotations['lastseen.dev/unanswered-starved'];
+    });
+    expect(beatFromPod(older, 'n1')).toEqual({ ok: true, beat: { ...beat, unanswered: true, afterReady: true } });
+    // Only beside unanswered: a stray "true" on an answered beat means nothing.
+    const stray = pod((x) => Object.assign(x.metadata.annotations, annotationPatch(beat).metadata.annotations, { 'lastseen.dev/unanswered-starved': 'true' }));
+    expect(beatFromPod(stray, 'n1')).toEqual({ ok: true, beat });
   });
 
   it('declares the interval as an annotation, read back', () => {

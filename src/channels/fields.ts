@@ -14,6 +14,7 @@ import {
   ANNOTATION_PHASE,
   ANNOTATION_ROLE,
   ANNOTATION_SEQUENCE,
+  ANNOTATION_STARVED,
   ANNOTATION_UNANSWERED,
   ANNOTATION_UNPROBED,
 } from '../core/names.js';
@@ -46,10 +47,10 @@ const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, rea
 
 /** The beat a channel read, from its checked fields (an undeclared interval stays absent). */
 export function beatOf(channel: Beat['channel'], f: Omit<Beat, 'channel' | 'intervalMs'> & { intervalMs: number | undefined }): BeatResult {
-  const { intervalMs, unprobed, unanswered, afterReady, ...rest } = f;
+  const { intervalMs, unprobed, unanswered, afterReady, starved, ...rest } = f;
   return {
     ok: true,
-    beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...beatFlags(f.phase, unprobed, unanswered, afterReady) },
+    beat: { channel, ...rest, ...(intervalMs !== undefined ? { intervalMs } : {}), ...beatFlags(f.phase, unprobed, unanswered, afterReady, starved) },
   };
 }
 
@@ -158,6 +159,7 @@ export function beatAnnotations(beat: Beat): Record<string, string> {
     [ANNOTATION_UNANSWERED]: String(beat.unanswered === true),
     // Written on every beat for the same reason; it only means something beside unanswered.
     [ANNOTATION_AFTER_READY]: String(beat.afterReady === true),
+    [ANNOTATION_STARVED]: String(beat.starved === true),
   };
 }
 
@@ -171,6 +173,7 @@ export interface BeatAnnotationFields {
   unprobed: boolean;
   unanswered: boolean;
   afterReady: boolean | undefined;
+  starved: boolean;
 }
 
 export function parseBeatAnnotations(ann: Record<string, string>): Field<BeatAnnotationFields> {
@@ -196,6 +199,7 @@ export function parseBeatAnnotations(ann: Record<string, string>): Field<BeatAnn
       unprobed: ann[ANNOTATION_UNPROBED] === 'true',
       unanswered: ann[ANNOTATION_UNANSWERED] === 'true',
       afterReady: ann[ANNOTATION_AFTER_READY] === undefined ? undefined : ann[ANNOTATION_AFTER_READY] === 'true',
+      starved: ann[ANNOTATION_STARVED] === 'true',
     },
   };
 }

@@ -45,6 +45,17 @@ describe('beatFromFile', () => {
     expect(beatFromFile(localBeatText(target, { ...beat, afterReady: true }), expected)).toEqual({ ok: true, beat });
   });
 
+  it('carries whether an unanswered beat’s process waited for a CPU; absent, or beside an answered beat, reads as not starved', () => {
+    const starved = { ...beat, phase: 'Starting' as const, unanswered: true, afterReady: true, starved: true };
+    const text = localBeatText(target, starved);
+    expect(JSON.parse(text)).toMatchObject({ unanswered: true, starved: true });
+    expect(beatFromFile(text, expected)).toEqual({ ok: true, beat: starved });
+    const older = localBeatText(target, { ...starved, starved: undefined });
+    expect(JSON.parse(older).starved).toBeUndefined();
+    expect(beatFromFile(older, expected)).toEqual({ ok: true, beat: { ...beat, phase: 'Starting', unanswered: true, afterReady: true } });
+    expect(beatFromFile(localBeatText(target, { ...beat, starved: true }), expected)).toEqual({ ok: true, beat });
+  });
+
   it('carries the declared interval, and reads a file without one (an older writer) as undeclared', () => {
     const declared = { ...beat, intervalMs: 5000 };
     const text = localBeatText(target, declared);

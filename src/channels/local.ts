@@ -57,6 +57,7 @@ export function localBeatText(t: LocalTarget, beat: Beat): string {
     ...(beat.unprobed ? { unprobed: true } : {}),
     ...(beat.unanswered ? { unanswered: true } : {}),
     ...(beat.unanswered && beat.afterReady !== undefined ? { afterReady: beat.afterReady } : {}),
+    ...(beat.unanswered && beat.starved ? { starved: true } : {}),
   })}\n`;
 }
 
@@ -112,6 +113,7 @@ export function beatFromFile(text: string, expected: ExpectedLocal): BeatResult 
     unprobed: doc.unprobed === true,
     unanswered: doc.unanswered === true,
     afterReady: typeof doc.afterReady === 'boolean' ? doc.afterReady : undefined,
+    starved: doc.starved === true,
   });
 }
 

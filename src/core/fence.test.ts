@@ -1,11 +1,57 @@
 import { describe, expect, it } from 'vitest';
-import { FENCE_REPEAT_MS, fenceFailed, fenceWakes, HANG_CONFIRM_ROUNDS, judgeFencedNotBack, judgeHang, observeFenced } from './fence.js';
+import { FENCE_REPEAT_MS, fenceFailed, fenceWakes, HANG_CONFIRM_ROUNDS, HANG_STARVED_MS, judgeFencedNotBack, judgeHang, observeFenced } from './fence.js';
 import { beat, feed, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import type { Action, Input } from './types.js';
 
 const overlap = { ...POLICY, handover: 'overlap' as const };
 const hungBeat = () => beat('Starting', { unanswered: true });
 const kinds = (as: Action[]) => as.map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
+
+describe('a parent starved of CPU is slow, not hung (Beat.starved)', () => {
+  // startTimeout above the bound, as the default (5 min): only the starved bound is at stake here.
+  const slowStart = { startTimeoutMs: 300_000 };
+  const starvedBeat = () => beat('Starting', { unanswered: true, afterReady: true, starved: true });
+  const feedEvery = (state: Parameters<typeof feed>[0], from: number, to: number, b: () => ReturnType<typeof beat>) => {
+    const inputs: [number, Input][] = [];
+    for (let t = from; t <= to; t += 1000) inputs.push([t, { type: 'beat', beat: b() }]);
+    return feed(state, inputs);
+  };
+
+  for (const handover of ['overlap', 'release'] as const) {
+    it(`${handover}: unanswered rounds of a process waiting for a CPU are a sign of life until HANG_STARVED_MS, then it is fenced, saying so`, () => {
+      const h = fixtures({ ...POLICY, ...slowStart, handover }).Healthy!.state; // a Ready beat at 2000
+      const within = feedEvery(h, 2500, 2500 + HANG_STARVED_MS - 1000, starvedBeat);
+      expect(kinds(within.actions)).not.toContain('fence');
+      expect(kinds(within.actions)).not.toContain('activate');
+      expect(within.state.state).not.toBe('Active');
+      // The core wakes at the bound even if no beat comes then.
+      expect(fenceWakes(within.state)).toContain(2500 + HANG_STARVED_MS);
+      const past = feedEvery(within.state, 2500 + HANG_STARVED_MS, 2500 + HANG_STARVED_MS, starvedBeat);
+      const fence = past.actions.find((a) => a.type === 'fence');
+      expect(fence).toMatchObject({ type: 'fence', podUid: POD.uid, evenIfStarved: true });
+      expect(fence?.type === 'fence' && fence.reason.message).toMatch(/waiting for a CPU/);
+    });
+  }
+
+  it('a round not seen waiting for a CPU after starved ones: hung at once, and the sidecar is not told to fence a starved one', () => {
+    const h = fixtures({ ...POLICY, ...slowStart, handover: 'overlap' }).Healthy!.state;
+    const starved = feedEvery(h, 2500, 12_500, starvedBeat);
+    expect(kinds(starved.actions)).not.toContain('fence');
+    const hung = feed(starved.state, [[13_500, { type: 'beat', beat: hungBeat() }]]);
+    expect(hung.state.state).toBe('Active');
+    const fence = hung.actions.find((a) => a.type === 'fence');
+    expect(fence).toMatchObject({ type: 'fence', podUid: POD.uid });
+    expect(fence?.type === 'fence' && fence.evenIfStarved).toBeFalsy();
+  });
+
+  it('an answered round ends the run: a later starvation starts its bound over', () => {
+    const h = fixtures({ ...POLICY, ...slowStart, handover: 'overlap' }).Healthy!.state;
+    const a = feedEvery(h, 2500, 2500 + HANG_STARVED_MS - 10_000, starvedBeat);
+    const b = feed(a.state, [[2500 + HANG_STARVED_MS - 9000, { type: 'beat', beat: beat('Ready') }]]);
+    const c = feedEvery(b.state, 2500 + HANG_STARVED_MS - 8000, 2500 + HANG_STARVED_MS + 20_000, starvedBeat);
+    expect(kinds(c.actions)).not.toContain('fence');
+  });
+});
 
 describe('fencing a hung parent (src/core/fence.ts)', () => {
   it('overlap: two unanswered rounds activate the checkpoint (ParentHung) and fence the hung process at once, not waiting for the copy', () => {
@@ -272,7 +318,7 @@ describe('fence.ts on its own: which rule judges a hung parent', () => {
     observeFenced(s, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL' }, 3500, 10_000);
     s.phase = 'Starting'; // its restart beats, not Ready yet
     expect(s.hang).toMatchObject({ since: null, rounds: 0, recoverBy: 13_500, fence: { killed: 1 } });
-    expect(fenceWakes(s)).toEqual([null, 13_500]);
+    expect(fenceWakes(s)).toEqual([null, 13_500, null]);
     expect(judgeFencedNotBack(s, 13_499, [])).toBeNull();
     expect(judgeFencedNotBack(s, 13_500, [])).toBe(true);
     expect(s.reason.code).toBe('FencedNotBack');

@@ -11,6 +11,11 @@
 // The rules (docs/decisions/0005-fencing.md):
 // - Only on that evidence, for HANG_CONFIRM_ROUNDS unanswered rounds in a row from the same pod
 //   after an answered one; an answered beat ends it. Never a parent fresh on any channel.
+// - Not a starved process: when the sidecar saw the port's holder waiting for a CPU through its
+//   unanswered probe (Beat.starved: a node short of CPU; on the three-node test bed at load 45-70
+//   healthy api-servers missed two probes in a row and were fenced), its beats are a sign of life
+//   and it is fenced only once its run of unanswered rounds has lasted HANG_STARVED_MS, as long as
+//   kubeadm's liveness probe gives an api-server; until then its own rules (startTimeout) judge it.
 // - `overlap`: the checkpoint is activated (reason ParentHung) and the hung process fenced at once:
 //   its share of the port fails its clients either way, and waiting for the copy to be proven
 //   Ready beside it never ends on a real node (coverHung says why).
@@ -31,12 +36,21 @@ import type { Action, Beat, Input, ParentState } from './types.js';
 export const HANG_CONFIRM_ROUNDS = 2;
 /** The same pod is fenced at most once per this long (its restart, start and first beats fit well inside). */
 export const FENCE_REPEAT_MS = 120_000;
+/**
+ * A process seen waiting for a CPU through its unanswered probes (Beat.starved) is taken for hung
+ * only once its run of unanswered rounds has lasted this long: kubeadm's liveness probe of
+ * kube-apiserver (failureThreshold 8, period 10 s, timeout 15 s) gives about as much before the
+ * kubelet restarts it. Fencing a starved process frees no CPU: its restart costs more of it.
+ */
+export const HANG_STARVED_MS = 120_000;
 
 export interface HangState {
   /** Pod uid, time and sequence of the first unanswered beat of the current run (null: the latest beat was answered). */
   since: { holderUid: string; at: number; sequence: number } | null;
   /** Unanswered rounds seen in the current run (by sequence: one round on several channels is one). */
   rounds: number;
+  /** The latest unanswered beat of the run said its process waited for a CPU (Beat.starved). */
+  starved?: boolean;
   /** The parent's latest answered beat was this pod's Ready (a hang is a Ready process that stopped answering; null: none). */
   answeredBy: string | null;
   /**
@@ -78,6 +92,7 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
   if (b.unanswered !== true) {
     h.since = null;
     h.rounds = 0;
+    h.starved = false;
     // Only a process that was Ready hangs: a Starting beat (refused, an error status) is a process
     // on its way up, and one that is slow to answer while it starts (a loaded node: seen on the
     // three-node test bed) is not fenced.
@@ -106,7 +121,14 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
     h.rounds = 0;
   }
   h.rounds = Math.max(h.rounds, b.sequence - h.since.sequence + 1);
-  return true;
+  // A starved process is there, waiting for a CPU: a sign of life, until its run is too long.
+  h.starved = b.starved === true;
+  return !starvedWithinBound(h, now);
+}
+
+/** The run of unanswered rounds is of a process waiting for a CPU, for less than HANG_STARVED_MS so far. */
+function starvedWithinBound(h: HangState, now: number): boolean {
+  return h.starved === true && h.since !== null && now - h.since.at < HANG_STARVED_MS;
 }
 
 /** A beat of the checkpoint's copy (from the manifest as last written). */
@@ -121,10 +143,15 @@ export function copyRestarted(h: HangState): void {
   h.copyReadyAt = null;
 }
 
-/** The parent is hung: its sidecar reported HANG_CONFIRM_ROUNDS unanswered rounds in a row. Returns the hung pod's uid. */
-export function hungPod(s: ParentState): string | null {
+/**
+ * The parent is hung: its sidecar reported HANG_CONFIRM_ROUNDS unanswered rounds in a row, and the
+ * latest of them not of a process waiting for a CPU, or the run has lasted HANG_STARVED_MS.
+ * Returns the hung pod's uid.
+ */
+export function hungPod(s: ParentState, now: number): string | null {
   const h = s.hang;
-  return h.since !== null && h.rounds >= HANG_CONFIRM_ROUNDS ? h.since.holderUid : null;
+  if (h.since === null || h.rounds < HANG_CONFIRM_ROUNDS || starvedWithinBound(h, now)) return null;
+  return h.since.holderUid;
 }
 
 /** No fence of this pod for FENCE_REPEAT_MS after the last one (a failed one is retried on the action back-off). */
@@ -140,7 +167,7 @@ export function fenceAllowed(h: HangState, podUid: string, now: number): boolean
  * covered (coverHung). Returns whether the state changed, or null to let the other rules judge.
  */
 export function judgeHang(s: ParentState, now: number, actions: Action[]): boolean | null {
-  const hung = hungPod(s);
+  const hung = hungPod(s, now);
   if (hung === null || s.phase === 'Stopping') return null;
   return coverHung(s, hung, now, actions);
 }
@@ -203,7 +230,7 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
  * parent is not fresh: its run of unanswered rounds began after its last answered beat.)
  */
 export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]): void {
-  const hung = hungPod(s);
+  const hung = hungPod(s, now);
   if (hung !== null) requestFence(s, hung, now, actions);
 }
 
@@ -215,11 +242,14 @@ function requestFence(s: ParentState, podUid: string, now: number, actions: Acti
   if (!fenceAllowed(s.hang, podUid, now) || !due(s, 'fence', now)) return;
   s.hang.fence = { podUid, at: now, killed: null };
   inFlight(s, 'fence', now);
+  const starved = s.hang.starved === true;
   const why = R(
     'ParentHung',
-    `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
+    `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds${starved ? `, waiting for a CPU, for ~${secs(now - s.hang.since!.at)}` : ''}; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
   );
-  actions.push({ type: 'fence', podUid, reason: why });
+  // A starved process is fenced only past HANG_STARVED_MS: the sidecar is told so, or its own
+  // check (the process still waits for a CPU) would refuse.
+  actions.push({ type: 'fence', podUid, reason: why, ...(starved ? { evenIfStarved: true } : {}) });
   holdNote(s, why, actions);
 }
 
@@ -262,5 +292,9 @@ export function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fence
 
 /** When the same pod may be fenced again, or a fenced parent must be back. */
 export function fenceWakes(s: ParentState): Array<number | null | undefined> {
-  return [s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null, s.hang.recoverBy];
+  return [
+    s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null,
+    s.hang.recoverBy,
+    s.hang.starved === true && s.hang.since !== null && s.hang.rounds >= HANG_CONFIRM_ROUNDS ? s.hang.since.at + HANG_STARVED_MS : null,
+  ];
 }

@@ -19,6 +19,8 @@ export const ANNOTATION_UNPROBED = 'lastseen.dev/unprobed';
 export const ANNOTATION_UNANSWERED = 'lastseen.dev/unanswered';
 /** With "unanswered": "true" when the process's last answered probe was Ready (Beat.afterReady); absent: an older writer. */
 export const ANNOTATION_AFTER_READY = 'lastseen.dev/unanswered-after-ready';
+/** With "unanswered": "true" when the sidecar saw the process waiting for a CPU through the probe (Beat.starved). */
+export const ANNOTATION_STARVED = 'lastseen.dev/unanswered-starved';
 /** On a heartbeat's Lease: why its policy file is not in use (invalid, unreadable); removed once it is. */
 export const ANNOTATION_POLICY_PROBLEM = 'lastseen.dev/policy-problem';
 export const LABEL_NODE = 'lastseen.dev/node';

@@ -55,6 +55,13 @@ export interface Beat {
    * (src/core/fence.ts). Absent: a writer that does not say.
    */
   afterReady?: boolean;
+  /**
+   * Only with `unanswered`: the sidecar saw the process waiting for a CPU through much of the
+   * unanswered probe (its threads runnable, not run: a node short of CPU), which a hung process
+   * is not. A starved process is slow, not hung: it is fenced only once it has gone unanswered for
+   * HANG_STARVED_MS (src/core/fence.ts). Absent: not seen waiting, or a writer that does not say.
+   */
+  starved?: boolean;
 }
 
 /** What the api-server says about pods for this parent key on this node. */
@@ -128,12 +135,14 @@ export function beatFlags(
   unprobed: boolean | undefined,
   unanswered: boolean | undefined,
   afterReady?: boolean,
-): Pick<Beat, 'unprobed' | 'unanswered' | 'afterReady'> {
+  starved?: boolean,
+): Pick<Beat, 'unprobed' | 'unanswered' | 'afterReady' | 'starved'> {
   const hung = unanswered === true && phase === 'Starting';
   return {
     ...(unprobed && phase === 'Ready' ? { unprobed: true } : {}),
     ...(hung ? { unanswered: true } : {}),
     ...(hung && afterReady !== undefined ? { afterReady } : {}),
+    ...(hung && starved === true ? { starved: true } : {}),
   };
 }
 
@@ -350,7 +359,7 @@ export type Action =
    * Take the hung main process of the parent's pod `podUid` off its port (src/core/fence.ts): only
    * that pod's own process, and only if it still does not answer when the fence is carried out.
    */
-  | { type: 'fence'; podUid: string; reason: Reason }
+  | { type: 'fence'; podUid: string; reason: Reason; evenIfStarved?: boolean }
   | { type: 'event'; eventType: EventType; reason: string; message: string }
   /** The state changed; status objects should be rewritten. */
   | { type: 'transition'; from: ParentStateName; to: ParentStateName; reason: Reason }

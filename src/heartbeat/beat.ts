@@ -20,9 +20,11 @@ export interface BeatCounter {
  * A probe's verdict. `unprobed`: Ready only because nothing was probed (`--probe none`); the beat
  * says so, and the agent wants the pod's own Ready condition before calling it last known good.
  */
-export type ProbeResult = { ok: true; unprobed?: boolean } | { ok: false; error: string; unanswered?: boolean };
+export type ProbeResult = { ok: true; unprobed?: boolean } | { ok: false; error: string; unanswered?: boolean; starved?: boolean };
 // `unanswered`: no answer at all within the probe's timeout (the process holds the port and hangs);
 // a refused connection or an error status is an answer. Beats say so (Beat.unanswered).
+// `starved` (only with unanswered): the process that holds the port waited for a CPU through much
+// of the probe (cpu-wait.ts): slow on a node short of CPU, not hung (Beat.starved).
 
 /** Phase for this beat: a stopping writer says so; otherwise the probe decides. */
 export function choosePhase(probe: ProbeResult, stopping: boolean): Phase {
@@ -51,9 +53,10 @@ export function nextBeat(
   unprobed = false,
   unanswered = false,
   afterReady?: boolean,
+  starved?: boolean,
 ): Beat {
   return {
-    ...beatFlags(phase, unprobed, unanswered, afterReady),
+    ...beatFlags(phase, unprobed, unanswered, afterReady, starved),
     channel,
     holder: id.podName,
     holderUid: id.podUid,

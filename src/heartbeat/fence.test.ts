@@ -91,6 +91,25 @@ describe('FenceResponder over its FenceFiles port', () => {
     expect(f.answers.map((a) => a.id)).toEqual(['d']);
   });
 
+  it('a process waiting for a CPU is not fenced unless the agent asks for it past its bound (evenIfStarved)', async () => {
+    const f = memoryFiles();
+    const starved: ProbeResult = {
+      ...HUNG,
+      error: `${HUNG.ok ? '' : HUNG.error}; its process waited 1900ms of 2000ms for a CPU: starved, not hung`,
+      starved: true,
+    };
+    const { r, killed } = responder(f.files, starved);
+    f.request = request('s1');
+    expect(await r.check()).toMatchObject({ killed: 0, detail: expect.stringMatching(/waits for a CPU .*: not fenced/) });
+    expect(killed).toEqual([]);
+    f.request = JSON.stringify({ ...JSON.parse(request('s2')), evenIfStarved: true });
+    expect(await r.check()).toMatchObject({ killed: 1 });
+    expect(killed).toEqual([4242]);
+    // evenIfStarved must be the boolean true: anything else is no permission.
+    f.request = JSON.stringify({ ...JSON.parse(request('s3')), evenIfStarved: 'yes' });
+    expect(await r.check()).toMatchObject({ killed: 0 });
+  });
+
   it('fsFenceFiles: the heartbeat folder’s request and answer files, and its change notification for the request only', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'lastseen-fence-files-'));
     const files = fsFenceFiles(dir, 'kube-system', 'kube-apiserver');

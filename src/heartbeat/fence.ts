@@ -97,7 +97,7 @@ export class FenceResponder {
       if (!req || req.podUid !== this.d.podUid || this.answered.includes(req.id)) return null;
       let result: FenceResult;
       try {
-        result = await this.carryOut();
+        result = await this.carryOut(req.evenIfStarved);
       } catch (e) {
         result = { killed: 0, detail: 'not fenced', error: (e as Error).message };
       }
@@ -110,10 +110,12 @@ export class FenceResponder {
     }
   }
 
-  private async carryOut(): Promise<{ killed: number; detail: string }> {
+  private async carryOut(evenIfStarved: boolean): Promise<{ killed: number; detail: string }> {
     const r = await this.d.probe();
     if (r.ok) return { killed: 0, detail: 'the main container answers its probe again: not fenced' };
     if (r.unanswered !== true) return { killed: 0, detail: `the main container answers (${r.error}): not hung, not fenced` };
+    // A process kept off the CPU is slow, not hung; the agent asks for it only past its bound.
+    if (r.starved === true && !evenIfStarved) return { killed: 0, detail: `the main container waits for a CPU (${r.error}): not fenced` };
     const pids = this.d.portHolders();
     if (pids === null) return { killed: 0, detail: 'the probe names no port: nothing this sidecar can tell holds it' };
     if (pids.length === 0) return { killed: 0, detail: 'no process of this pod holds the probed port any more' };
@@ -136,11 +138,11 @@ export class FenceResponder {
 }
 
 /** A request's id and pod; null for none, or a torn or foreign file (looked at again next time). */
-function parseRequest(text: string | null): { id: string; podUid: string } | null {
+function parseRequest(text: string | null): { id: string; podUid: string; evenIfStarved: boolean } | null {
   if (text === null) return null;
   try {
-    const doc = JSON.parse(text) as { id?: unknown; podUid?: unknown };
-    return typeof doc.id === 'string' && typeof doc.podUid === 'string' ? { id: doc.id, podUid: doc.podUid } : null;
+    const doc = JSON.parse(text) as { id?: unknown; podUid?: unknown; evenIfStarved?: unknown };
+    return typeof doc.id === 'string' && typeof doc.podUid === 'string' ? { id: doc.id, podUid: doc.podUid, evenIfStarved: doc.evenIfStarved === true } : null;
   } catch {
     return null;
   }

@@ -87,6 +87,26 @@ describe('runHeartbeatLoop', () => {
     expect(local.beats.at(-1)!.afterReady).toBeUndefined();
   });
 
+  it('an unanswered probe of a process waiting for a CPU makes a starved beat; a starved round does not change what the last answer was', async () => {
+    const clock = new FakeClock({ io: true });
+    const local = new Recorder('local', clock);
+    const { logger } = memoryLogger();
+    const starved: ProbeResult = { ok: false, error: 'no answer within 400ms; waited for a CPU', unanswered: true, starved: true };
+    const hung: ProbeResult = { ok: false, error: 'no answer within 400ms', unanswered: true };
+    const answers: ProbeResult[] = [{ ok: true }, starved, starved, hung, { ok: true }];
+    let i = 0;
+    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [local], probe: async () => answers[i++] ?? { ok: true }, clock, logger });
+    await clock.advance(4500);
+    await hb.stop();
+    expect(local.beats.slice(0, 5).map((b) => (b.unanswered ? `unanswered:${b.afterReady}:${b.starved === true}` : b.phase))).toEqual([
+      'Ready',
+      'unanswered:true:true',
+      'unanswered:true:true',
+      'unanswered:true:false',
+      'Ready',
+    ]);
+  });
+
   it('every beat declares the interval of its round, which follows a changed interval', async () => {
     const clock = new FakeClock({ io: true });
     const lease = new Recorder('lease', clock);

@@ -145,7 +145,8 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
     // (Beat.afterReady), kept here because an agent that restarts mid-hang has no answered beat left.
     const afterReady = unanswered ? lastAnsweredReady : undefined;
     if (!stop && !unanswered) lastAnsweredReady = probe.ok;
-    const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed, unanswered, afterReady);
+    const starved = unanswered && !probe.ok && probe.starved === true;
+    const beatOn = (w: BeatWriter) => nextBeat(counter, identity, w.channel, phase, wallMs, intervalMs, unprobed, unanswered, afterReady, starved);
     if (stop) {
       // The last beat goes to each channel once its write in flight is done, without waiting for the others.
       await Promise.all(

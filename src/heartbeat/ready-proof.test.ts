@@ -149,6 +149,52 @@ describe('proveReady', () => {
     return { once: async () => answers(++calls), calls: () => calls };
   };
 
+  describe('an unanswered probe of a process waiting for a CPU is starved, not hung', () => {
+    const NO_ANSWER: ProbeResult = { ok: false, error: 'GET https://127.0.0.1:443/readyz: no answer within 2000ms', unanswered: true };
+    /** A clock that moves 2000 ms over the probe, and a port holder whose wait for a CPU grows by `waitedMs` over it. */
+    const round = (waitedMs: number | null, listeners = 1) => {
+      let t = 0;
+      let waits = 0;
+      return proveReady({
+        port: 443,
+        kind: 'http',
+        timeoutMs: 2000,
+        now: () => t,
+        once: async () => {
+          t += 2000;
+          return NO_ANSWER;
+        },
+        ownership: () => own(listeners, 1),
+        cpuWait: (pids) => {
+          expect(pids).toEqual([7]);
+          return waitedMs === null ? null : waits++ === 0 ? 5e9 : 5e9 + waitedMs * 1e6;
+        },
+      });
+    };
+
+    it('waited 1500 of 2000 ms: starved, and the error says how long', async () => {
+      expect(await round(1500)).toEqual({
+        ...NO_ANSWER,
+        error: `${NO_ANSWER.ok ? '' : NO_ANSWER.error}; its process waited 1500ms of 2000ms for a CPU: starved, not hung`,
+        starved: true,
+      });
+    });
+
+    it('waited 100 of 2000 ms (a stopped or deadlocked process waits about nothing): hung', async () => {
+      expect(await round(100)).toEqual(NO_ANSWER);
+      expect(await round(0)).toEqual(NO_ANSWER);
+    });
+
+    it('no reading (no schedstat, the process gone): not called starved', async () => {
+      expect(await round(null)).toEqual(NO_ANSWER);
+    });
+
+    it('sharing the port, the probe that got no answer is judged the same way', async () => {
+      const r = await round(1800, 2);
+      expect(r).toMatchObject({ ok: false, unanswered: true, starved: true });
+    });
+  });
+
   it('alone on its port: one answer is Ready', async () => {
     const p = counting(() => ({ ok: true }));
     expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: p.once, ownership: () => own(1, 1) })).toEqual({ ok: true });

@@ -22,6 +22,7 @@
 //
 // Anything short of that is Starting, with a reason that names the proof that failed.
 import type { ProbeResult } from './beat.js';
+import { runQueueWaitNs, starvedOver } from './cpu-wait.js';
 import { type Ownership, type OwnershipOptions, portOwnership } from './ownership.js';
 
 /**
@@ -65,6 +66,8 @@ export interface ProofDeps {
   now?: () => number;
   ownership?: (port: number) => Ownership;
   ownershipOptions?: OwnershipOptions;
+  /** The port holders' summed wait for a CPU, ns (runQueueWaitNs; tests: a stand-in). */
+  cpuWait?: (pids: number[]) => number | null;
 }
 
 /** One round of the Ready proof: (a), then (b) within the round's timeout. */
@@ -86,6 +89,22 @@ export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
       ok: false,
       error: `port ${d.port} has ${o.listeners.length} listeners, ${o.ours.length} of them this pod's: too many others to prove in one round`,
     };
+  // How long the port's holders wait for a CPU through the answers: an unanswered probe of a
+  // process kept off the CPU is a starved one, not a hung one (cpu-wait.ts).
+  const cpuWait = d.cpuWait ?? ((pids: number[]) => runQueueWaitNs(pids, d.ownershipOptions?.procRoot));
+  const holders = [...new Set(o.ours.map((x) => x.pid))];
+  const waitBefore = cpuWait(holders);
+  const startedAt = now();
+  const unanswered = (r: Extract<ProbeResult, { ok: false }>): ProbeResult => {
+    const elapsed = now() - startedAt;
+    const s = starvedOver(waitBefore, cpuWait(holders), elapsed);
+    if (!s.starved) return r;
+    return {
+      ...r,
+      error: `${r.error}; its process waited ${Math.round(s.waitedMs ?? 0)}ms of ${Math.round(elapsed)}ms for a CPU: starved, not hung`,
+      starved: true,
+    };
+  };
   for (let i = 1; i <= needed; i++) {
     const left = Math.floor(deadline - now());
     if (left <= 0)
@@ -95,14 +114,17 @@ export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
         error: `${i - 1} of ${needed} probes answered within ${d.timeoutMs}ms (port ${d.port} is shared by ${o.listeners.length} listeners)`,
       };
     const r = await d.once(left);
-    if (!r.ok)
-      return needed === 1
-        ? r
-        : {
-            ok: false,
-            error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)`,
-            ...(r.unanswered ? { unanswered: true } : {}),
-          };
+    if (!r.ok) {
+      const failed: Extract<ProbeResult, { ok: false }> =
+        needed === 1
+          ? r
+          : {
+              ok: false,
+              error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)`,
+              ...(r.unanswered ? { unanswered: true } : {}),
+            };
+      return failed.unanswered ? unanswered(failed) : failed;
+    }
   }
   // (a) again: the answers prove something only if our sockets listened through all of them. A
   // process that exits during the round (a bad api-server giving up on its storage, seen on a

@@ -58,7 +58,7 @@ export function describeFault(f: FaultSpec): string {
     case 'kill':
       return `${f.key}'s process killed (no last beat)`;
     case 'hang':
-      return `${f.key}'s process hangs for ${f.duration / 1000}s`;
+      return f.scope === 'starved' ? `${f.key}'s process starved of CPU for ${f.duration / 1000}s` : `${f.key}'s process hangs for ${f.duration / 1000}s`;
     case 'remove-manifest':
       return f.key ? `${f.key}'s checkpoint manifest removed by hand` : 'every checkpoint manifest removed (the folder)';
   }
@@ -182,7 +182,7 @@ function apply(w: World, f: FaultSpec): void {
         return;
       }
       if (f.type === 'kill') k.exit(p, 'killed (SIGKILL, no last beat)');
-      else k.hang(p, f.duration, f.scope === 'pod');
+      else k.hang(p, f.duration, f.scope === 'pod', f.scope === 'starved');
       return;
     }
     case 'remove-manifest': {

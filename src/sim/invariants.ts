@@ -11,6 +11,7 @@
 // re-checks every tag after every event (the reference), `verify` checks incrementally and
 // recomputes every skipped tag's inputs, throwing if one changed without a touch.
 
+import { HANG_STARVED_MS } from '../core/fence.js';
 import { manifestFile, parentId } from '../core/names.js';
 import { type ParentStateName, type Phase, type Reason, reasonText } from '../core/types.js';
 import { judged, parentBoundMs, serveBoundMs, unservedBudgetMs } from './bounds.js';
@@ -51,7 +52,8 @@ export interface Violation {
     | 'unserved-total'
     | 'checkpoint-not-retired'
     | 'handover-backoff'
-    | 'fence-while-fresh';
+    | 'fence-while-fresh'
+    | 'fence-while-starved';
   message: string;
 }
 
@@ -204,6 +206,14 @@ export class Invariants {
     const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
     if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && !pod.hung)
       this.violate(node.name, key, 'fence-while-fresh', `fence ${(age / 1000).toFixed(1)}s after a visible Ready beat of a process that answers`);
+    // A process waiting for a CPU is slow, not hung: fenced only once unanswered for HANG_STARVED_MS.
+    if (pod.hung && pod.starvedSince !== null && this.world.q.now - pod.starvedSince < HANG_STARVED_MS)
+      this.violate(
+        node.name,
+        key,
+        'fence-while-starved',
+        `fence ${((this.world.q.now - pod.starvedSince) / 1000).toFixed(1)}s into a starvation (the bound is ${HANG_STARVED_MS / 1000}s)`,
+      );
   }
 
   /** The core asked to collect: the api-server must have been reachable (within one probe period). */

@@ -75,6 +75,11 @@ export interface KPod {
   hung: boolean;
   /** The whole pod hangs, its sidecar too (fault `hang` with scope pod): no beat at all. */
   hungWhole: boolean;
+  /**
+   * Since when the process is starved (fault `hang` with scope starved): runnable but kept off the
+   * CPU, so it answers nothing in time, and its sidecar sees it waiting (Beat.starved). null: not starved.
+   */
+  starvedSince: number | null;
   /** Starts that crashed so far although the spec is good (PodSpec.crashes). */
   stumbles: number;
   /** Its heartbeat sidecar's process (src/sim/sidecar.ts): SIGTERM on removal, thawed with the pod. */
@@ -299,6 +304,7 @@ export class Kubelet {
       unnoticed: null,
       hung: false,
       hungWhole: false,
+      starvedSince: null,
       stumbles: 0,
       sidecar: null,
     };
@@ -427,22 +433,24 @@ export class Kubelet {
    * sees it running, so the kubelet neither notices nor restarts it, but it stops serving and its
    * heartbeat stops. It resumes after `ms` unless its container ended meanwhile.
    */
-  hang(p: KPod, ms: number, whole = false): void {
+  hang(p: KPod, ms: number, whole = false, starved = false): void {
     this.touch();
     if (p.removed || p.state === 'waiting') return;
     p.hung = true;
     p.hungWhole = whole;
+    p.starvedSince = starved ? this.world.q.now : null;
     const run = p.runId;
     this.world.log(
       this.node.name,
       'kubelet',
-      `${p.name} hangs: holds its ports, neither serves nor answers${whole ? ', its sidecar frozen too' : ''} (${ms / 1000}s)`,
+      `${p.name} ${starved ? 'is starved of CPU: holds its ports, answers nothing in time' : 'hangs: holds its ports, neither serves nor answers'}${whole ? ', its sidecar frozen too' : ''} (${ms / 1000}s)`,
       p.spec?.key,
     );
     this.after(ms, () => {
       if (p.runId !== run || p.removed || !p.hung) return;
       p.hung = false;
       p.hungWhole = false;
+      p.starvedSince = null;
       p.sidecar?.thaw();
       this.world.log(this.node.name, 'kubelet', `${p.name} resumes after its hang${p.state === 'running' ? ': serving again' : ''}`, p.spec?.key);
     });

@@ -532,7 +532,7 @@ export class SimLastseen implements AgentProcess {
       },
       // Production's fence (src/agent/fence.ts) over the node's heartbeat folder and clocks
       // (fence-folder.ts); the parent's own sidecar (production's responder, in sidecar.ts) answers it.
-      fence: (p, podUid, reason) => {
+      fence: (p, podUid, reason, evenIfStarved) => {
         w.invariants.fencing(node, p.key, podUid);
         return this.work(T.actuatorMs, () => undefined)
           .then(() =>
@@ -541,6 +541,7 @@ export class SimLastseen implements AgentProcess {
               p,
               podUid,
               reason,
+              evenIfStarved,
             ),
           )
           .then((r) => {

@@ -102,11 +102,14 @@ export function randomScenario(seed: number): Scenario {
 /**
  * A random network schedule (`simulate random --net`): 1-3 masters and a worker, 1-4 faults among
  * links cut one way or both (to a node or the api-server), latency per direction (fixed or a
- * range), reboots, partitions, a hung api-server or a killed app; the app's sidecar beats at its policy's interval or slower (up
+ * range), reboots, partitions, a hung api-server (a third of them starved of CPU instead) or a killed app; the app's sidecar beats at its policy's interval or slower (up
  * to window - 1s, declared). Drawn from the seed's own stream `net-schedule`.
  */
 export function randomNetScenario(seed: number): Scenario {
   const rng = new Rng(seed).fork('net-schedule');
+  // Whether a hang is a hung process or a starved one comes from a stream of its own, so every
+  // seed's schedule is the one it was before starved processes were drawn.
+  const hangScope = new Rng(seed).fork('net-hang-scope');
   const masters = rng.int(1, 3);
   const nodes = [
     ...Array.from({ length: masters }, (_, i) => ({ name: `m${i + 1}`, master: true, skew: rng.int(-300_000, 300_000) })),
@@ -138,7 +141,14 @@ export function randomNetScenario(seed: number): Scenario {
         faults.push(partition(rng, at, node));
         break;
       case 'hang':
-        faults.push({ type: 'hang', at, node: rng.pick(names.filter((n) => n !== 'w1')), key: 'kube-apiserver', duration: rng.int(10_000, 180_000) });
+        faults.push({
+          type: 'hang',
+          at,
+          node: rng.pick(names.filter((n) => n !== 'w1')),
+          key: 'kube-apiserver',
+          duration: rng.int(10_000, 180_000),
+          scope: hangScope.chance(1 / 3) ? 'starved' : 'process',
+        });
         break;
       case 'kill':
         faults.push({ type: 'kill', at, node, key: 'kube-flannel' });

@@ -306,6 +306,22 @@ NAMED['apiserver-hang-release'] = {
     'apiserver-hang with handover: release: the hung process holds the whole port, so no copy could bind; lastseen fences it at once and the kubelet restarts it.',
   parents: [apiserver],
 };
+// The same api-server on a node short of CPU: it holds its port and answers nothing in time, as a
+// hung one, but its sidecar sees it waiting for a CPU (Beat.starved). Fencing it would free no CPU
+// (its restart costs more) and, on the three-node test bed at load 45-70, took every healthy
+// api-server from the load balancer. lastseen leaves it alone for 90 s: no fence, no activation.
+NAMED['apiserver-starved'] = {
+  name: 'apiserver-starved',
+  description:
+    "The only master's api-server (port sharing, handover: overlap) is starved of CPU for 90 s: it answers nothing in time, and its sidecar sees it waiting for a CPU. Slow, not hung: lastseen neither fences it nor activates its copy.",
+  duration: '10m',
+  kubelet: { model: 'v1.36' },
+  nodes: one,
+  parents: [sharedApiserver],
+  faults: [{ type: 'hang', at: '3m', key: 'kube-apiserver', node: 'm1', duration: '90s', scope: 'starved' }],
+  focus: { node: 'm1', key: 'kube-apiserver' },
+  expect: { served: true, parentServed: true },
+};
 // A second power cycle while a release hand-over is in progress: the first reboot's recovery hands
 // the node back, and the master loses power again while the parent starts. A boot voids deadlines:
 // the saved hand-over is not resumed after the second boot.

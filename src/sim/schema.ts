@@ -153,7 +153,9 @@ const fault = z.discriminatedUnion('type', [
   /**
    * The parent's process hangs for `duration`: it holds its ports and stays "running", but stops
    * serving and answering. `scope: process` (default): its sidecar runs on and reports the probe
-   * that gets no answer; `scope: pod`: the whole pod is frozen, its sidecar too (no beat at all).
+   * that gets no answer; `scope: pod`: the whole pod is frozen, its sidecar too (no beat at all);
+   * `scope: starved`: the process is runnable but the node has no CPU for it (an overloaded node):
+   * it answers nothing in time, like a hung one, but its sidecar sees it waiting for a CPU.
    */
   z.strictObject({
     type: z.literal('hang'),
@@ -161,7 +163,7 @@ const fault = z.discriminatedUnion('type', [
     key: z.string(),
     node: z.string(),
     duration: duration(),
-    scope: z.enum(['process', 'pod']).default('process'),
+    scope: z.enum(['process', 'pod', 'starved']).default('process'),
   }),
   z.strictObject({ type: z.literal('clock-step'), at, node: z.string(), step: duration(true) }),
   /**

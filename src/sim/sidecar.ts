@@ -54,6 +54,12 @@ export const FENCED = 'fenced by lastseen (its process held the port without ans
 const READY = Promise.resolve<ProbeResult>({ ok: true });
 const NOT_READY = Promise.resolve<ProbeResult>({ ok: false, error: 'main container not ready' });
 const NO_ANSWER = Promise.resolve<ProbeResult>({ ok: false, error: 'main container: no answer within the probe timeout', unanswered: true });
+const STARVED = Promise.resolve<ProbeResult>({
+  ok: false,
+  error: 'main container: no answer within the probe timeout; its process waited for a CPU: starved, not hung',
+  unanswered: true,
+  starved: true,
+});
 export const SENT = Promise.resolve();
 
 export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarProcess {
@@ -85,7 +91,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarPro
   };
 
   const probe = (): Promise<ProbeResult> => {
-    if (pod.hung && !pod.removed) return NO_ANSWER;
+    if (pod.hung && !pod.removed) return pod.starvedSince !== null ? STARVED : NO_ANSWER;
     return pod.state === 'running' && !pod.removed ? READY : NOT_READY;
   };
 
