@@ -14,7 +14,7 @@ import { Store } from '../checkpoint/store.js';
 import { initialState } from '../core/decide.js';
 import { type KubeClient, makeKubeClient } from '../kube/client.js';
 import { defaultPolicy } from '../policy/policy.js';
-import { MAX_EVENT_BACKLOG, makeActuators, withoutPortSharing } from './actuators.js';
+import { EVENT_RETRY_MS, MAX_EVENT_BACKLOG, makeActuators, withoutPortSharing } from './actuators.js';
 import type { ParentView } from './agent.js';
 
 const NODE = 'n1';
@@ -206,6 +206,44 @@ describe('events during an outage', () => {
     await a.flushEvents();
     await a.event(parent, ev('CheckpointRetired'));
     expect(sent.map((s) => s.reason)).toEqual(['CheckpointActivated', 'PolicyMissing', 'CheckpointRetired']);
+  });
+
+  it(`are tried again every ${EVENT_RETRY_MS / 1000} s while kept, with no flush asked for (an outage too short for a reachable verdict), and not after stopEvents`, async () => {
+    const sent: string[] = [];
+    let down = true;
+    let tries = 0;
+    const pooled = client(async () => lease);
+    (pooled as unknown as { core: object }).core = {
+      createNamespacedEvent: async ({ body }: { body: { reason: string } }) => {
+        tries++;
+        if (down) throw Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) });
+        sent.push(body.reason);
+        return {};
+      },
+    };
+    const pending: Array<{ fn: () => void; ms: number }> = [];
+    const timers = { set: (fn: () => void, ms: number) => pending.push({ fn, ms }), clear: () => undefined };
+    const fire = async () => {
+      const t = pending.splice(0);
+      for (const x of t) x.fn();
+      await new Promise((r) => setTimeout(r, 0));
+    };
+    const a = makeActuators({ node: NODE, instance: 'agent', ...unused, kube: () => pooled, logger: pino({ level: 'silent' }), timers });
+    await a.event(parent, { type: 'event', eventType: 'Normal', reason: 'CheckpointCollected', message: 'm' });
+    expect(sent).toEqual([]);
+    expect(pending.map((p) => p.ms)).toEqual([EVENT_RETRY_MS]); // one retry, not one per failure
+    await fire();
+    expect(tries).toBe(2);
+    expect(pending).toHaveLength(1); // still down: tried again later
+    down = false;
+    await fire();
+    expect(sent).toEqual(['CheckpointCollected']);
+    expect(pending).toHaveLength(0); // nothing kept: no more retries
+    // After the turn ends no retry is scheduled.
+    down = true;
+    a.stopEvents();
+    await a.event(parent, { type: 'event', eventType: 'Normal', reason: 'Later', message: 'm' });
+    expect(pending).toHaveLength(0);
   });
 
   it(`keep at most ${MAX_EVENT_BACKLOG}, the newest`, async () => {

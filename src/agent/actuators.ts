@@ -13,6 +13,7 @@ import type { ManifestDir } from '../checkpoint/manifests.js';
 import { sanitize } from '../checkpoint/sanitize.js';
 import type { Store } from '../checkpoint/store.js';
 import { leaseName, localBeatFile } from '../core/names.js';
+import type { Timers } from '../core/time.js';
 import type { Action, Beat, Channel } from '../core/types.js';
 import type { KubeClient } from '../kube/client.js';
 import { classifyKubeError } from '../kube/errors.js';
@@ -78,7 +79,19 @@ export interface ActuatorDeps {
   heartbeatDir?: string;
   /** Told every manifest written (the manifest observer compares the folder with it: run-recover.ts). */
   onManifestWritten?(id: string, manifest: V1Pod): void;
+  /**
+   * Timers for the kept Events' retry (EVENT_RETRY_MS). Without them kept Events wait for the next
+   * flush asked for (an api-server judged reachable again, a new Event).
+   */
+  timers?: Timers;
 }
+
+/**
+ * Kept Events are tried again this often while any are kept: an outage shorter than the agent's
+ * reachability verdict (a restarting api-server, seen in gc.test's kill) never says "reachable
+ * again", and without a retry its Events waited for the next Event, which may never come.
+ */
+export const EVENT_RETRY_MS = 10_000;
 
 /**
  * Spec hashes by pod object. Every pod event hands the loop every parent's pod again (the pod watch
@@ -161,6 +174,8 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
   nodeEvent(e: Extract<Action, { type: 'event' }>, about?: EventTarget): Promise<void>;
   /** Send the Events kept during an outage (called when the api-server is reachable again). */
   flushEvents(): Promise<void>;
+  /** No more retries of kept Events (the agent's turn ends). */
+  stopEvents(): void;
 } {
   const wallNow = d.wallNow ?? Date.now;
   const kube = (what: string): KubeClient => {
@@ -182,6 +197,8 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
   const backlog: Array<{ namespace: string; prefix: string; body: CoreV1Event; kept?: boolean }> = [];
   let flushing: Promise<void> | null = null;
   let again = false;
+  let retry: unknown = null;
+  let stopped = false;
 
   return {
     async capture(p, info) {
@@ -296,6 +313,11 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
       else await recordEvent(CLUSTER_SCOPED_EVENTS_NAMESPACE, 'lastseen', { apiVersion: 'lastseen.dev/v1alpha1', kind: 'NodeCheckpoint', name: d.node }, e);
     },
     flushEvents,
+    stopEvents() {
+      stopped = true;
+      if (retry !== null) d.timers?.clear(retry);
+      retry = null;
+    },
   };
 
   async function recordEvent(namespace: string, prefix: string, involved: CoreV1Event['involvedObject'], e: Extract<Action, { type: 'event' }>): Promise<void> {
@@ -367,6 +389,13 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
         } while (again && backlog.length > 0);
       } finally {
         flushing = null;
+        // Still kept (no answer): try again later whatever else happens meanwhile.
+        if (backlog.length > 0 && retry === null && !stopped && d.timers) {
+          retry = d.timers.set(() => {
+            retry = null;
+            void flushEvents();
+          }, EVENT_RETRY_MS);
+        }
       }
     })();
     return flushing;

@@ -267,7 +267,9 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
       logger: log,
       heartbeatDir: o.heartbeatDir ?? DEFAULT_HEARTBEAT_DIR,
       onManifestWritten: (id, manifest) => disk.written(id, manifest),
+      timers,
     });
+    stops.push(() => unwatched.stopEvents());
     // Captures run at most MAX_CAPTURES_AT_ONCE at a time; see there.
     const actuators = coverage.wrap({ ...unwatched, capture: limitConcurrency(MAX_CAPTURES_AT_ONCE, unwatched.capture) });
     const boot = await checkBoot(stateDir, log, o.bootIdFile);
