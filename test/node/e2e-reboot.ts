@@ -1,4 +1,4 @@
-// npm run e2e:reboot -- --reboots N [--without-agent] [--json] [--case reboot|delete-pod|bad-rollout|hang]
+// npm run e2e:reboot -- --reboots N [--without-agent] [--json] [--case reboot|delete-pod|bad-rollout|hang|starve]
 //
 // On a real node (scripts/node: kubelet v1.36.3 + containerd), bootstrap a self-hosted control
 // plane with lastseen installed from deploy/, then power-cycle the node N times and measure each
@@ -7,7 +7,9 @@
 // self-hosted api-server's pod instead (N times); --case bad-rollout rolls out an api-server spec
 // that never becomes ready, measures for --limit seconds, then rolls it back and measures the
 // recovery. --case hang stops the self-hosted api-server's process (SIGSTOP) for --hang seconds, N
-// times in a row, and measures when clients are served again. --migrate-req sets the node's
+// times in a row, and measures when clients are served again. --case starve runs --hogs busy loops
+// at --nice (above the control plane) for --hang seconds, N times: the api-server starved of CPU, which
+// must be neither fenced nor covered (decision 0005). --migrate-req sets the node's
 // net.ipv4.tcp_migrate_req (scripts/node up; down restores it). Needs root; see docs/real-node.md.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -15,7 +17,7 @@ import { Agent } from 'node:https';
 import { loadavg } from 'node:os';
 import { Command } from 'commander';
 import { FENCE_REPEAT_MS } from '../../src/core/fence.js';
-import { type HangResult, hangOnce, SERVED_AGAIN_GOAL_S } from './hang.js';
+import { type HangResult, hangOnce, SERVED_AGAIN_GOAL_S, type StarveResult, starveOnce } from './hang.js';
 import { badRolloutTo, type Disruption, deleteApiserverPod, log, type RebootResult, rebootOnce, sleep, Testbed, undoRollout } from './testbed.js';
 
 const program = new Command('e2e:reboot')
@@ -25,7 +27,10 @@ const program = new Command('e2e:reboot')
   .option('--off <seconds>', 'how long the node stays off', '2')
   .option('--limit <seconds>', 'how long to wait for a recovery (default 240, or 90 for the baseline)')
   .option('--settle <seconds>', 'keep measuring this long after the parent serves again', '15')
-  .option('--case <name>', 'reboot, delete-pod, bad-rollout or hang', 'reboot')
+  .option('--case <name>', 'reboot, delete-pod, bad-rollout, hang or starve', 'reboot')
+  .option('--hogs <n>', 'busy loops (--case starve)', '16')
+  .option('--nice <n>', 'their nice value, below 0 to take the CPUs from the api-server (--case starve)', '-10')
+  .option('--where <pod|node>', "the busy loops in the api-server container's cgroup, or the node's (--case starve)", 'pod')
   .option('--hang <seconds>', 'how long the api-server stays stopped (--case hang)', '120')
   .option('--migrate-req <0|1>', "the node's net.ipv4.tcp_migrate_req while it runs", '1')
   .option('--poll <mode>', 'the /readyz poller: fresh (a connection per poll, as new clients) or keepalive (one long-lived client)', 'fresh')
@@ -42,12 +47,15 @@ const o = program.opts<{
   keep?: boolean;
   case: string;
   hang: string;
+  hogs: string;
+  nice: string;
+  where: string;
   migrateReq: string;
   poll: string;
   out?: string;
 }>();
-if (!['reboot', 'delete-pod', 'bad-rollout', 'hang'].includes(o.case)) {
-  console.error(`--case ${o.case}: expected reboot, delete-pod, bad-rollout or hang`);
+if (!['reboot', 'delete-pod', 'bad-rollout', 'hang', 'starve'].includes(o.case)) {
+  console.error(`--case ${o.case}: expected reboot, delete-pod, bad-rollout, hang or starve`);
   process.exit(2);
 }
 if (o.migrateReq !== '0' && o.migrateReq !== '1') {
@@ -58,8 +66,8 @@ if (o.poll !== 'fresh' && o.poll !== 'keepalive') {
   console.error(`--poll ${o.poll}: expected fresh or keepalive`);
   process.exit(2);
 }
-if (o.case === 'hang' && o.withoutAgent) {
-  console.error('--case hang measures lastseen: it has no --without-agent');
+if ((o.case === 'hang' || o.case === 'starve') && o.withoutAgent) {
+  console.error(`--case ${o.case} measures lastseen: it has no --without-agent`);
   process.exit(2);
 }
 // scripts/node up reads it.
@@ -73,6 +81,7 @@ const tb = new Testbed();
 const t0 = Date.now();
 const results: RebootResult[] = [];
 const hangs: HangResult[] = [];
+const starves: StarveResult[] = [];
 /** The load average (1, 5, 15 min) at each run's end: the machine is shared. */
 const load: number[][] = [];
 const loadNow = () => loadavg().map((x) => Math.round(x * 100) / 100);
@@ -83,7 +92,21 @@ try {
   log(`node up after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   await tb.bootstrap(withAgent);
   const limitS = Number(o.limit ?? (withAgent ? 240 : 90));
-  if (o.case === 'hang') {
+  if (o.case === 'starve') {
+    for (let i = 1; i <= Number(o.reboots); i++) {
+      const r = await starveOnce(tb, {
+        seconds: Number(o.hang),
+        hogs: Number(o.hogs),
+        nice: Number(o.nice),
+        where: o.where === 'node' ? 'node' : 'pod',
+        settleS: Number(o.settle),
+        pollAgent,
+      });
+      starves.push(r);
+      load.push(loadNow());
+      log(`starve ${i}: ${JSON.stringify(r)} load ${load[load.length - 1]?.join(' ')}`);
+    }
+  } else if (o.case === 'hang') {
     let lastFenceAt = 0;
     for (let i = 1; i <= Number(o.reboots); i++) {
       // The same pod is fenced at most once per FENCE_REPEAT_MS: the next hang starts after that.
@@ -156,6 +179,7 @@ const summary = {
         })),
       }
     : {}),
+  ...(o.case === 'starve' ? { starves } : {}),
   baseline: !withAgent,
   migrateReq: Number(o.migrateReq),
   poll: o.poll,
@@ -178,6 +202,7 @@ if (o.out) {
         load,
         reboots: results,
         ...(o.case === 'hang' ? { hangS: Number(o.hang), hangs } : {}),
+        ...(o.case === 'starve' ? { starves } : {}),
       },
       null,
       2,
@@ -203,7 +228,15 @@ if (o.json) {
     console.log(`  fenced (the stopped process killed): ${spread(hangs.map((h) => h.fencedAfterS))} after the stop`);
     console.log(`  load average at each end: ${load.map((l) => l.join(' ')).join('; ')}`);
   }
-  if (o.case !== 'hang') {
+  if (o.case === 'starve') {
+    console.log(`lastseen: ${starves.length} run(s) of ${o.hogs} busy loops at nice ${o.nice} in the ${o.where}'s cgroup for ${o.hang} s`);
+    for (const r of starves)
+      console.log(
+        `  rounds ${r.rounds}: unanswered ${r.unanswered} (starved ${r.starved}, not ${r.unansweredNotStarved}); fences ${r.fences}, activations ${r.activations}; same api-server process after: ${r.samePidAfter}; failed polls ${r.failedPolls} of ${r.polls}`,
+      );
+    console.log(`  load average at each end: ${load.map((l) => l.join(' ')).join('; ')}`);
+  }
+  if (o.case !== 'hang' && o.case !== 'starve') {
     console.log(`${withAgent ? 'lastseen' : 'baseline (no agent)'}: ${results.filter((r) => r.recovered).length} of ${results.length} reboots recovered`);
     console.log(`  api-server answers: ${spread(results.map((r) => r.apiServedAfterS))}`);
     console.log(`  parent serves, checkpoint retired: ${spread(results.map((r) => r.parentServedAfterS))}`);

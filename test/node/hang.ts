@@ -4,8 +4,11 @@
 // stop with the independent /readyz poller: when clients are served again and how many polls fail
 // for the rest of the hang; and from the agent's log and /proc, what covered it (the checkpoint's
 // activation, the fence: the sidecar's SIGKILL of the stopped process).
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Agent } from 'node:https';
+import { join } from 'node:path';
+import { localBeatFile } from '../../src/core/names.js';
 import { log, ReadyzPoller, sleep, type Testbed } from './testbed.js';
 
 /** Clients count as served again by this long after the stop (the goal), and from then on for the rest of the hang. */
@@ -161,3 +164,106 @@ export async function hangOnce(tb: Testbed, opts: { hangS: number; limitS: numbe
 }
 
 const round = (x: number) => Math.round(x * 100) / 100;
+
+/** What a starved api-server's sidecar and the agent did while busy loops took the node's CPUs. */
+export interface StarveResult {
+  seconds: number;
+  hogs: number;
+  nice: number;
+  /** Where the busy loops ran: the api-server's own container cgroup (pod), or the node's (node). */
+  where: 'pod' | 'node';
+  /** The api-server's process before the load. */
+  pid: number;
+  /** It was still there, the same process, at the end (not fenced, not restarted). */
+  samePidAfter: boolean;
+  /** Distinct sidecar rounds read from its local beat file during the load, and of them the unanswered and the starved ones. */
+  rounds: number;
+  unanswered: number;
+  starved: number;
+  /** Unanswered rounds the sidecar did not see waiting for a CPU (these count toward a hang). */
+  unansweredNotStarved: number;
+  /** The agent's `activating checkpoint` and fence requests for the api-server during the load and the settle. */
+  activations: number;
+  fences: number;
+  /** /readyz polls during the load, and how many failed. */
+  polls: number;
+  failedPolls: number;
+  decisions: string[];
+}
+
+/**
+ * Busy loops at a higher priority than the api-server (`nice`), `hogs` of them, for `seconds`: the
+ * api-server has no CPU, holds its port and answers late or not at all, as on an overloaded master.
+ * Nothing is stopped: a fence here would kill a healthy process. `where: 'pod'` puts the loops in
+ * the api-server container's own cgroup, so they starve it and not the sidecar, the agent or this
+ * measurement (on the whole node, 40 loops at nice -19 starved the poller too: it measured nothing).
+ */
+export async function starveOnce(
+  tb: Testbed,
+  opts: { seconds: number; hogs: number; nice: number; where: 'pod' | 'node'; settleS: number; pollAgent?: Agent | false },
+): Promise<StarveResult> {
+  const { pid } = await apiserverProcess(tb);
+  const poller = new ReadyzPoller(tb, opts.pollAgent ?? false);
+  await sleep(2000);
+  const t0 = Date.now();
+  const hogs = Array.from({ length: opts.hogs }, () =>
+    spawn('nice', ['-n', String(opts.nice), 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore', detached: false }),
+  );
+  if (opts.where === 'pod') {
+    // The loops join the api-server's own container cgroup: cgroup v1's cpu controller (this
+    // machine: `N:cpu:/kubepods/…` or `N:cpu,cpuacct:/…`), or v2's one hierarchy (`0::/…`).
+    const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n');
+    const v1 = lines.map((l) => /^\d+:([^:]*):(.*)$/.exec(l)).find((m) => m?.[1]?.split(',').includes('cpu'));
+    const v2 = lines.map((l) => /^0::(.*)$/.exec(l)).find((m) => m);
+    const dir = v1 ? join('/sys/fs/cgroup', v1[1] === 'cpu' ? 'cpu' : (v1[1] as string), v1[2] as string) : v2 ? join('/sys/fs/cgroup', v2[1] as string) : null;
+    if (!dir) throw new Error(`no cpu cgroup for pid ${pid}: ${lines.join(' | ')}`);
+    for (const h of hogs) writeFileSync(join(dir, 'cgroup.procs'), String(h.pid));
+  }
+  log(`${opts.hogs} busy loops at nice ${opts.nice} in the ${opts.where}'s cgroup for ${opts.seconds}s (kube-apiserver pid ${pid})`);
+  const file = join('/run/lastseen/heartbeats', localBeatFile('kube-system', 'kube-apiserver'));
+  const seen = new Map<number, { unanswered: boolean; starved: boolean }>();
+  try {
+    while (Date.now() < t0 + opts.seconds * 1000) {
+      try {
+        const b = JSON.parse(readFileSync(file, 'utf8')) as { sequence?: number; unanswered?: boolean; starved?: boolean };
+        if (typeof b.sequence === 'number') seen.set(b.sequence, { unanswered: b.unanswered === true, starved: b.starved === true });
+      } catch {
+        // between two writes, or not yet
+      }
+      await sleep(200);
+    }
+  } finally {
+    for (const h of hogs) h.kill('SIGKILL');
+  }
+  const end = Date.now();
+  await sleep(opts.settleS * 1000);
+  await poller.stop();
+  let samePidAfter = false;
+  try {
+    samePidAfter = alive(pid) && (await apiserverProcess(tb)).pid === pid;
+  } catch {
+    samePidAfter = false;
+  }
+  const during = poller.samples.filter((s) => s.t >= t0 && s.t < end);
+  const records = tb.agentRecords('kube-system/kube-apiserver', t0);
+  const rounds = [...seen.values()];
+  return {
+    seconds: opts.seconds,
+    hogs: opts.hogs,
+    nice: opts.nice,
+    where: opts.where,
+    pid,
+    samePidAfter,
+    rounds: rounds.length,
+    unanswered: rounds.filter((r) => r.unanswered).length,
+    starved: rounds.filter((r) => r.starved).length,
+    unansweredNotStarved: rounds.filter((r) => r.unanswered && !r.starved).length,
+    activations: records.filter((e) => e.msg === 'activating checkpoint').length,
+    fences: records.filter((e) => /fenc/i.test(e.msg) || /ParentHung|ParentFenced/.test(e.reason ?? '')).length,
+    polls: during.length,
+    failedPolls: during.filter((s) => !s.ok).length,
+    decisions: records
+      .filter((e) => e.msg === 'transition' || e.msg === 'reason noted')
+      .map((e) => `${round((e.time - t0) / 1000)}s ${e.msg === 'transition' ? `${e.from}->${e.to}` : 'noted'} ${e.reason}: ${e.message ?? ''}`),
+  };
+}
