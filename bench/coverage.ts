@@ -3,6 +3,7 @@
 // scenario: p50 / p90 / max over seeds, and how many seeds meet the goal.
 //
 // - apiserver-hang, apiserver-hang-release: unserved seconds after the hang starts (goal <= 30 s).
+// - apiserver-starved: fences and activations while the api-server is starved of CPU (goal 0).
 // - reboot-mid-handover: served again after the second power cycle, minus the plain reboot's
 //   served-again time on the same seed (master-reboot on the same kubelet model; goal <= 5 s).
 // - reboot-loop: unserved seconds over the run, and lastseen / kubelet-pods per seed (goal <= 0.8).
@@ -65,6 +66,20 @@ for (const name of ['apiserver-hang', 'apiserver-hang-release']) {
     }
     line(name, st, 'unserved s after the hang starts', v, (x) => x <= 30, bad);
   }
+}
+
+// A process starved of CPU for 90 s (its sidecar sees it waiting for a CPU): slow, not hung. lastseen
+// only (the baselines never fence): fence requests and activations after the starvation starts (goal 0).
+{
+  const acts: number[] = [];
+  let bad = 0;
+  for (const seed of seeds) {
+    const r = await run('apiserver-starved', seed, 'lastseen', true);
+    const at = namedScenario('apiserver-starved')!.spec.faults[0]!.at;
+    acts.push(r.logs.filter((l) => l.node === 'm1' && l.t >= at && (/fence of pod/.test(l.text) || (l.kind === 'core' && / -> Active/.test(l.text)))).length);
+    bad += r.invariantViolations.length > 0 ? 1 : 0;
+  }
+  line('apiserver-starved', 'lastseen', 'fences and activations in the starvation', acts, (x) => x === 0, bad);
 }
 
 for (const st of STRATEGIES) {
