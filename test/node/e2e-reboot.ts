@@ -30,7 +30,12 @@ const program = new Command('e2e:reboot')
   .option('--case <name>', 'reboot, delete-pod, bad-rollout, hang or starve', 'reboot')
   .option('--hogs <n>', 'busy loops (--case starve)', '16')
   .option('--nice <n>', 'their nice value, below 0 to take the CPUs from the api-server (--case starve)', '-10')
-  .option('--where <pod|node>', "the busy loops in the api-server container's cgroup, or the node's (--case starve)", 'pod')
+  .option(
+    '--where <pod|node|quota>',
+    "the busy loops in the api-server container's cgroup, or the node's; or no loops but a CPU quota on its container (--case starve)",
+    'quota',
+  )
+  .option('--quota <percent>', 'the quota, in percent of one CPU (--where quota)', '2')
   .option('--hang <seconds>', 'how long the api-server stays stopped (--case hang)', '120')
   .option('--migrate-req <0|1>', "the node's net.ipv4.tcp_migrate_req while it runs", '1')
   .option('--poll <mode>', 'the /readyz poller: fresh (a connection per poll, as new clients) or keepalive (one long-lived client)', 'fresh')
@@ -50,6 +55,7 @@ const o = program.opts<{
   hogs: string;
   nice: string;
   where: string;
+  quota: string;
   migrateReq: string;
   poll: string;
   out?: string;
@@ -98,7 +104,8 @@ try {
         seconds: Number(o.hang),
         hogs: Number(o.hogs),
         nice: Number(o.nice),
-        where: o.where === 'node' ? 'node' : 'pod',
+        where: o.where === 'node' ? 'node' : o.where === 'pod' ? 'pod' : 'quota',
+        quotaPct: Number(o.quota),
         settleS: Number(o.settle),
         pollAgent,
       });
@@ -229,7 +236,9 @@ if (o.json) {
     console.log(`  load average at each end: ${load.map((l) => l.join(' ')).join('; ')}`);
   }
   if (o.case === 'starve') {
-    console.log(`lastseen: ${starves.length} run(s) of ${o.hogs} busy loops at nice ${o.nice} in the ${o.where}'s cgroup for ${o.hang} s`);
+    console.log(
+      `lastseen: ${starves.length} run(s) of ${o.hang} s, ${o.where === 'quota' ? `the api-server held to ${o.quota}% of a CPU` : `${o.hogs} busy loops at nice ${o.nice} in the ${o.where}'s cgroup`}`,
+    );
     for (const r of starves)
       console.log(
         `  rounds ${r.rounds}: unanswered ${r.unanswered} (starved ${r.starved}, not ${r.unansweredNotStarved}); fences ${r.fences}, activations ${r.activations}; same api-server process after: ${r.samePidAfter}; failed polls ${r.failedPolls} of ${r.polls}`,

@@ -170,8 +170,12 @@ export interface StarveResult {
   seconds: number;
   hogs: number;
   nice: number;
-  /** Where the busy loops ran: the api-server's own container cgroup (pod), or the node's (node). */
-  where: 'pod' | 'node';
+  /**
+   * How the api-server was starved: busy loops in its own container cgroup (pod) or the node's
+   * (node), or no loops but a CPU quota on its container cgroup (quota: `quotaPct` of one CPU).
+   */
+  where: 'pod' | 'node' | 'quota';
+  quotaPct?: number;
   /** The api-server's process before the load. */
   pid: number;
   /** It was still there, the same process, at the end (not fenced, not restarted). */
@@ -200,26 +204,39 @@ export interface StarveResult {
  */
 export async function starveOnce(
   tb: Testbed,
-  opts: { seconds: number; hogs: number; nice: number; where: 'pod' | 'node'; settleS: number; pollAgent?: Agent | false },
+  opts: { seconds: number; hogs: number; nice: number; where: 'pod' | 'node' | 'quota'; quotaPct?: number; settleS: number; pollAgent?: Agent | false },
 ): Promise<StarveResult> {
   const { pid } = await apiserverProcess(tb);
   const poller = new ReadyzPoller(tb, opts.pollAgent ?? false);
   await sleep(2000);
   const t0 = Date.now();
-  const hogs = Array.from({ length: opts.hogs }, () =>
-    spawn('nice', ['-n', String(opts.nice), 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore', detached: false }),
-  );
+  const hogs =
+    opts.where === 'quota'
+      ? []
+      : Array.from({ length: opts.hogs }, () =>
+          spawn('nice', ['-n', String(opts.nice), 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore', detached: false }),
+        );
+  let restoreQuota: (() => void) | null = null;
+  if (opts.where === 'quota') {
+    // A CPU limit far below what it needs: the kernel throttles it, and throttled time is run-queue
+    // time (decision 0005). Its sidecar, the agent and this measurement are not in that cgroup.
+    const dir = cpuCgroupDir(pid);
+    const file = join(dir, 'cpu.cfs_quota_us');
+    const before = readFileSync(file, 'utf8').trim();
+    const period = Number(readFileSync(join(dir, 'cpu.cfs_period_us'), 'utf8').trim());
+    writeFileSync(file, String(Math.max(1000, Math.round((period * (opts.quotaPct ?? 2)) / 100))));
+    restoreQuota = () => writeFileSync(file, before);
+  }
   if (opts.where === 'pod') {
-    // The loops join the api-server's own container cgroup: cgroup v1's cpu controller (this
-    // machine: `N:cpu:/kubepods/…` or `N:cpu,cpuacct:/…`), or v2's one hierarchy (`0::/…`).
-    const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n');
-    const v1 = lines.map((l) => /^\d+:([^:]*):(.*)$/.exec(l)).find((m) => m?.[1]?.split(',').includes('cpu'));
-    const v2 = lines.map((l) => /^0::(.*)$/.exec(l)).find((m) => m);
-    const dir = v1 ? join('/sys/fs/cgroup', v1[1] === 'cpu' ? 'cpu' : (v1[1] as string), v1[2] as string) : v2 ? join('/sys/fs/cgroup', v2[1] as string) : null;
-    if (!dir) throw new Error(`no cpu cgroup for pid ${pid}: ${lines.join(' | ')}`);
+    // Beware: the pod's other containers (its sidecar) share the pod's CPU share with these loops.
+    const dir = cpuCgroupDir(pid);
     for (const h of hogs) writeFileSync(join(dir, 'cgroup.procs'), String(h.pid));
   }
-  log(`${opts.hogs} busy loops at nice ${opts.nice} in the ${opts.where}'s cgroup for ${opts.seconds}s (kube-apiserver pid ${pid})`);
+  log(
+    opts.where === 'quota'
+      ? `kube-apiserver pid ${pid} held to ${opts.quotaPct ?? 2}% of a CPU for ${opts.seconds}s`
+      : `${opts.hogs} busy loops at nice ${opts.nice} in the ${opts.where}'s cgroup for ${opts.seconds}s (kube-apiserver pid ${pid})`,
+  );
   const file = join('/run/lastseen/heartbeats', localBeatFile('kube-system', 'kube-apiserver'));
   const seen = new Map<number, { unanswered: boolean; starved: boolean }>();
   try {
@@ -234,6 +251,7 @@ export async function starveOnce(
     }
   } finally {
     for (const h of hogs) h.kill('SIGKILL');
+    restoreQuota?.();
   }
   const end = Date.now();
   await sleep(opts.settleS * 1000);
@@ -252,6 +270,7 @@ export async function starveOnce(
     hogs: opts.hogs,
     nice: opts.nice,
     where: opts.where,
+    ...(opts.where === 'quota' ? { quotaPct: opts.quotaPct ?? 2 } : {}),
     pid,
     samePidAfter,
     rounds: rounds.length,
@@ -266,4 +285,17 @@ export async function starveOnce(
       .filter((e) => e.msg === 'transition' || e.msg === 'reason noted')
       .map((e) => `${round((e.time - t0) / 1000)}s ${e.msg === 'transition' ? `${e.from}->${e.to}` : 'noted'} ${e.reason}: ${e.message ?? ''}`),
   };
+}
+
+/**
+ * The cpu cgroup folder of process `pid` (its container's, for a pod's process): cgroup v1's cpu
+ * controller (this machine: `N:cpu:/…` or `N:cpu,cpuacct:/…`), or v2's one hierarchy (`0::/…`).
+ */
+function cpuCgroupDir(pid: number): string {
+  const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n');
+  const v1 = lines.map((l) => /^\d+:([^:]*):(.*)$/.exec(l)).find((m) => m?.[1]?.split(',').includes('cpu'));
+  if (v1) return join('/sys/fs/cgroup', v1[1] === 'cpu' ? 'cpu' : (v1[1] as string), v1[2] as string);
+  const v2 = lines.map((l) => /^0::(.*)$/.exec(l)).find((m) => m);
+  if (v2) return join('/sys/fs/cgroup', v2[1] as string);
+  throw new Error(`no cpu cgroup for pid ${pid}: ${lines.join(' | ')}`);
 }

@@ -114,6 +114,10 @@ export class Testbed {
         res.on('error', (e) => resolve(`HTTP ${res.statusCode}, then ${(e as NodeJS.ErrnoException).code ?? e.message}`));
       });
       req.on('timeout', () => req.destroy(new Error('no answer within 1 s')));
+      // The timeout above is the socket's idle time: a server that trickles (starved of CPU) could
+      // hold one poll for ever. A poll ends after 5 s whatever happens.
+      const deadline = setTimeout(() => req.destroy(new Error('no whole answer within 5 s')), 5000);
+      req.on('close', () => clearTimeout(deadline));
       req.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
       req.end();
     });
