@@ -51,6 +51,12 @@ export interface HangState {
   rounds: number;
   /** The latest unanswered beat of the run said its process waited for a CPU (Beat.starved). */
   starved?: boolean;
+  /**
+   * That beat came less than HANG_STARVED_MS into the run: the process counts as alive and is not
+   * hung. Set on each beat only (never by the clock alone: the round that crosses the bound may be
+   * the one it answers).
+   */
+  starvedHold?: boolean;
   /** The parent's latest answered beat was this pod's Ready (a hang is a Ready process that stopped answering; null: none). */
   answeredBy: string | null;
   /**
@@ -93,6 +99,7 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
     h.since = null;
     h.rounds = 0;
     h.starved = false;
+    h.starvedHold = false;
     // Only a process that was Ready hangs: a Starting beat (refused, an error status) is a process
     // on its way up, and one that is slow to answer while it starts (a loaded node: seen on the
     // three-node test bed) is not fenced.
@@ -123,12 +130,8 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
   h.rounds = Math.max(h.rounds, b.sequence - h.since.sequence + 1);
   // A starved process is there, waiting for a CPU: a sign of life, until its run is too long.
   h.starved = b.starved === true;
-  return !starvedWithinBound(h, now);
-}
-
-/** The run of unanswered rounds is of a process waiting for a CPU, for less than HANG_STARVED_MS so far. */
-function starvedWithinBound(h: HangState, now: number): boolean {
-  return h.starved === true && h.since !== null && now - h.since.at < HANG_STARVED_MS;
+  h.starvedHold = h.starved && now - h.since.at < HANG_STARVED_MS;
+  return !h.starvedHold;
 }
 
 /** A beat of the checkpoint's copy (from the manifest as last written). */
@@ -145,12 +148,12 @@ export function copyRestarted(h: HangState): void {
 
 /**
  * The parent is hung: its sidecar reported HANG_CONFIRM_ROUNDS unanswered rounds in a row, and the
- * latest of them not of a process waiting for a CPU, or the run has lasted HANG_STARVED_MS.
+ * latest of them not of a process waiting for a CPU, or that beat came HANG_STARVED_MS or more into the run.
  * Returns the hung pod's uid.
  */
-export function hungPod(s: ParentState, now: number): string | null {
+export function hungPod(s: ParentState): string | null {
   const h = s.hang;
-  if (h.since === null || h.rounds < HANG_CONFIRM_ROUNDS || starvedWithinBound(h, now)) return null;
+  if (h.since === null || h.rounds < HANG_CONFIRM_ROUNDS || h.starvedHold === true) return null;
   return h.since.holderUid;
 }
 
@@ -167,7 +170,7 @@ export function fenceAllowed(h: HangState, podUid: string, now: number): boolean
  * covered (coverHung). Returns whether the state changed, or null to let the other rules judge.
  */
 export function judgeHang(s: ParentState, now: number, actions: Action[]): boolean | null {
-  const hung = hungPod(s, now);
+  const hung = hungPod(s);
   if (hung === null || s.phase === 'Stopping') return null;
   return coverHung(s, hung, now, actions);
 }
@@ -230,7 +233,7 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
  * parent is not fresh: its run of unanswered rounds began after its last answered beat.)
  */
 export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]): void {
-  const hung = hungPod(s, now);
+  const hung = hungPod(s);
   if (hung !== null) requestFence(s, hung, now, actions);
 }
 
@@ -292,9 +295,7 @@ export function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fence
 
 /** When the same pod may be fenced again, or a fenced parent must be back. */
 export function fenceWakes(s: ParentState): Array<number | null | undefined> {
-  return [
-    s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null,
-    s.hang.recoverBy,
-    s.hang.starved === true && s.hang.since !== null && s.hang.rounds >= HANG_CONFIRM_ROUNDS ? s.hang.since.at + HANG_STARVED_MS : null,
-  ];
+  // No wake at the starved bound: a starved process is judged hung on a beat that says it still
+  // does not answer, never on a timer (the round that crosses the bound may be the one it answers).
+  return [s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null, s.hang.recoverBy];
 }

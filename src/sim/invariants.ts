@@ -206,13 +206,14 @@ export class Invariants {
     const age = lv ? this.world.q.now - lv.at : Number.POSITIVE_INFINITY;
     if (lv && lv.phase === 'Ready' && age < p.windowMs - p.intervalMs && !pod.hung)
       this.violate(node.name, key, 'fence-while-fresh', `fence ${(age / 1000).toFixed(1)}s after a visible Ready beat of a process that answers`);
-    // A process waiting for a CPU is slow, not hung: fenced only once unanswered for HANG_STARVED_MS.
-    if (pod.hung && pod.starvedSince !== null && this.world.q.now - pod.starvedSince < HANG_STARVED_MS)
+    // A process waiting for a CPU is slow, not hung: fenced only once it has not answered for
+    // HANG_STARVED_MS (counted from when it stopped answering, a hang before the starvation included).
+    if (pod.hung && pod.starved && pod.hungSince !== null && this.world.q.now - pod.hungSince < HANG_STARVED_MS)
       this.violate(
         node.name,
         key,
         'fence-while-starved',
-        `fence ${((this.world.q.now - pod.starvedSince) / 1000).toFixed(1)}s into a starvation (the bound is ${HANG_STARVED_MS / 1000}s)`,
+        `fence of a process starved of CPU, ${((this.world.q.now - pod.hungSince) / 1000).toFixed(1)}s after it stopped answering (the bound is ${HANG_STARVED_MS / 1000}s)`,
       );
   }
 

@@ -75,11 +75,13 @@ export interface KPod {
   hung: boolean;
   /** The whole pod hangs, its sidecar too (fault `hang` with scope pod): no beat at all. */
   hungWhole: boolean;
+  /** Since when the process has been hung without a break, whatever the scope (null: it is not hung). */
+  hungSince: number | null;
   /**
-   * Since when the process is starved (fault `hang` with scope starved): runnable but kept off the
-   * CPU, so it answers nothing in time, and its sidecar sees it waiting (Beat.starved). null: not starved.
+   * Starved of CPU (fault `hang` with scope starved): runnable but kept off the CPU, so it answers
+   * nothing in time, and its sidecar sees it waiting (Beat.starved).
    */
-  starvedSince: number | null;
+  starved: boolean;
   /** Starts that crashed so far although the spec is good (PodSpec.crashes). */
   stumbles: number;
   /** Its heartbeat sidecar's process (src/sim/sidecar.ts): SIGTERM on removal, thawed with the pod. */
@@ -304,7 +306,8 @@ export class Kubelet {
       unnoticed: null,
       hung: false,
       hungWhole: false,
-      starvedSince: null,
+      hungSince: null,
+      starved: false,
       stumbles: 0,
       sidecar: null,
     };
@@ -436,9 +439,11 @@ export class Kubelet {
   hang(p: KPod, ms: number, whole = false, starved = false): void {
     this.touch();
     if (p.removed || p.state === 'waiting') return;
+    // A hang that starts while another goes on continues it: the process has not answered since the first.
+    p.hungSince = p.hung && p.hungSince !== null ? p.hungSince : this.world.q.now;
     p.hung = true;
     p.hungWhole = whole;
-    p.starvedSince = starved ? this.world.q.now : null;
+    p.starved = starved;
     const run = p.runId;
     this.world.log(
       this.node.name,
@@ -450,7 +455,8 @@ export class Kubelet {
       if (p.runId !== run || p.removed || !p.hung) return;
       p.hung = false;
       p.hungWhole = false;
-      p.starvedSince = null;
+      p.hungSince = null;
+      p.starved = false;
       p.sidecar?.thaw();
       this.world.log(this.node.name, 'kubelet', `${p.name} resumes after its hang${p.state === 'running' ? ': serving again' : ''}`, p.spec?.key);
     });

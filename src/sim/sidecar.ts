@@ -91,7 +91,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarPro
   };
 
   const probe = (): Promise<ProbeResult> => {
-    if (pod.hung && !pod.removed) return pod.starvedSince !== null ? STARVED : NO_ANSWER;
+    if (pod.hung && !pod.removed) return pod.starved ? STARVED : NO_ANSWER;
     return pod.state === 'running' && !pod.removed ? READY : NOT_READY;
   };
 
