@@ -225,7 +225,14 @@ export async function starveOnce(
     const before = readFileSync(file, 'utf8').trim();
     const period = Number(readFileSync(join(dir, 'cpu.cfs_period_us'), 'utf8').trim());
     writeFileSync(file, String(Math.max(1000, Math.round((period * (opts.quotaPct ?? 2)) / 100))));
-    restoreQuota = () => writeFileSync(file, before);
+    restoreQuota = () => {
+      try {
+        writeFileSync(file, before);
+      } catch (e) {
+        // The container ended meanwhile (fenced, restarted): its cgroup went with it.
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      }
+    };
   }
   if (opts.where === 'pod') {
     // Beware: the pod's other containers (its sidecar) share the pod's CPU share with these loops.
