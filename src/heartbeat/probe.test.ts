@@ -1,5 +1,10 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { type AddressInfo, createServer as createTcpServer } from 'node:net';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeProbe, parseProbe } from './probe.js';
 
@@ -8,7 +13,7 @@ afterEach(async () => {
   for (const c of closers.splice(0)) await c();
 });
 
-async function listen(server: Server | ReturnType<typeof createTcpServer>): Promise<number> {
+async function listen(server: Server | HttpsServer | ReturnType<typeof createTcpServer>): Promise<number> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   closers.push(() => new Promise<void>((r) => server.close(() => r())));
   return (server.address() as AddressInfo).port;
@@ -64,6 +69,60 @@ describe('probes', () => {
     // No answer at all is `unanswered`: the sign of a hung process (src/core/fence.ts).
     expect(r).toMatchObject({ ok: false, error: expect.stringMatching(/no answer within \d+ms/), unanswered: true });
     expect(performance.now() - t0).toBeLessThan(2000);
+  });
+
+  describe('https: a timeout is a hang only if the process did not even complete the TLS handshake', () => {
+    let dir = '';
+    const tls = () => {
+      dir ||= mkdtempSync(join(tmpdir(), 'lastseen-probe-tls-'));
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-days',
+          '1',
+          '-subj',
+          '/CN=127.0.0.1',
+          '-keyout',
+          join(dir, 'key.pem'),
+          '-out',
+          join(dir, 'cert.pem'),
+        ],
+        { stdio: 'ignore' },
+      );
+      return { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+    };
+    afterEach(() => {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+      dir = '';
+    });
+
+    it('handshake done, no answer (an api-server whose /readyz waits on etcd): failed, not unanswered', async () => {
+      const server = createHttpsServer(tls(), () => {});
+      const port = await listen(server);
+      closers.unshift(async () => void server.closeAllConnections());
+      const p = parseProbe(`https://127.0.0.1:${port}/readyz`);
+      if (!p.ok) throw new Error(p.error);
+      const r = await makeProbe(p.spec, { timeoutMs: 700, insecure: true })();
+      expect(r).toEqual({ ok: false, error: expect.stringMatching(/no answer within \d+ms after the TLS handshake .*slow, not hung/) });
+    });
+
+    it('no handshake at all (the kernel accepts, the process never answers): unanswered', async () => {
+      const held: Socket[] = [];
+      const server = createTcpServer((s) => void held.push(s)); // accepts, never speaks TLS
+      const port = await listen(server);
+      closers.unshift(async () => void held.forEach((s) => s.destroy()));
+      const p = parseProbe(`https://127.0.0.1:${port}/readyz`);
+      if (!p.ok) throw new Error(p.error);
+      const r = await makeProbe(p.spec, { timeoutMs: 700, insecure: true })();
+      expect(r).toMatchObject({ ok: false, error: expect.stringMatching(/no answer within \d+ms$/), unanswered: true });
+    });
   });
 
   it('tcp: an accepted connection is ready, a refused one is not', async () => {

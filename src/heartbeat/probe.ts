@@ -68,13 +68,24 @@ async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, in
       agent: false,
       ...(url.protocol === 'https:' ? { ca, rejectUnauthorized: !insecure } : {}),
     };
+    // https: whether the process completed the TLS handshake. One that does is running and serving
+    // connections, only slow to answer this request (an api-server whose /readyz waits on an etcd it
+    // cannot reach: seen on the three-node bed, cut off from the others), which is no hang. A stopped
+    // or wholly stuck process never gets that far: the kernel accepts, nobody answers.
+    let handshake = false;
     const req = lib.request(url, options, (res) => {
       res.resume();
       const code = res.statusCode ?? 0;
       resolve(code >= 200 && code < 400 ? { ok: true } : { ok: false, error: `GET ${url.href}: HTTP ${code}` });
     });
+    if (url.protocol === 'https:') req.on('socket', (sock) => sock.once('secureConnect', () => (handshake = true)));
     req.on('error', (e: NodeJS.ErrnoException) => {
       const timedOut = e.name === 'AbortError' || e.name === 'TimeoutError';
+      if (timedOut && handshake)
+        resolve({
+          ok: false,
+          error: `GET ${url.href}: no answer within ${timeoutMs}ms after the TLS handshake (the process serves connections: slow, not hung)`,
+        });
       const why = timedOut ? `no answer within ${timeoutMs}ms` : (e.code ?? e.message);
       resolve({ ok: false, error: `GET ${url.href}: ${why}`, ...(timedOut ? { unanswered: true } : {}) });
     });
