@@ -117,7 +117,9 @@ describe('probes', () => {
       const held: Socket[] = [];
       const server = createTcpServer((s) => void held.push(s)); // accepts, never speaks TLS
       const port = await listen(server);
-      closers.unshift(async () => void held.forEach((s) => s.destroy()));
+      closers.unshift(async () => {
+        for (const s of held) s.destroy();
+      });
       const p = parseProbe(`https://127.0.0.1:${port}/readyz`);
       if (!p.ok) throw new Error(p.error);
       const r = await makeProbe(p.spec, { timeoutMs: 700, insecure: true })();
