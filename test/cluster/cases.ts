@@ -360,7 +360,12 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         await c.script('thaw', victim);
         const own = p.direct.get(victim) as Poller;
         const ownDuring = own.between(t0, tThaw);
-        const ownBackAt = own.samples.find((s) => s.t >= t0 + 1000 && s.t < tThaw && s.ok)?.t ?? null;
+        // Served again: from the first answered poll after the hang's last failed one, every poll
+        // answered until the thaw (polls answered before the stop took hold say nothing); none
+        // failed: served throughout (0 s).
+        const during = own.samples.filter((s) => s.t >= t0 && s.t < tThaw);
+        const lastFailed = during.findLast((s) => !s.ok);
+        const ownBackAt = lastFailed === undefined ? t0 : (during.find((s) => s.t > lastFailed.t && s.ok)?.t ?? null);
         const w = await watchRecovery(c, p.direct, { nodes: NODES, t0: tThaw, limitS: o.limitS, settleS: o.settleS, othersSince: 0, parentSince: 0 });
         await c.waitFor('no checkpoint active after the thaw', o.limitS, () => activeCheckpoints(c).length === 0).catch(() => 0);
         await stopAll(p);
