@@ -182,6 +182,8 @@ export interface StarveResult {
   samePidAfter: boolean;
   /** Distinct sidecar rounds read from its local beat file during the load, and of them the unanswered and the starved ones. */
   rounds: number;
+  /** Rounds whose probe failed (not Ready): unanswered ones, and ones answered too late after the TLS handshake (slow, not hung). */
+  notReady: number;
   unanswered: number;
   starved: number;
   /** Unanswered rounds the sidecar did not see waiting for a CPU (these count toward a hang). */
@@ -245,12 +247,13 @@ export async function starveOnce(
       : `${opts.hogs} busy loops at nice ${opts.nice} in the ${opts.where}'s cgroup for ${opts.seconds}s (kube-apiserver pid ${pid})`,
   );
   const file = join('/run/lastseen/heartbeats', localBeatFile('kube-system', 'kube-apiserver'));
-  const seen = new Map<number, { unanswered: boolean; starved: boolean }>();
+  const seen = new Map<number, { ready: boolean; unanswered: boolean; starved: boolean }>();
   try {
     while (Date.now() < t0 + opts.seconds * 1000) {
       try {
-        const b = JSON.parse(readFileSync(file, 'utf8')) as { sequence?: number; unanswered?: boolean; starved?: boolean };
-        if (typeof b.sequence === 'number') seen.set(b.sequence, { unanswered: b.unanswered === true, starved: b.starved === true });
+        const b = JSON.parse(readFileSync(file, 'utf8')) as { sequence?: number; phase?: string; unanswered?: boolean; starved?: boolean };
+        if (typeof b.sequence === 'number')
+          seen.set(b.sequence, { ready: b.phase === 'Ready', unanswered: b.unanswered === true, starved: b.starved === true });
       } catch {
         // between two writes, or not yet
       }
@@ -281,6 +284,7 @@ export async function starveOnce(
     pid,
     samePidAfter,
     rounds: rounds.length,
+    notReady: rounds.filter((r) => !r.ready).length,
     unanswered: rounds.filter((r) => r.unanswered).length,
     starved: rounds.filter((r) => r.starved).length,
     unansweredNotStarved: rounds.filter((r) => r.unanswered && !r.starved).length,

@@ -1,8 +1,9 @@
 // An api-server starved of CPU on the real node is slow, not hung (decision 0005): its own
-// container held to 2% of one CPU (a cfs quota on its cgroup: throttled time is run-queue time) for
-// 60 s. Its sidecar's probes go unanswered as a hung process's do, but it sees the process waiting
-// for a CPU, so the agent neither fences it nor runs its checkpoint, and the api-server is the same
-// process after. Before the starved rule, two unanswered rounds in a row fenced it within ~10 s.
+// container held to 1% of one CPU (a cfs quota on its cgroup: throttled time is run-queue time) for
+// 60 s. Its sidecar's probes fail: answered too late after the TLS handshake (slow, not hung), or
+// not at all, and then it sees the process waiting for a CPU (starved). Either way the agent
+// neither fences it nor runs its checkpoint, and the api-server is the same process after. Before
+// these rules two unanswered rounds in a row fenced it within ~15 s (docs/real-node.md).
 // The SIGSTOP hang, which waits for no CPU, is still fenced at once (reboot.test.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { starveOnce } from './hang.js';
@@ -21,12 +22,12 @@ afterAll(async () => {
 
 describe('an api-server starved of CPU on a real node', () => {
   it('is neither fenced nor covered: its unanswered rounds are starved ones, and the process lives on', async () => {
-    const r = await starveOnce(tb, { seconds: 60, hogs: 0, nice: 0, where: 'quota', quotaPct: 2, settleS: 10 });
-    console.log(`starved 60 s at 2% of a CPU: ${JSON.stringify(r)}`);
-    // The quota did starve it: its sidecar saw rounds go unanswered (else this proves nothing).
+    const r = await starveOnce(tb, { seconds: 60, hogs: 0, nice: 0, where: 'quota', quotaPct: 1, settleS: 10 });
+    console.log(`starved 60 s at 1% of a CPU: ${JSON.stringify(r)}`);
+    // The quota did starve it: its sidecar's probes failed (else this proves nothing).
     expect(r.rounds, 'sidecar rounds read from its local beat file').toBeGreaterThan(5);
-    expect(r.unanswered, 'unanswered rounds (the quota must starve the api-server)').toBeGreaterThanOrEqual(2);
-    // Every one of them seen waiting for a CPU, none taken for a hang.
+    expect(r.notReady, 'rounds not Ready (the quota must starve the api-server)').toBeGreaterThanOrEqual(2);
+    // Every unanswered one seen waiting for a CPU, none taken for a hang.
     expect(r.unansweredNotStarved, 'unanswered rounds not seen waiting for a CPU').toBe(0);
     expect(r.fences, `fences asked for: ${r.decisions.join('; ')}`).toBe(0);
     expect(r.activations, `activations: ${r.decisions.join('; ')}`).toBe(0);
