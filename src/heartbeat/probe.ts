@@ -81,11 +81,13 @@ async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, in
     if (url.protocol === 'https:') req.on('socket', (sock) => sock.once('secureConnect', () => (handshake = true)));
     req.on('error', (e: NodeJS.ErrnoException) => {
       const timedOut = e.name === 'AbortError' || e.name === 'TimeoutError';
-      if (timedOut && handshake)
+      if (timedOut && handshake) {
         resolve({
           ok: false,
           error: `GET ${url.href}: no answer within ${timeoutMs}ms after the TLS handshake (the process serves connections: slow, not hung)`,
         });
+        return;
+      }
       const why = timedOut ? `no answer within ${timeoutMs}ms` : (e.code ?? e.message);
       resolve({ ok: false, error: `GET ${url.href}: ${why}`, ...(timedOut ? { unanswered: true } : {}) });
     });

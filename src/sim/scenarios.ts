@@ -311,15 +311,12 @@ NAMED['apiserver-hang-release'] = {
 // (its restart costs more) and, on the three-node test bed at load 45-70, took every healthy
 // api-server from the load balancer. lastseen leaves it alone for 90 s: no fence, no activation.
 NAMED['apiserver-starved'] = {
+  ...NAMED['apiserver-hang']!,
   name: 'apiserver-starved',
   description:
     "The only master's api-server (port sharing, handover: overlap) is starved of CPU for 90 s: it answers nothing in time, and its sidecar sees it waiting for a CPU. Slow, not hung: lastseen neither fences it nor activates its copy.",
   duration: '10m',
-  kubelet: { model: 'v1.36' },
-  nodes: one,
-  parents: [sharedApiserver],
   faults: [{ type: 'hang', at: '3m', key: 'kube-apiserver', node: 'm1', duration: '90s', scope: 'starved' }],
-  focus: { node: 'm1', key: 'kube-apiserver' },
   expect: { served: true, parentServed: true },
 };
 // A second power cycle while a release hand-over is in progress: the first reboot's recovery hands

@@ -11,9 +11,7 @@ export function withBootstrappedNode(set: (tb: Testbed) => void): void {
   beforeAll(async () => {
     tb = realNodeTestbed();
     set(tb);
-    await tb.node('down');
-    await tb.node('up');
-    await tb.bootstrap(true);
+    await tb.fresh(true);
   });
   afterAll(async () => {
     await tb?.node('down');

@@ -157,10 +157,15 @@ export async function hangOnce(tb: Testbed, opts: { hangS: number; limitS: numbe
     agentActivatedAfterS: activatedAt === null ? null : since(activatedAt),
     fencedAfterS: fencedAt === null ? null : since(fencedAt),
     parentServedAfterS: parentServedAt === null ? null : since(parentServedAt),
-    decisions: records
-      .filter((e) => e.msg === 'transition' || e.msg === 'reason noted')
-      .map((e) => `${since(e.time)}s ${e.msg === 'transition' ? `${e.from}->${e.to}` : 'noted'} ${e.reason}: ${e.message ?? ''}`),
+    decisions: decisionLines(records, t0),
   };
+}
+
+/** The agent's transitions and noted reasons, "<s from t0> <from>-><to> <reason>: <message>". */
+function decisionLines(records: ReturnType<Testbed['agentRecords']>, t0: number): string[] {
+  return records
+    .filter((e) => e.msg === 'transition' || e.msg === 'reason noted')
+    .map((e) => `${round((e.time - t0) / 1000)}s ${e.msg === 'transition' ? `${e.from}->${e.to}` : 'noted'} ${e.reason}: ${e.message ?? ''}`);
 }
 
 const round = (x: number) => Math.round(x * 100) / 100;
@@ -292,9 +297,7 @@ export async function starveOnce(
     fences: records.filter((e) => /fenc/i.test(e.msg) || /ParentHung|ParentFenced/.test(e.reason ?? '')).length,
     polls: during.length,
     failedPolls: during.filter((s) => !s.ok).length,
-    decisions: records
-      .filter((e) => e.msg === 'transition' || e.msg === 'reason noted')
-      .map((e) => `${round((e.time - t0) / 1000)}s ${e.msg === 'transition' ? `${e.from}->${e.to}` : 'noted'} ${e.reason}: ${e.message ?? ''}`),
+    decisions: decisionLines(records, t0),
   };
 }
 

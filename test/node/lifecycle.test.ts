@@ -25,9 +25,7 @@ const NS = 'lastseen-system';
 let tb: Testbed;
 beforeAll(async () => {
   tb = realNodeTestbed();
-  await tb.node('down');
-  await tb.node('up');
-  await tb.bootstrap(true);
+  await tb.fresh(true);
 });
 afterAll(async () => {
   await tb?.node('down');

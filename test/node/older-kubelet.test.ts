@@ -34,9 +34,7 @@ async function kubeletVersion(): Promise<string> {
 
 describe(`a self-hosted control plane on an older kubelet (${OLDER})`, () => {
   it('with lastseen: comes back after a power cycle, and the self-hosted api-server takes over again', async () => {
-    await tb.node('down');
-    await tb.node('up');
-    await tb.bootstrap(true);
+    await tb.fresh(true);
     // The node runs the older kubelet, not the default one (`up` would refuse a missing binary).
     expect(await kubeletVersion()).toBe(OLDER);
     const r = await rebootOnce(tb, { offS: 2, limitS: 240, settleS: 10, withAgent: true });

@@ -12,9 +12,7 @@ import { realNodeTestbed, type Testbed } from './testbed.js';
 let tb: Testbed;
 beforeAll(async () => {
   tb = realNodeTestbed();
-  await tb.node('down');
-  await tb.node('up');
-  await tb.bootstrap(true);
+  await tb.fresh(true);
 });
 afterAll(async () => {
   await tb?.node('down');

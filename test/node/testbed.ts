@@ -242,6 +242,13 @@ export class Testbed {
     await this.apply(docs);
   }
 
+  /** A fresh node (whatever an earlier run left is torn down first), bootstrapped: `bootstrap` on a new `up`. */
+  async fresh(withAgent: boolean): Promise<void> {
+    await this.node('down');
+    await this.node('up');
+    await this.bootstrap(withAgent);
+  }
+
   /** From an empty node to a self-hosted control plane watched by lastseen (or not, for the baseline). */
   async bootstrap(withAgent: boolean): Promise<void> {
     const t0 = Date.now();
