@@ -306,9 +306,13 @@ export class SimLastseen implements AgentProcess {
     if (r) this.relistLeases();
   }
 
-  /** After a watch restart: the watches list pods and Leases again. */
+  /**
+   * After a watch restart: the watches list pods and Leases again. Production's informers list
+   * whatever the probe says, so a slow api-server (too slow for the probe, not for a list) is
+   * listed too: only answers that do not reach the node leave the watches without a list.
+   */
   private relist(): void {
-    if (!this.agent.isApiReachable()) return;
+    if (!this.agent.isApiReachable() && !this.world.api.deliversTo(this.node)) return;
     this.onPodsChanged();
     this.relistLeases();
   }

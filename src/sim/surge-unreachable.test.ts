@@ -50,3 +50,53 @@ describe('a surge rollout while the probe calls the api-server unreachable', () 
     }, 120_000);
   }
 });
+
+// The same, but the pod watch was stalled when the new pod came and its restart came while the
+// probe still called the api-server unreachable: the informer lists again all the same (the
+// random sweep's seed 20939), and the new pod is heard from that list.
+function surgeAfterStalledWatch() {
+  const r = parseScenario({
+    name: 'surge-after-stalled-watch',
+    duration: 300_000,
+    nodes: [
+      { name: 'm1', master: true },
+      { name: 'm2', master: true },
+      { name: 'm3', master: true },
+    ],
+    parents: [
+      { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } },
+      { key: 'kube-flannel', kind: 'app' },
+    ],
+    faults: [
+      { type: 'stall-watch', at: 85_566, node: 'm2', duration: 88_093 },
+      { type: 'latency', at: 101_698, node: 'm2', latency: 1402, duration: 99_569 },
+      { type: 'rollout', at: 152_396, key: 'kube-flannel', healthy: true, maxUnavailable: 0, maxSurge: 1, minReadySeconds: 10 },
+    ],
+  });
+  if (!r.ok) throw new Error(JSON.stringify(r.errors));
+  return r.scenario;
+}
+
+describe('a surge rollout heard only when a stalled pod watch lists again, the probe still impatient', () => {
+  it('takes the new pod for the parent from that list, and activates nothing', async () => {
+    const res = await runScenario(surgeAfterStalledWatch());
+    const m2 = res.logs.filter((l) => l.node === 'm2');
+    const added = m2.find((l) => /^pod kube-flannel-\d+ \(api, gen 2\) added$/.test(l.text))?.t;
+    const resumed = m2.find((l) => /^watch resumes/.test(l.text))?.t;
+    const oldDeleted = res.logs.find((l) => l.node === 'm2' && /deletes kube-flannel-\d+ \(generation 1\)/.test(l.text))?.t;
+    const unreachableAt = m2.findLast((l) => l.text === 'api-server unreachable' && l.t < (added ?? 0))?.t;
+    const reachableAgain = m2.find((l) => l.text === 'api-server reachable' && l.t > (unreachableAt ?? 0))?.t;
+    // The path under test: the new pod came during the stall, the watch restarted before the old
+    // pod was deleted, and the probe called the api-server unreachable all that time.
+    expect(unreachableAt).toBeDefined();
+    expect(added).toBeGreaterThan(unreachableAt!);
+    expect(resumed).toBeGreaterThan(added!);
+    expect(oldDeleted).toBeGreaterThan(resumed!);
+    expect(reachableAgain ?? Number.POSITIVE_INFINITY).toBeGreaterThan(oldDeleted!);
+
+    const texts = m2.map((l) => `${l.t} ${l.text}`);
+    expect(res.invariantViolations).toEqual([]);
+    expect(texts.filter((t) => /lastseen-kube-system-kube-flannel|CheckpointActivated|ForeignBeat/.test(t))).toEqual([]);
+    expect(res.verdict).toBe('pass');
+  }, 120_000);
+});
