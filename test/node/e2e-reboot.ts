@@ -92,11 +92,14 @@ const starves: StarveResult[] = [];
 const load: number[][] = [];
 const loadNow = () => loadavg().map((x) => Math.round(x * 100) / 100);
 let failed: Error | null = null;
+/** The node's kubelet as it reports itself (the figures differ by kubelet: docs/real-node.md). */
+let kubeletVersion: string | null = null;
 try {
   await tb.node('down');
   await tb.node('up');
   log(`node up after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   await tb.bootstrap(withAgent);
+  kubeletVersion = (await tb.kubectl(['get', 'node', tb.env.nodeName, '-o', 'jsonpath={.status.nodeInfo.kubeletVersion}'])).trim() || null;
   const limitS = Number(o.limit ?? (withAgent ? 240 : 90));
   if (o.case === 'starve') {
     for (let i = 1; i <= Number(o.reboots); i++) {
@@ -192,6 +195,7 @@ const summary = {
   poll: o.poll,
   load,
   commit,
+  kubeletVersion,
   ...(o.case === 'reboot' ? {} : { case: o.case }),
 };
 if (o.out) {
@@ -201,6 +205,7 @@ if (o.out) {
       {
         measuredAt: new Date().toISOString(),
         commit,
+        kubeletVersion,
         case: o.case,
         baseline: !withAgent,
         offS: Number(o.off),
