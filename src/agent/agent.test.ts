@@ -7,7 +7,7 @@ import { FakeTime, settle as flush } from '../core/fake-time.test-helpers.js';
 import type { Beat, Phase } from '../core/types.js';
 import { nodeCheckpointStatusSchema } from '../kube/nodecheckpoint-types.js';
 import { parsePolicyText } from '../policy/policy.js';
-import { type Actuators, Agent, CollectRefusedError, type HandoverRecord, type LiveRead, podLastExit } from './agent.js';
+import { type Actuators, Agent, CollectRefusedError, type HandoverRecord, LIST_PODS_EVERY_MS, type LiveRead, podLastExit } from './agent.js';
 import { AgentMetrics } from './metrics.js';
 import { type PodStatusLike, v1PodInfo } from './parents.js';
 import { buildStatus } from './status.js';
@@ -65,10 +65,42 @@ function setup(live: () => LiveRead = () => ({ beats: [] }), handovers?: Handove
     new Map([
       ['kube-system/kube-apiserver', { namespace: 'kube-system', key: 'kube-apiserver', pod: { metadata: { uid, name: 'apiserver-n1' } }, labels: {} }],
     ]);
-  return { time, calls, agent, beat, pod };
+  return { time, calls, agent, beat, pod, actuators };
 }
 
 describe('Agent loop', () => {
+  it('a holder no pod list names asks for a fresh pod list, at most once per LIST_PODS_EVERY_MS', async () => {
+    const { time, calls, agent, beat, pod, actuators } = setup();
+    const lists: number[] = [];
+    actuators.listPods = () => void lists.push(time.now());
+    agent.api(true);
+    agent.podsObserved(pod());
+    await flush();
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready'));
+    await time.advance(1000);
+    expect(lists).toEqual([]);
+    // A surge's new pod, not in the list yet: one list asked for.
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready', 'u2'));
+    await flush();
+    expect(lists).toEqual([1000]);
+    // Two more unnamed holders 2 s and 3 s later: one more list, when the bound allows it.
+    await time.advance(2000);
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready', 'u3'));
+    await time.advance(1000);
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready', 'u4'));
+    await flush();
+    expect(lists).toEqual([1000]);
+    await time.advance(LIST_PODS_EVERY_MS);
+    expect(lists).toEqual([1000, 1000 + LIST_PODS_EVERY_MS]);
+    // Past the bound, a new unnamed holder is listed for at once.
+    await time.advance(LIST_PODS_EVERY_MS);
+    agent.beat('kube-system', 'kube-apiserver', beat('Ready', 'u5'));
+    await flush();
+    expect(lists).toEqual([1000, 1000 + LIST_PODS_EVERY_MS, 4000 + 2 * LIST_PODS_EVERY_MS]);
+    expect(calls).not.toContain('activate');
+    await agent.stop();
+  });
+
   it('an unprobed Ready (--probe none) is captured only once the pod status says Ready', async () => {
     const { time, calls, agent, beat } = setup();
     const withStatus = (ready: 'True' | 'False') =>

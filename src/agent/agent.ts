@@ -76,6 +76,12 @@ export interface Actuators<P = unknown> {
   /** `evenIfStarved`: the core judged on the starved bound (src/core/fence.ts); the sidecar fences a process waiting for a CPU only then. */
   fence(p: ParentView<P>, podUid: string, reason: Reason, evenIfStarved?: boolean): Promise<{ killed: number; detail: string }>;
   event(p: ParentView<P>, e: Extract<Action, { type: 'event' }>): Promise<void>;
+  /**
+   * List this node's pods afresh, past the pod watch (production: the informer's resync; a watch
+   * that stalled is re-opened by it); the list comes back through the pod observer as any other.
+   * At most one per LIST_PODS_EVERY_MS, however many holders ask. None: the watch's lists only.
+   */
+  listPods?(): void;
 }
 
 /**
@@ -138,6 +144,11 @@ interface Entry<P> extends ParentView<P> {
 
 /** Beats remembered for keys the agent does not track yet (a Lease seen before its pod). */
 const MAX_UNTRACKED_KEYS = 1000;
+/**
+ * A holder no pod list names asks for a fresh list at most this often: one list answers every
+ * parent, and a writer inventing holders costs the api-server one list per this long at most.
+ */
+export const LIST_PODS_EVERY_MS = 10_000;
 
 export class Agent<P = unknown> implements ManifestSubject {
   private readonly entries = new Map<string, Entry<P>>();
@@ -153,6 +164,9 @@ export class Agent<P = unknown> implements ManifestSubject {
   private readonly inflight = new Set<Promise<unknown>>();
   /** The last hand-over record written; a retire waits for it (see carryOut). */
   private handoverWritten: Promise<unknown> = Promise.resolve();
+  /** When a fresh pod list was last asked for (listPods), and the one waiting for its turn. */
+  private podsListedAt: number | null = null;
+  private listPodsTimer: unknown = null;
 
   constructor(private readonly o: AgentOptions<P>) {
     this.policy = o.policy ?? defaultPolicy();
@@ -260,9 +274,28 @@ export class Agent<P = unknown> implements ManifestSubject {
   }
 
   /** Stop scheduling; wait for actions in flight. */
+  /**
+   * A fresh pod list now, or once LIST_PODS_EVERY_MS has passed since the last one was asked for:
+   * one waits its turn, never dropped (a holder whose first beat came just after a list may not
+   * have been in it), and never more than one.
+   */
+  private listPodsSoon(): void {
+    if (this.listPodsTimer !== null || this.stopped) return;
+    const ask = () => {
+      this.listPodsTimer = null;
+      if (this.stopped) return;
+      this.podsListedAt = this.o.clock.now();
+      this.o.actuators.listPods?.();
+    };
+    const wait = this.podsListedAt === null ? 0 : this.podsListedAt + LIST_PODS_EVERY_MS - this.o.clock.now();
+    if (wait <= 0) ask();
+    else this.listPodsTimer = this.o.timers.set(ask, wait);
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer !== null) this.o.timers.clear(this.timer);
+    if (this.listPodsTimer !== null) this.o.timers.clear(this.listPodsTimer);
     this.timer = null;
     await Promise.allSettled([...this.inflight]);
   }
@@ -404,6 +437,11 @@ export class Agent<P = unknown> implements ManifestSubject {
           );
         }
         this.o.hooks?.onBeatRefused?.(e, a);
+        return;
+      case 'listPods':
+        if (!A.listPods) return;
+        log.info({ parent: e.id, holder: a.holder, holderUid: a.holderUid }, 'a beat from a holder no pod list names; listing the pods afresh');
+        this.listPodsSoon();
         return;
       case 'event':
         run(

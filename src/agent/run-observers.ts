@@ -51,6 +51,8 @@ export interface Observers {
   stop(): Promise<void>;
   /** Both watches have listed once (the agent's readiness). */
   synced(): boolean;
+  /** List the node's pods afresh (the pod watch re-opened, whatever it was doing): Actuators.listPods. */
+  listPods(): void;
 }
 
 /** A beat decoded at the edge, with the parent it is for; or why it was refused, and what it came from. */
@@ -328,5 +330,6 @@ export function startObservers(w: ObserverWiring): Observers {
       await Promise.allSettled([pods.stop(), leases.stop(), local.stop(), probe.stop(), manifests.stop()]);
     },
     synced: () => feed.podsSynced() && leasesSynced,
+    listPods: () => pods.resync(),
   };
 }

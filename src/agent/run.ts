@@ -271,7 +271,12 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
     });
     stops.push(() => unwatched.stopEvents());
     // Captures run at most MAX_CAPTURES_AT_ONCE at a time; see there.
-    const actuators = coverage.wrap({ ...unwatched, capture: limitConcurrency(MAX_CAPTURES_AT_ONCE, unwatched.capture) });
+    const actuators = coverage.wrap({
+      ...unwatched,
+      capture: limitConcurrency(MAX_CAPTURES_AT_ONCE, unwatched.capture),
+      // The pod watch is started below; until then its first list is on its way anyway.
+      listPods: () => observers?.listPods(),
+    });
     const boot = await checkBoot(stateDir, log, o.bootIdFile);
     if (boot.rebooted) log.info({ bootId: boot.bootId, previous: boot.previous }, 'the node rebooted since the agent last ran');
     agent = new Agent<V1Pod>({

@@ -765,6 +765,23 @@ describe('decide: rules over time', () => {
     expect(kinds(decide(other.state, { type: 'pod', pod: { ...POD, specHash: 'h3' } }, 2200).actions)).not.toContain('capture');
   });
 
+  it('a beat from a holder no pod list names asks once for a fresh pod list; the list that names it lets it count', () => {
+    const s = decide(f.Healthy!.state, { type: 'beat', beat: beat('Ready') }, 2050).state;
+    const fresh = { holder: 'p-new', holderUid: 'uid-new' };
+    const first = decide(s, { type: 'beat', beat: beat('Ready', fresh) }, 2100);
+    expect(first.actions).toContainEqual({ type: 'listPods', ...fresh });
+    expect(kinds(first.actions)).not.toContain('beatRefused');
+    // Its next beat, with no list naming it yet, is refused as foreign, and asks no more.
+    const second = decide(first.state, { type: 'beat', beat: beat('Ready', fresh) }, 2150);
+    expect(kinds(second.actions)).toContain('beatRefused');
+    expect(kinds(second.actions)).not.toContain('listPods');
+    // A list that names it (a surge's new pod beside the tracked one): its later beats count.
+    const listed = decide(second.state, { type: 'pod', pod: { ...POD, alsoListed: [{ uid: 'uid-new', name: 'p-new' }] } }, 2200);
+    const third = decide(listed.state, { type: 'beat', beat: beat('Ready', fresh) }, 2250);
+    expect(kinds(third.actions)).not.toContain('beatRefused');
+    expect(third.state.lastChangeAt).toBe(2250);
+  });
+
   it('last known good: an unprobed Ready (--probe none) is captured only once the api-server reports the pod Ready', () => {
     // A pod whose main container never ran: the sidecar beats Ready without a probe, the pod's own
     // Ready condition is False (or not reported yet).

@@ -172,6 +172,8 @@ export function decide(prev: ParentState, input: Input, now: number): Decision {
   if (input.type === 'fenced') fencedEvent(s, input, actions);
   if (s.beatRefused) actions.push(s.beatRefused);
   delete s.beatRefused;
+  if (s.listPods) actions.push(s.listPods);
+  delete s.listPods;
   noteWindow(s, actions);
   for (let i = 0; i < MAX_STEPS; i++) if (!step(s, now, actions)) break;
   windowReason(s, actions);

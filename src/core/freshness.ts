@@ -65,8 +65,14 @@ export function observeBeat(s: ParentState, b: Beat, now: number): void {
     s.beatRefused = { type: 'beatRefused', channel: b.channel, holder: b.holder, holderUid: b.holderUid, why: v.why, message: v.message, report: v.report };
     return;
   }
-  // 'unlisted': judged again when the next pod list arrives (takeHeldBeat).
-  if (v.kind === 'old' || v.kind === 'unlisted') return;
+  // 'unlisted': judged again when the next pod list arrives (takeHeldBeat), asked for at once: a
+  // pod watch that stalled while a surge's new pod started would otherwise leave the new pod's
+  // beats refused until its watchdog, and the old pod's Stopping read as the parent's own stop.
+  if (v.kind === 'unlisted') {
+    s.listPods = { type: 'listPods', holder: b.holder, holderUid: b.holderUid };
+    return;
+  }
+  if (v.kind === 'old') return;
   // An unanswered beat of a process that was Ready (the sidecar runs, its process no longer
   // answers) is no sign of life; one of a process not yet Ready is a slow start (fence.ts).
   const unanswered = observeHang(s.hang, b, now);

@@ -299,6 +299,8 @@ export interface ParentStateCommon {
   beatTrust: BeatTrust;
   /** A beat the input just observed refused (reported as a `beatRefused` action by decide, then cleared). */
   beatRefused?: Extract<Action, { type: 'beatRefused' }>;
+  /** A beat the input just observed came from a holder no pod list names (a `listPods` action, then cleared). */
+  listPods?: Extract<Action, { type: 'listPods' }>;
   /** A hung parent and its fence (src/core/fence.ts). */
   hang: HangState;
   /** The active checkpoint's manifest was found gone or changed, and is not written again yet (src/core/manifest.ts). */
@@ -366,7 +368,13 @@ export type Action =
   /** The reason changed while the state did not (status REASON, the log). */
   | { type: 'note'; state: ParentStateName; reason: Reason }
   /** A beat that is not the parent's own was refused (src/core/beats.ts); `report`: first of its kind for that holder. */
-  | { type: 'beatRefused'; channel: Channel; holder: string; holderUid: string; why: 'foreign' | 'frozen'; message: string; report: boolean };
+  | { type: 'beatRefused'; channel: Channel; holder: string; holderUid: string; why: 'foreign' | 'frozen'; message: string; report: boolean }
+  /**
+   * A beat came from a holder no pod list names for the parent (src/core/beats.ts, `unlisted`): the
+   * agent's pod list may be behind (a watch that stalled while a surge's new pod started), so list
+   * the node's pods afresh; the beat is judged again when that list arrives.
+   */
+  | { type: 'listPods'; holder: string; holderUid: string };
 
 export interface Decision {
   state: ParentState;

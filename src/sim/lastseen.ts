@@ -520,6 +520,14 @@ export class SimLastseen implements AgentProcess {
           }),
         );
       },
+      // A LIST of this node's pods, as the informer's resync makes it: a request of its own, heard a
+      // round trip later if the api-server answers this node, whatever the watch was doing.
+      listPods: () =>
+        this.later(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), () => {
+          if (!w.api.reachableFrom(node)) return;
+          w.log(node.name, 'agent', 'listed the pods afresh (a beat from a holder no list named)');
+          this.feed.podsChanged();
+        }),
       readLive: (p, channels) =>
         this.work(T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node), (): LiveRead => {
           if (!w.api.reachableFrom(node)) return { unavailable: 'api-server unreachable' };

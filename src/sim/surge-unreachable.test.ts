@@ -54,9 +54,9 @@ describe('a surge rollout while the probe calls the api-server unreachable', () 
 // The same, but the pod watch was stalled when the new pod came and its restart came while the
 // probe still called the api-server unreachable: the informer lists again all the same (the
 // random sweep's seed 20939), and the new pod is heard from that list.
-function surgeAfterStalledWatch() {
+function surgeAfterStalledWatch(stallMs = 88_093) {
   const r = parseScenario({
-    name: 'surge-after-stalled-watch',
+    name: `surge-after-stalled-watch-${stallMs}`,
     duration: 300_000,
     nodes: [
       { name: 'm1', master: true },
@@ -68,7 +68,7 @@ function surgeAfterStalledWatch() {
       { key: 'kube-flannel', kind: 'app' },
     ],
     faults: [
-      { type: 'stall-watch', at: 85_566, node: 'm2', duration: 88_093 },
+      { type: 'stall-watch', at: 85_566, node: 'm2', duration: stallMs },
       { type: 'latency', at: 101_698, node: 'm2', latency: 1402, duration: 99_569 },
       { type: 'rollout', at: 152_396, key: 'kube-flannel', healthy: true, maxUnavailable: 0, maxSurge: 1, minReadySeconds: 10 },
     ],
@@ -93,6 +93,31 @@ describe('a surge rollout heard only when a stalled pod watch lists again, the p
     expect(resumed).toBeGreaterThan(added!);
     expect(oldDeleted).toBeGreaterThan(resumed!);
     expect(reachableAgain ?? Number.POSITIVE_INFINITY).toBeGreaterThan(oldDeleted!);
+
+    const texts = m2.map((l) => `${l.t} ${l.text}`);
+    expect(res.invariantViolations).toEqual([]);
+    expect(texts.filter((t) => /lastseen-kube-system-kube-flannel|CheckpointActivated|ForeignBeat/.test(t))).toEqual([]);
+    expect(res.verdict).toBe('pass');
+  }, 120_000);
+});
+
+// And a stall that outlasts the whole rollout (the watchdog allows up to 90 s of silence): the
+// new pod's first local beat names a holder no list has, and the agent lists the pods afresh
+// at once instead of refusing that pod's beats until the watch comes back.
+describe('a surge rollout while the pod watch stays stalled and the probe calls the api-server unreachable', () => {
+  it("lists the pods afresh on the new pod's first beat, takes it for the parent, and activates nothing", async () => {
+    const res = await runScenario(surgeAfterStalledWatch(150_000));
+    const m2 = res.logs.filter((l) => l.node === 'm2');
+    const added = m2.find((l) => /^pod kube-flannel-\d+ \(api, gen 2\) added$/.test(l.text))?.t;
+    const listed = m2.find((l) => /^listed the pods afresh/.test(l.text))?.t;
+    const resumed = m2.find((l) => /^watch resumes/.test(l.text))?.t;
+    const oldDeleted = res.logs.find((l) => l.node === 'm2' && /deletes kube-flannel-\d+ \(generation 1\)/.test(l.text))?.t;
+    // The path under test: the old pod goes while the watch is still stalled.
+    expect(added).toBeDefined();
+    expect(oldDeleted).toBeGreaterThan(added!);
+    expect(resumed).toBeGreaterThan(oldDeleted!);
+    expect(listed).toBeGreaterThan(added!);
+    expect(listed).toBeLessThan(oldDeleted!);
 
     const texts = m2.map((l) => `${l.t} ${l.text}`);
     expect(res.invariantViolations).toEqual([]);
