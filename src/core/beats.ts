@@ -8,7 +8,10 @@
 //   (PodInfo.alsoListed). A holder accepted before and no longer listed (a rollout's old pod, a
 //   deleted pod's last Stopping beat) stays the parent's. A holder uid of '' (a writer that does
 //   not know its uid) matches on the name alone. Anything else is foreign: refused, counted,
-//   reported once per holder.
+//   reported once per holder. The first beat of a holder no list names is held instead (verdict
+//   `unlisted`): a new pod may beat before the pod watch lists it, or while that watch is behind
+//   (the agent then lists the pods afresh: the `listPods` action), and is judged again on the
+//   next list.
 //   While no pod is known (no api-server, right after the agent starts), the first holder whose
 //   beat *changes* becomes the parent's, provisionally, until a pod list names the real one: a
 //   first sighting proves nothing (it may be a leftover), and without an api-server no new pod can
