@@ -141,6 +141,20 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
     const late = feed(waiting.state, [[13_600, { type: 'tick' }]]);
     expect(late.state.state).toBe('Active');
     expect(late.state.reason.code).toBe('FencedNotBack');
+    // The Starting it goes on reporting is the run that just failed: the copy serves one back-off
+    // before the first hand-over (a kubelet that restarts nothing while no api-server answers is
+    // waiting for the copy), then the parent gets its ports.
+    const backoff = late.state.handover.nextBackoffMs;
+    const starting = (from: number, to: number): Array<[number, Input]> => {
+      const out: Array<[number, Input]> = [];
+      for (let t = from; t < to; t += 1000) out.push([t, { type: 'beat', beat: beat('Starting') }]);
+      return out;
+    };
+    const serving = feed(late.state, starting(14_000, 13_600 + backoff));
+    expect(serving.state.state).toBe('Active');
+    expect(serving.actions.map((a) => a.type)).not.toContain('retire');
+    const handed = feed(serving.state, starting(13_600 + backoff, 13_600 + backoff + 2000));
+    expect(handed.state.state).toBe('HandingOver');
     // A Ready beat in time ends the wait.
     const back = feed(r.state, [[5000, { type: 'beat', beat: beat('Ready') }]]);
     expect(back.state.hang.recoverBy).toBeNull();

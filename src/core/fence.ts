@@ -183,6 +183,11 @@ export function judgeFencedNotBack(s: ParentState, now: number, actions: Action[
   const recoverBy = s.hang.recoverBy ?? null;
   if (recoverBy === null || now < recoverBy || s.phase === 'Ready') return null;
   s.hang.recoverBy = null;
+  // The copy serves one back-off before the first hand-over, as after a failed one: the Starting
+  // the parent reports is the run that just failed its window, and a parent that cannot start
+  // while no api-server answers (a kubelet that restarts nothing then) is started by the copy's
+  // service. Retiring the copy at once would retire the only api-server there is.
+  s.handover.notBefore = Math.max(s.handover.notBefore, now + s.handover.nextBackoffMs);
   return cover(
     s,
     'FencedNotBack',
