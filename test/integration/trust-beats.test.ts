@@ -276,7 +276,8 @@ describe('a Lease write that surfaces late', () => {
     });
     await sleep(6000);
     expect(await exists(s.manifest)).toBe(true);
-    expect(transitions(s.agent, mark).filter((t) => t.from === 'Active')).toEqual([]);
+    const left = transitions(s.agent, mark).filter((t) => t.from === 'Active');
+    expect(left, `left Active after the thaw: ${JSON.stringify(left)}`).toEqual([]);
     await s.agent.stop();
   });
 });
