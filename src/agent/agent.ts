@@ -273,7 +273,6 @@ export class Agent<P = unknown> implements ManifestSubject {
     return this.inflight.size;
   }
 
-  /** Stop scheduling; wait for actions in flight. */
   /**
    * A fresh pod list now, or once LIST_PODS_EVERY_MS has passed since the last one was asked for:
    * one waits its turn, never dropped (a holder whose first beat came just after a list may not
@@ -292,6 +291,7 @@ export class Agent<P = unknown> implements ManifestSubject {
     else this.listPodsTimer = this.o.timers.set(ask, wait);
   }
 
+  /** Stop scheduling; wait for actions in flight. */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer !== null) this.o.timers.clear(this.timer);
