@@ -99,7 +99,7 @@ try {
   await tb.node('up');
   log(`node up after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   await tb.bootstrap(withAgent);
-  kubeletVersion = (await tb.kubectl(['get', 'node', tb.env.nodeName, '-o', 'jsonpath={.status.nodeInfo.kubeletVersion}'])).trim() || null;
+  kubeletVersion = (await tb.kubeletVersion()) || null;
   const limitS = Number(o.limit ?? (withAgent ? 240 : 90));
   if (o.case === 'starve') {
     for (let i = 1; i <= Number(o.reboots); i++) {

@@ -28,21 +28,17 @@ afterAll(async () => {
   else process.env.LASTSEEN_NODE_KUBELET_VERSION = before;
 });
 
-async function kubeletVersion(): Promise<string> {
-  return (await tb.kubectl(['get', 'node', tb.env.nodeName, '-o', 'jsonpath={.status.nodeInfo.kubeletVersion}'])).trim();
-}
-
 describe(`a self-hosted control plane on an older kubelet (${OLDER})`, () => {
   it('with lastseen: comes back after a power cycle, and the self-hosted api-server takes over again', async () => {
     await tb.fresh(true);
     // The node runs the older kubelet, not the default one (`up` would refuse a missing binary).
-    expect(await kubeletVersion()).toBe(OLDER);
+    expect(await tb.kubeletVersion()).toBe(OLDER);
     const r = await rebootOnce(tb, { offS: 2, limitS: 240, settleS: 10, withAgent: true });
     console.log(`reboot on kubelet ${OLDER}: ${JSON.stringify(r)}`);
     expect(r).toMatchObject({ recovered: true, schedulerBack: true, controllerManagerBack: true, agentBack: true });
     expect(r.apiServedAfterS).not.toBeNull();
     expect(r.apiServedAfterS as number).toBeLessThan(60);
     // Still the older kubelet after the power cycle (scripts/node start reads the same variable).
-    expect(await kubeletVersion()).toBe(OLDER);
+    expect(await tb.kubeletVersion()).toBe(OLDER);
   });
 });

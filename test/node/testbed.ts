@@ -67,6 +67,11 @@ export class Testbed {
     return r.stdout;
   }
 
+  /** The node's kubelet version as the kubelet reports it on its Node object. */
+  async kubeletVersion(): Promise<string> {
+    return (await this.kubectl(['get', 'node', this.env.nodeName, '-o', 'jsonpath={.status.nodeInfo.kubeletVersion}'])).trim();
+  }
+
   async kubectl(args: string[], input?: string): Promise<string> {
     const p = run(this.env.kubectl, ['--kubeconfig', this.env.kubeconfig, '--request-timeout=5s', ...args], { maxBuffer: 64 << 20 });
     if (input !== undefined) {
