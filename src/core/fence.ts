@@ -29,7 +29,7 @@
 //
 // Pure: times are the observer's monotonic milliseconds.
 import { due, inFlight, succeeded } from './actions.js';
-import { cover, event, holdNote, R, secs } from './transitions.js';
+import { cover, coverFailedStart, event, holdNote, R, secs } from './transitions.js';
 import type { Action, Beat, Input, ParentState } from './types.js';
 
 /** Unanswered rounds in a row before a parent counts as hung: one is a slow answer, two a hang. */
@@ -183,12 +183,7 @@ export function judgeFencedNotBack(s: ParentState, now: number, actions: Action[
   const recoverBy = s.hang.recoverBy ?? null;
   if (recoverBy === null || now < recoverBy || s.phase === 'Ready') return null;
   s.hang.recoverBy = null;
-  // The copy serves one back-off before the first hand-over, as after a failed one: the Starting
-  // the parent reports is the run that just failed its window, and a parent that cannot start
-  // while no api-server answers (a kubelet that restarts nothing then) is started by the copy's
-  // service. Retiring the copy at once would retire the only api-server there is.
-  s.handover.notBefore = Math.max(s.handover.notBefore, now + s.handover.nextBackoffMs);
-  return cover(
+  return coverFailedStart(
     s,
     'FencedNotBack',
     `the fenced parent did not report Ready within ${Math.round((recoverBy - (s.hang.fence?.at ?? recoverBy)) / 1000)}s of its fence`,

@@ -20,7 +20,7 @@
 // `graceUntil` (which the boot and api rules also move). Pure.
 import { judgeBeat, leadingBeat, MAX_HOLDERS, takePending } from './beats.js';
 import { observeParentBeat as observeHang } from './fence.js';
-import { cover, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
+import { cover, coverFailedStart, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
 import type { Action, Beat, ParentPolicy, ParentState, PodInfo } from './types.js';
 
 /** Beat rounds remembered to recognise one round arriving on several channels: a few intervals' worth. */
@@ -191,8 +191,7 @@ export function judgeLive(s: ParentState, now: number, actions: Action[]): boole
   if (fresh(s, now)) {
     if (s.phase === 'Stopping') return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
     if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
-      s.handover.notBefore = now + s.handover.nextBackoffMs;
-      return cover(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
+      return coverFailedStart(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
     }
     const want = liveState(s.phase);
     if (want !== s.state)

@@ -57,6 +57,18 @@ export function cover(s: ParentState, why: string, message: string, now: number,
   return enter(s, 'Active', R(why, message), now, actions);
 }
 
+/**
+ * The parent's own start failed (Starting past startTimeout, or not back after a fence): cover it,
+ * and let the copy serve one hand-over back-off before the first hand-over. The Starting it goes on
+ * reporting is the run that just failed, and a parent that cannot start while no api-server answers
+ * (a kubelet that restarts nothing then) is started by the copy's service: retiring the copy at
+ * once would retire the only api-server there is. (Outside Active, notBefore is never ahead of now.)
+ */
+export function coverFailedStart(s: ParentState, why: string, message: string, now: number, actions: Action[]): boolean {
+  s.handover.notBefore = now + s.handover.nextBackoffMs;
+  return cover(s, why, message, now, actions);
+}
+
 /** The state a fresh parent is in, by the phase of its beats. */
 export function liveState(phase: Phase | null): ParentStateName {
   return phase === 'Ready' ? 'Healthy' : 'Starting';
