@@ -30,7 +30,12 @@
 // - Two live pods of one key (a surge rollout). Both are the parent; the parent's phase is the best
 //   among the holders whose beats changed within the window (Ready, then Starting, then Stopping),
 //   so the Stopping of the outgoing pod does not read as a deliberate stop while the other beats
-//   Ready; once it is the only one left beating, its Stopping counts.
+//   Ready; once it is the only one left beating, its Stopping counts, unless the api-server lists
+//   another pod of the key on this node that has not said Stopping itself (`listedSuccessor`): a
+//   surge's new pod whose beats the agent has not counted yet (both pods write the one local beat
+//   file, and the old pod's write can replace the new one's before the agent reads it; its Lease
+//   writes may be slow). That Stopping is a pod being replaced, not the parent stopping: the
+//   parent is judged by its silence instead, one window later at most.
 import type { Beat, Channel, Phase } from './types.js';
 
 export interface Holder {
@@ -235,4 +240,24 @@ export function leadingBeat(t: BeatTrust, now: number, windowMs: number): { phas
       best = h;
   }
   return best === null ? null : { phase: best.phase!, holderUid: best.uid, unprobed: best.unprobed };
+}
+
+/**
+ * A pod of the key the api-server lists on this node besides the holder `leadUid` whose Stopping
+ * leads, and not itself known to have said Stopping: a rollout's new pod (null: none). A pod
+ * listed but never heard still counts: its beats may not have been seen yet. A stale list can only
+ * delay the cover by the window the silence rule then takes.
+ */
+export function listedSuccessor(t: BeatTrust, listed: Holder[] | null, leadUid: string): Holder | null {
+  if (listed === null) return null;
+  const lead = t.holders.find((h) => h.uid === leadUid && h.phase === 'Stopping');
+  if (lead === undefined) return null;
+  return (
+    listed.find((h) => {
+      // The leaving pod itself (a writer without a uid is known by its name alone).
+      if (h.name === lead.name && (h.uid === lead.uid || h.uid === '' || lead.uid === '')) return false;
+      const rec = t.holders.find((r) => r.uid === h.uid && r.name === h.name);
+      return rec?.phase !== 'Stopping';
+    }) ?? null
+  );
 }

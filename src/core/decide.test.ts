@@ -332,6 +332,31 @@ describe('decide: rules over time', () => {
     expect(d.actions).toContainEqual({ type: 'activate', reason: expect.objectContaining({ code: 'ParentStopping' }) });
   });
 
+  it('a Stopping beside another listed pod of the parent is a pod being replaced: no cover until a silence', () => {
+    // A surge: the api-server lists a new pod beside the tracked one, whose beats the agent has not
+    // counted (the old pod's writes of the shared local file replaced them). The old pod says Stopping.
+    const withNew = decide(f.Healthy!.state, { type: 'pod', pod: { ...POD, alsoListed: [{ uid: 'uid-new', name: 'p-new' }] } }, 2050).state;
+    const d = decide(withNew, { type: 'beat', beat: beat('Stopping') }, 2100);
+    expect(d.state.state).toBe('Healthy');
+    expect(kinds(d.actions)).not.toContain('activate');
+    expect(d.state.reason.code).toBe('ParentReplaced');
+    expect(d.state.reason.message).toContain('p-new');
+    // The new pod beats: the parent is Ready, and says so.
+    const heard = decide(d.state, { type: 'beat', beat: beat('Ready', { holder: 'p-new', holderUid: 'uid-new' }) }, 2600);
+    expect(heard.state.state).toBe('Healthy');
+    expect(heard.state.reason.code).toBe('Ready');
+    expect(kinds(heard.actions)).not.toContain('activate');
+    // The new pod never beats: a window later the parent is Silent, and the silence rule takes it
+    // from there (a live read of the api channels first, as for any silence).
+    const r = ticksUntil(d.state, 2100, 60_000);
+    expect(r.state.state).toBe('Silent');
+    expect(r.times[kinds(r.actions).indexOf('transition')]).toBe(2100 + POLICY.windowMs + 1);
+    expect(kinds(r.actions)).toContain('confirm');
+    // A listed pod that itself said Stopping is no successor: the other's Stopping is covered at once.
+    const bothStop = decide(withNew, { type: 'beat', beat: beat('Stopping', { holder: 'p-new', holderUid: 'uid-new' }) }, 2080).state;
+    expect(decide(bothStop, { type: 'beat', beat: beat('Stopping') }, 2100).state.state).toBe('Active');
+  });
+
   it('without a stored checkpoint nothing is activated, and a warning is raised once', () => {
     const s = start(POLICY, false);
     const r = ticksUntil(s, 0, 600_000);

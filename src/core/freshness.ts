@@ -18,7 +18,7 @@
 // Owns `lastChangeAt`, `lastLocalChangeAt`, `phase`, `phaseUnprobed`, `holderUid`,
 // `startingSince`, `rounds`, `seen`, `declaredIntervalMs`, `windowNotedMs`, `beatTrust` and
 // `graceUntil` (which the boot and api rules also move). Pure.
-import { judgeBeat, leadingBeat, MAX_HOLDERS, takePending } from './beats.js';
+import { judgeBeat, leadingBeat, listedSuccessor, MAX_HOLDERS, takePending } from './beats.js';
 import { observeParentBeat as observeHang } from './fence.js';
 import { cover, coverFailedStart, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
 import type { Action, Beat, ParentPolicy, ParentState, PodInfo } from './types.js';
@@ -189,13 +189,27 @@ export function readyProven(s: ParentState): boolean {
 export function judgeLive(s: ParentState, now: number, actions: Action[]): boolean {
   const p = s.policy;
   if (fresh(s, now)) {
-    if (s.phase === 'Stopping') return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+    if (s.phase === 'Stopping') {
+      // A surge's old pod leaving beside a new pod not heard yet: the new pod is the parent (beats.ts).
+      const next = listedSuccessor(s.beatTrust, listedHolders(s), s.holderUid ?? '');
+      if (next === null) return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+      holdNote(
+        s,
+        R(
+          'ParentReplaced',
+          `the pod reporting Stopping is being replaced: pod ${next.name} of this parent is listed on this node; waiting for its beats (a silence is judged as usual)`,
+        ),
+        actions,
+      );
+      return false;
+    }
     if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
       return coverFailedStart(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
     }
     const want = liveState(s.phase);
-    if (want !== s.state)
-      return enter(s, want, want === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting'), now, actions);
+    const live = want === 'Healthy' ? R('Ready', 'the parent reports Ready') : R('Starting', 'the parent reports Starting');
+    if (want !== s.state) return enter(s, want, live, now, actions);
+    if (s.reason.code === 'ParentReplaced') holdNote(s, live, actions);
     return false;
   }
   if (now < s.graceUntil) return false;
