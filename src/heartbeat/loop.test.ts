@@ -193,6 +193,45 @@ describe('runHeartbeatLoop', () => {
     expect(lease.beats.at(-1)).toMatchObject({ phase: 'Stopping', sequence: 14 });
   });
 
+  it('a round reaches the api channels only once the local file holds it, waiting half an interval at most', async () => {
+    const clock = new FakeClock({ io: true });
+    const events: string[] = [];
+    let localMs = 30; // a slow fsync
+    const local: BeatWriter = {
+      channel: 'local',
+      write: (b: Beat) => {
+        events.push(`local ${b.sequence} start ${clock.now()}`);
+        return clock.sleep(localMs).then(() => void events.push(`local ${b.sequence} done ${clock.now()}`));
+      },
+    };
+    const lease: BeatWriter = {
+      channel: 'lease',
+      write: (b: Beat) => {
+        events.push(`lease ${b.sequence} start ${clock.now()}`);
+        return Promise.resolve();
+      },
+    };
+    const { logger } = memoryLogger();
+    // The api writer comes first in the list, as in a policy's `channels: [lease, local]`.
+    const hb = runHeartbeatLoop({ identity, intervalMs: 1000, writers: [lease, local], probe: async () => ({ ok: true }), clock, logger });
+    await clock.advance(1500);
+    await settle();
+    expect(events).toEqual(['local 1 start 0', 'local 1 done 30', 'lease 1 start 30', 'local 2 start 1000', 'local 2 done 1030', 'lease 2 start 1030']);
+    // A local write that hangs holds the api channels half an interval, no more, and the next round
+    // (its local channel still busy) does not wait for it at all.
+    localMs = 5000;
+    events.length = 0;
+    await clock.advance(1000);
+    await settle();
+    expect(events).toEqual(['local 3 start 2000', 'lease 3 start 2500']);
+    await clock.advance(1000);
+    await settle();
+    expect(events.slice(2)).toEqual(['lease 4 start 3000']);
+    const stopped = hb.stop();
+    await clock.advance(10_000);
+    await stopped;
+  });
+
   it('a probe that overruns skips the ticks it missed instead of bunching up', async () => {
     const clock = new FakeClock({ io: true });
     const local = new Recorder('local', clock);

@@ -2,8 +2,9 @@
 // fake clock and the wiring in heartbeat.ts stays a list of constructors.
 //
 // Every interval, on a fixed schedule (no drift): probe -> phase -> one sequence for the round ->
-// hand the beat to every channel. Each channel writes on its own: the round does not wait for the
-// writes, and a channel whose last write is still running (a hung api-server holds a Lease write
+// hand the beat to every channel, the local file first (the api channels get the round once the
+// file holds it, waiting half an interval at most). Each channel writes on its own: the round does
+// not wait for the api writes, and a channel whose last write is still running (a hung api-server holds a Lease write
 // for its whole deadline and more) skips the round instead of delaying it, so the local file keeps
 // its interval whatever the api-server does. A failing channel never stops the others or the loop;
 // it is logged with structured fields. A probe that overruns the interval skips the ticks it
@@ -157,7 +158,21 @@ export function runHeartbeatLoop(opts: LoopOptions): Heartbeat {
       );
       return;
     }
-    for (const w of writers) void dispatch(w, beatOn(w), deadline);
+    // The node's file first: a round goes to the api channels once the local file holds it (or
+    // after half an interval, or at once if the local write is still busy with an earlier round),
+    // so a Lease or annotation round is never newer than the local file. A sidecar killed between
+    // the two would otherwise leave a round that only the api-server has: queued in a frozen or
+    // slow api-server, it surfaces after the local file showed the parent dead, newer than
+    // anything counted, and reads as the parent alive again (src/core/beats.ts).
+    const localFirst = writers.filter((w) => w.channel === 'local' && !busy.has(w));
+    const rest = writers.filter((w) => !localFirst.includes(w));
+    const written = localFirst.map((w) => dispatch(w, beatOn(w), deadline));
+    if (written.length > 0 && rest.length > 0) {
+      const bound = new AbortController();
+      await Promise.race([Promise.allSettled(written), clock.sleep(intervalMs / 2, bound.signal).catch(() => undefined)]);
+      bound.abort();
+    }
+    for (const w of rest) void dispatch(w, beatOn(w), deadline);
     const tookMs = clock.now() - started;
     if (tookMs > intervalMs) logger.warn({ sequence: counter.sequence, tookMs, intervalMs }, 'heartbeat round overran its interval');
   }
