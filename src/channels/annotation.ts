@@ -11,7 +11,10 @@
 // them test the same last-seen value, so at most one applies and the stored sequence never goes
 // back within a run. A failed test (422) means a write of ours landed after all, or someone else
 // wrote: re-read the pod once and write on top of what is there. Only a writer's first write (and
-// one after the annotation vanished) is an unconditional JSON merge patch, which cannot 409.
+// one after the annotation vanished) is an unconditional JSON merge patch, which cannot 409; if it
+// lands late, after later rounds, its sequence 1 carries the renew time of a round the local file
+// already showed (the heartbeat writes the file first), and the agent takes it for that round, not
+// for a writer restart (src/core/beats.ts).
 // What remains is the pod being gone (404: nothing to create, the round fails) and the api-server
 // not answering (backoff within the round, fresh connection pool after repeats). The Lease channel
 // gets the same guarantee from its optimistic `replace` (src/channels/lease.ts).

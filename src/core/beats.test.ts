@@ -56,6 +56,23 @@ const table: Array<{ name: string; steps: Step[] }> = [
     ],
   },
   {
+    name: "a run's first round surfacing late on another channel is that round again, not a writer restart",
+    steps: [
+      [b('local', 5), L, 'baseline'],
+      [b('lease', 5), L, 'baseline'],
+      [b('local', 6), L, 'change'],
+      [b('lease', 6), L, 'old'],
+      // The writer restarts (a new run: sequence 1, a new renew time), seen on the local file.
+      [b('local', 1, { renewTime: 'r2-1' }), L, 'change'],
+      [b('local', 2, { renewTime: 'r2-2' }), L, 'change'],
+      // Its first Lease write, queued in a frozen api-server, lands after the later rounds.
+      [b('lease', 1, { renewTime: 'r2-1' }), L, 'old'],
+      [b('local', 3, { renewTime: 'r2-3' }), L, 'change'],
+      // A real restart again (another round 1) still counts.
+      [b('local', 1, { renewTime: 'r3-1' }), L, 'change'],
+    ],
+  },
+  {
     name: 'a frozen sequence whose renew time moves is not a beat',
     steps: [
       [b('lease', 10), L, 'baseline'],

@@ -25,7 +25,9 @@
 //   channels, a round counts only if it is newer than every round already counted from that
 //   holder: a Lease write that surfaces late (queued in a frozen api-server, a slow etcd) is older
 //   than what the local file already showed and cannot revive a parent the local channel has seen
-//   die. First sightings never raise that mark: after a reboot the Lease still holds the last run's
+//   die. A round 1 whose renew time is that of the run's first round already seen on another
+//   channel is that round again (a first write queued in a slow api-server, applied after later
+//   rounds; the annotation writer's first write is unconditional), not a new run. First sightings never raise that mark: after a reboot the Lease still holds the last run's
 //   higher numbers, and the new run must not be held back by them.
 // - Two live pods of one key (a surge rollout). Both are the parent; the parent's phase is the best
 //   among the holders whose beats changed within the window (Ready, then Starting, then Stopping),
@@ -54,6 +56,12 @@ export interface HolderRecord {
   seq: Partial<Record<Channel, number>>;
   /** Channels whose last sequence was a first sighting (not counted: it may be a run long over). */
   firstSeen?: Channel[];
+  /**
+   * The renew time of the first round (sequence 1) of its run as last seen on any channel: the same
+   * round arriving later on another channel (a first write queued in a slow api-server) is that
+   * round again, not a new run. Compared for equality only.
+   */
+  runStart?: string;
   /** Phase of its latest counted change, whether that Ready was unprobed, and when (observer time). */
   phase: Phase | null;
   unprobed: boolean;
@@ -168,6 +176,11 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
   const fromFirstSighting = rec.firstSeen?.includes(b.channel) === true;
   rec.firstSeen = (rec.firstSeen ?? []).filter((c) => c !== b.channel);
 
+  // Round 1 of the run already seen on another channel: the same round surfacing late there (a
+  // first write queued in a frozen api-server, applied after the writer's later rounds), not a
+  // writer restart: it must not start the count afresh and read as the parent beating again.
+  if (b.sequence === 1 && rec.runStart === b.renewTime && before !== undefined && before > 1) return { trust, verdict: { kind: 'old' } };
+  if (b.sequence === 1) rec.runStart = b.renewTime;
   if (!trust.channels.includes(b.channel)) {
     trust.channels = [...trust.channels, b.channel];
     rec.firstSeen = [...rec.firstSeen, b.channel];
