@@ -1,7 +1,10 @@
 // The whole test bed's memory and CPU, sampled from /proc: every process in one of its network or
 // mount namespaces (kubelets, containerds, shims, every container, haproxy). Memory is the sum of
 // resident set sizes (pages shared between processes count once per process, so it errs high);
-// CPU is the processes' user+system time between two samples (a process seen in both), in cores.
+// CPU is the processes' user+system time between two samples (a process seen in both: same pid and
+// start time, so a reused pid is not taken for the same process), in cores, over the time between
+// the samples on the monotonic clock. One session-14 run's peak read 133 cores, which no bed can
+// use; a wall clock stepped between two samples, or a reused pid, reads like that.
 import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +27,7 @@ export class ResourceSampler {
   private readonly rss: number[] = [];
   private readonly cpu: number[] = [];
   private readonly load: number[] = [];
-  private last: { t: number; ticks: Map<number, number> } | null = null;
+  private last: { t: number; ticks: Map<string, number> } | null = null;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly clusterDir: string) {}
@@ -64,7 +67,7 @@ export class ResourceSampler {
     const ns = this.inodes();
     if (ns.size === 0) return;
     let rss = 0;
-    const ticks = new Map<number, number>();
+    const ticks = new Map<string, number>();
     for (const d of readdirSync('/proc')) {
       if (!/^\d+$/.test(d)) continue;
       try {
@@ -74,12 +77,13 @@ export class ResourceSampler {
         rss += Number(readFileSync(`/proc/${d}/statm`, 'utf8').split(' ')[1]) * PAGE;
         const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
         const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        ticks.set(Number(d), Number(f[11]) + Number(f[12]));
+        // utime and stime (fields 14, 15), keyed by pid and start time (field 22).
+        ticks.set(`${d}/${f[19]}`, Number(f[11]) + Number(f[12]));
       } catch {
         // gone meanwhile
       }
     }
-    const t = Date.now();
+    const t = performance.now();
     this.rss.push(rss);
     this.load.push(loadavg()[0] ?? 0);
     if (this.last) {
