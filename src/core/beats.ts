@@ -15,7 +15,9 @@
 //   While no pod is known (no api-server, right after the agent starts), the first holder whose
 //   beat *changes* becomes the parent's, provisionally, until a pod list names the real one: a
 //   first sighting proves nothing (it may be a leftover), and without an api-server no new pod can
-//   appear on the node, so the pod beating then is the one the kubelet already runs.
+//   appear on the node, so the pod beating then is the one the kubelet already runs. A slow
+//   api-server (one the probe calls unreachable, whose pod watch still answers) can start new pods:
+//   the pods its identity-only lists name (`listedOnly`) are then who may beat, as a full list's.
 // - Order. Each holder numbers its rounds (one sequence for all channels of a round). On one
 //   channel the sequence must move forward: the same sequence with another renew time or phase is
 //   not a beat (a frozen writer, or a copy that only refreshes renewTime) and is refused; a lower
@@ -82,6 +84,13 @@ export interface BeatTrust {
   suspects: string[];
   /** The latest such first beat, judged again when the next pod list arrives (replayUnlisted). */
   pending: Beat | null;
+  /**
+   * The pods an identity-only list named (one heard while the api-server is judged unreachable)
+   * while no full list has told the agent its pod yet: an agent that starts during a slow
+   * api-server still knows a surge's new pod for the parent's (freshness.ts). Unset once a full
+   * list comes.
+   */
+  listedOnly?: Holder[];
 }
 
 export type BeatVerdict =
@@ -114,6 +123,7 @@ export function copyTrust(t: BeatTrust): BeatTrust {
     reported: [...t.reported],
     suspects: [...t.suspects],
     pending: t.pending,
+    ...(t.listedOnly ? { listedOnly: [...t.listedOnly] } : {}),
   };
 }
 

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { ACTION_TIMEOUT_MS } from './actions.js';
 import { CONFIRM_TIMEOUT_MS, decide, handoverToPersist, handoverWindowMs, initialState, judgingWindowMs, OWN_SPEC_BIND_SLACK_MS } from './decide.js';
-import { beat, drive, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
+import { beat, drive, feed, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
 import { OVERLAP_EXITS_FOR_VERDICT, PROBATION } from './probation.js';
 import { type Action, type Input, type ParentState, reasonText } from './types.js';
 
@@ -355,6 +355,49 @@ describe('decide: rules over time', () => {
     // A listed pod that itself said Stopping is no successor: the other's Stopping is covered at once.
     const bothStop = decide(withNew, { type: 'beat', beat: beat('Stopping', { holder: 'p-new', holderUid: 'uid-new' }) }, 2080).state;
     expect(decide(bothStop, { type: 'beat', beat: beat('Stopping') }, 2100).state.state).toBe('Active');
+  });
+
+  it("an agent started while the probe fails knows a surge's pods from an identity-only list, not from who beat first", () => {
+    // The agent restarts (seed 37619): the api-server answers too slowly for the probe, so no full
+    // pod list has told it its pod, while the pod watch still hears the api-server.
+    const s0 = initialState({
+      namespace: 'kube-system',
+      key: 'kube-apiserver',
+      policy: POLICY,
+      now: 0,
+      checkpoint: { stored: true, active: false, specHash: 'h1' },
+    });
+    const old = { holder: POD.name, holderUid: POD.uid, channel: 'local' as const };
+    const fresh = { holder: 'kube-apiserver-n1-new', holderUid: 'uid-new', channel: 'local' as const };
+    let s = feed(s0, [
+      [100, { type: 'beat', beat: beat('Ready', old) }], // first sighting on the channel
+      [1100, { type: 'beat', beat: beat('Ready', old) }], // the first holder that beats: adopted, provisionally
+    ]).state;
+    // The identity-only list names both pods of the surge.
+    s = feed(s, [[1200, { type: 'pod', pod: { ...POD, uid: 'uid-new', name: fresh.holder, alsoListed: [{ uid: POD.uid, name: POD.name }] } }]]).state;
+    expect(s.pod).toBeNull(); // scheduling and spec still unknown
+    const heard = feed(s, [[1300, { type: 'beat', beat: beat('Ready', fresh) }]]);
+    expect(kinds(heard.actions)).not.toContain('beatRefused');
+    expect(heard.state.lastChangeAt).toBe(1300);
+    // The old pod leaves: the new one beats Ready, nothing to cover.
+    const stop = feed(heard.state, [[2000, { type: 'beat', beat: beat('Stopping', old) }]]);
+    expect(kinds(stop.actions)).not.toContain('activate');
+    // Without that list the new pod's beats were refused, and the old pod's Stopping covered.
+    const before = feed(s0, [
+      [100, { type: 'beat', beat: beat('Ready', old) }],
+      [1100, { type: 'beat', beat: beat('Ready', old) }],
+      [1300, { type: 'beat', beat: beat('Ready', fresh) }],
+      [1400, { type: 'beat', beat: beat('Ready', fresh) }],
+      [2000, { type: 'beat', beat: beat('Stopping', old) }],
+    ]);
+    expect(kinds(before.actions)).toContain('beatRefused');
+    expect(kinds(before.actions)).toContain('activate');
+    // A full list later takes over (the identity-only one is dropped).
+    const full = feed(heard.state, [
+      [2100, { type: 'api', reachable: true }],
+      [2200, { type: 'pod', pod: { ...POD, uid: 'uid-new', name: fresh.holder } }],
+    ]).state;
+    expect(full.beatTrust.listedOnly).toBeUndefined();
   });
 
   it('without a stored checkpoint nothing is activated, and a warning is raised once', () => {

@@ -216,6 +216,8 @@ function observe(s: ParentState, input: Input, now: number): void {
         return;
       }
       s.pod = input.pod ? { ...input.pod } : null;
+      // A full list: what an identity-only one named before is no longer needed (beats.ts).
+      delete s.beatTrust.listedOnly;
       const held = takeHeldBeat(s);
       if (held) observeBeat(s, held, now);
       observeExits(s, now);

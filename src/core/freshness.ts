@@ -121,7 +121,8 @@ export function observeBeat(s: ParentState, b: Beat, now: number): void {
 }
 
 function listedHolders(s: ParentState): Array<{ uid: string; name: string }> | null {
-  return s.pod ? [{ uid: s.pod.uid, name: s.pod.name }, ...(s.pod.alsoListed ?? [])] : null;
+  if (s.pod) return [{ uid: s.pod.uid, name: s.pod.name }, ...(s.pod.alsoListed ?? [])];
+  return s.beatTrust.listedOnly ?? null;
 }
 
 /**
@@ -141,17 +142,21 @@ export function takeHeldBeat(s: ParentState): Beat | null {
  * parent's: a surge rollout's new pod beside the one last listed. Identity only, and only added
  * (the pod tracked stays the last full list's, and a pod that list named goes only after several
  * newer ones): a stale list can only leave a beat unrecognised, and a pod of the key that beats
- * is a live parent. Without a pod known from a list there is nothing to add to (the holder beating
- * first is taken, beats.ts). Returns a held beat of a pod it names, as takeHeldBeat.
+ * is a live parent. Without a pod known from a full list (an agent started while the probe
+ * failed), the pods it names are kept apart (BeatTrust.listedOnly) as the pods that may beat:
+ * taking the first holder that beats for the parent's is no answer then, as a slow api-server
+ * still lets a surge start a new pod (seed 37619). Returns a held beat of a pod it names, as
+ * takeHeldBeat.
  */
 export function observeListedWhileUnreachable(s: ParentState, pod: PodInfo | null): Beat | null {
-  const known = listedHolders(s);
-  if (pod === null || known === null) return null;
+  if (pod === null) return null;
   const named = [{ uid: pod.uid, name: pod.name }, ...(pod.alsoListed ?? [])];
+  const known = listedHolders(s) ?? [];
   const added = named.filter((h) => !known.some((k) => k.uid === h.uid && k.name === h.name));
   if (added.length === 0) return null;
   // The latest few, as beats.ts remembers holders: one dropped here and accepted before stays the parent's.
-  s.pod = { ...s.pod!, alsoListed: [...(s.pod!.alsoListed ?? []), ...added].slice(-MAX_HOLDERS) };
+  if (s.pod) s.pod = { ...s.pod, alsoListed: [...(s.pod.alsoListed ?? []), ...added].slice(-MAX_HOLDERS) };
+  else s.beatTrust.listedOnly = [...known, ...added].slice(-MAX_HOLDERS);
   return takeHeldBeat(s);
 }
 

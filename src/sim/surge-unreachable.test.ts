@@ -148,3 +148,28 @@ describe('a surge whose new pod is listed but never heard before the old pod sto
     expectNoCopy(res, 'm1');
   }, 120_000);
 });
+
+// The random sweep's seed 37619: the agent is restarted during a surge while the probe calls the
+// api-server unreachable (+1.03 s latency each way). The new agent had no full pod list, so it took
+// the first holder that beat, the old pod, for the parent's, refused the new pod's beats as
+// foreign, and activated the copy on the old pod's Stopping. The pod watch's list, identity only,
+// now names the pods that may beat even before a full list has told the agent its pod.
+describe('an agent restarted during a surge while the probe calls the api-server unreachable', () => {
+  it("takes the surge's new pod for the parent from the identity-only list, and activates nothing", async () => {
+    const seed = 37619;
+    const res = await runScenario(randomScenario(seed), { seed });
+    const m3 = res.logs.filter((l) => l.node === 'm3');
+    const unreachableAt = m3.find((l) => l.text === 'api-server unreachable' && l.t > 90_000)?.t;
+    const added = m3.find((l) => /^pod kube-flannel-\d+ \(api, gen 2\) added$/.test(l.text))?.t;
+    const restarted = m3.find((l) => /^agent started; \d+ checkpoint\(s\) on disk$/.test(l.text) && l.t > (added ?? Number.POSITIVE_INFINITY))?.t;
+    const oldDeleted = res.logs.find((l) => l.node === 'm3' && /deletes kube-flannel-\d+ \(generation 1\)/.test(l.text))?.t;
+    const reachableAgain = m3.find((l) => l.text === 'api-server reachable' && l.t > (restarted ?? 0))?.t;
+    // The path under test (the generator still draws this story for this seed).
+    expect(unreachableAt).toBeLessThan(added!);
+    expect(restarted).toBeGreaterThan(added!);
+    expect(oldDeleted).toBeGreaterThan(restarted!);
+    expect(reachableAgain ?? Number.POSITIVE_INFINITY).toBeGreaterThan(oldDeleted!);
+
+    expectNoCopy(res, 'm3');
+  }, 120_000);
+});
