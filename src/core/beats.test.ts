@@ -73,6 +73,15 @@ const table: Array<{ name: string; steps: Step[] }> = [
     ],
   },
   {
+    name: "after a reboot the new run's round 1 counts on the Lease though the empty local folder showed it first",
+    steps: [
+      [b('lease', 41), L, 'baseline'], // the last run's, left in the api-server
+      [b('local', 1, { renewTime: 'r2-1' }), L, 'baseline'], // a first sighting: proves nothing
+      [b('lease', 1, { renewTime: 'r2-1' }), L, 'change'], // the same round, a change of the Lease
+      [b('local', 2, { renewTime: 'r2-2' }), L, 'change'],
+    ],
+  },
+  {
     name: 'a frozen sequence whose renew time moves is not a beat',
     steps: [
       [b('lease', 10), L, 'baseline'],

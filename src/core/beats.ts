@@ -59,7 +59,7 @@ export interface HolderRecord {
   /** Channels whose last sequence was a first sighting (not counted: it may be a run long over). */
   firstSeen?: Channel[];
   /**
-   * The renew time of the first round (sequence 1) of its run as last seen on any channel: the same
+   * The renew time of the first round (sequence 1) of its run as last counted on any channel: the same
    * round arriving later on another channel (a first write queued in a slow api-server) is that
    * round again, not a new run. Compared for equality only.
    */
@@ -186,11 +186,10 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
   const fromFirstSighting = rec.firstSeen?.includes(b.channel) === true;
   rec.firstSeen = (rec.firstSeen ?? []).filter((c) => c !== b.channel);
 
-  // Round 1 of the run already seen on another channel: the same round surfacing late there (a
+  // Round 1 of the run already counted on another channel: the same round surfacing late there (a
   // first write queued in a frozen api-server, applied after the writer's later rounds), not a
   // writer restart: it must not start the count afresh and read as the parent beating again.
   if (b.sequence === 1 && rec.runStart === b.renewTime && before !== undefined && before > 1) return { trust, verdict: { kind: 'old' } };
-  if (b.sequence === 1) rec.runStart = b.renewTime;
   if (!trust.channels.includes(b.channel)) {
     trust.channels = [...trust.channels, b.channel];
     rec.firstSeen = [...rec.firstSeen, b.channel];
@@ -216,6 +215,9 @@ export function judgeBeat(t: BeatTrust, b: Beat, listed: Holder[] | null, now: n
     }
   }
   if (b.sequence <= rec.high) return { trust, verdict: { kind: 'old' } };
+  // Only a counted round 1 marks the run's start: a first sighting proves nothing, and after a
+  // reboot the Lease's round 1 must still count when the empty local folder showed it first.
+  if (b.sequence === 1) rec.runStart = b.renewTime;
   rec.high = b.sequence;
   rec.trusted = true;
   rec.phase = b.phase;
