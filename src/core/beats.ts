@@ -27,10 +27,11 @@
 //   channels, a round counts only if it is newer than every round already counted from that
 //   holder: a Lease write that surfaces late (queued in a frozen api-server, a slow etcd) is older
 //   than what the local file already showed and cannot revive a parent the local channel has seen
-//   die. A round 1 whose renew time is that of the run's first round already seen on another
+//   die. A round 1 whose renew time is that of the run's first round already counted on another
 //   channel is that round again (a first write queued in a slow api-server, applied after later
-//   rounds; the annotation writer's first write is unconditional), not a new run. First sightings never raise that mark: after a reboot the Lease still holds the last run's
-//   higher numbers, and the new run must not be held back by them.
+//   rounds; the annotation writer's first write is unconditional), not a new run. First sightings
+//   never raise that mark: after a reboot the Lease still holds the last run's higher numbers, and
+//   the new run must not be held back by them.
 // - Two live pods of one key (a surge rollout). Both are the parent; the parent's phase is the best
 //   among the holders whose beats changed within the window (Ready, then Starting, then Stopping),
 //   so the Stopping of the outgoing pod does not read as a deliberate stop while the other beats
@@ -59,9 +60,9 @@ export interface HolderRecord {
   /** Channels whose last sequence was a first sighting (not counted: it may be a run long over). */
   firstSeen?: Channel[];
   /**
-   * The renew time of the first round (sequence 1) of its run as last counted on any channel: the same
-   * round arriving later on another channel (a first write queued in a slow api-server) is that
-   * round again, not a new run. Compared for equality only.
+   * The renew time of the first round (sequence 1) of its run as last counted on any channel: the
+   * same round arriving later on another channel (a first write queued in a slow api-server) is
+   * that round again, not a new run. Compared for equality only.
    */
   runStart?: string;
   /** Phase of its latest counted change, whether that Ready was unprobed, and when (observer time). */

@@ -4,9 +4,9 @@
 // Every interval, on a fixed schedule (no drift): probe -> phase -> one sequence for the round ->
 // hand the beat to every channel, the local file first (the api channels get the round once the
 // file holds it, waiting half an interval at most). Each channel writes on its own: the round does
-// not wait for the api writes, and a channel whose last write is still running (a hung api-server holds a Lease write
-// for its whole deadline and more) skips the round instead of delaying it, so the local file keeps
-// its interval whatever the api-server does. A failing channel never stops the others or the loop;
+// not wait for the api writes, and a channel whose last write is still running (a hung api-server
+// holds a Lease write for its whole deadline and more) skips the round instead of delaying it, so
+// the local file keeps its interval whatever the api-server does. A failing channel never stops the others or the loop;
 // it is logged with structured fields. A probe that overruns the interval skips the ticks it
 // missed instead of firing them back to back. On stop: each channel, once its write in flight is
 // done, gets one last beat with phase Stopping; then the writers are closed.
