@@ -3,8 +3,8 @@
 // resident set sizes (pages shared between processes count once per process, so it errs high);
 // CPU is the processes' user+system time between two samples (a process seen in both: same pid and
 // start time, so a reused pid is not taken for the same process), in cores, over the time between
-// the samples on the monotonic clock. One session-14 run's peak read 133 cores, which no bed can
-// use; a wall clock stepped between two samples, or a reused pid, reads like that.
+// the samples on the monotonic clock: a wall clock stepped between two samples, or a reused pid,
+// once made a peak read 133 cores, which no bed on this machine can use.
 import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
