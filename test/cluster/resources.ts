@@ -4,7 +4,7 @@
 // CPU is the processes' user+system time between two samples (a process seen in both: same pid and
 // start time, so a reused pid is not taken for the same process), in cores, over the time between
 // the samples on the monotonic clock: a wall clock stepped between two samples, or a reused pid,
-// once made a peak read 133 cores, which no bed on this machine can use.
+// can make a peak read far more cores than the machine has (133 was once recorded).
 import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
