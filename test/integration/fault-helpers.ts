@@ -42,13 +42,14 @@ export async function kubeconfigVia(port: number): Promise<string> {
  * api client, which leaves a kept-alive connection behind (as in production, where captures and
  * Events run over it); without one, the capture needs no request.
  */
-async function parentPod(ns: string, node: string, secret: boolean): Promise<{ name: string; uid: string }> {
+async function parentPod(ns: string, node: string, secret: boolean, name = `demo-${node}`): Promise<{ name: string; uid: string }> {
   const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
-  if (secret) await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'demo-tls' }, stringData: { 'tls.key': 'secret-key-bytes' } } });
+  if (secret && name === `demo-${node}`)
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'demo-tls' }, stringData: { 'tls.key': 'secret-key-bytes' } } });
   const pod = await core.createNamespacedPod({
     namespace: ns,
     body: {
-      metadata: { name: `demo-${node}`, labels: { 'lastseen.dev/parent': KEY, app: 'demo' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
+      metadata: { name, labels: { 'lastseen.dev/parent': KEY, app: 'demo' }, annotations: { 'lastseen.dev/checkpoint': 'true' } },
       spec: {
         nodeName: node,
         containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.10', ...(secret ? { volumeMounts: [{ name: 'tls', mountPath: '/tls' }] } : {}) }],
@@ -84,8 +85,10 @@ export interface FaultSetup {
   agent: Proc;
   /** Starts another agent process with the same folders and flags (after the first was stopped), plus `extra` (later flags win). */
   startAgent(extra?: string[]): Proc;
-  /** Starts `lastseen heartbeat` for the parent (default channel: lease), straight to the api-server (never via a proxy). */
-  heartbeat(channels?: string): Proc;
+  /** Starts `lastseen heartbeat` for the parent (default channel: lease) as `pod` (default: the parent pod), straight to the api-server (never via a proxy). */
+  heartbeat(channels?: string, pod?: { name: string; uid: string }): Proc;
+  /** Another pod of the parent's key on the node, as a surge rollout's new pod (same spec, its own name). */
+  addParentPod(name: string): Promise<{ name: string; uid: string }>;
 }
 
 export async function faultSetup(name: string, o: FaultSetupOptions): Promise<FaultSetup> {
@@ -118,11 +121,12 @@ export async function faultSetup(name: string, o: FaultSetupOptions): Promise<Fa
     manifest: join(dirs.manifests, `lastseen-${ns}-${KEY}.json`),
     agent: startAgent(),
     startAgent,
-    heartbeat: (channels = 'lease') =>
+    addParentPod: (name) => parentPod(ns, node, o.secret ?? true, name),
+    heartbeat: (channels = 'lease', as = pod) =>
       lastseen(
         [
           'heartbeat',
-          ...['--node', node, '--pod-name', pod.name, '--namespace', ns, '--pod-uid', pod.uid, '--parent-key', KEY],
+          ...['--node', node, '--pod-name', as.name, '--namespace', ns, '--pod-uid', as.uid, '--parent-key', KEY],
           ...['--channels', channels, '--interval', '250ms', '--probe', main.probe(), '--heartbeat-dir', dirs.heartbeats, '--kubeconfig', cp.adminKubeconfig],
         ],
         {},
