@@ -4,7 +4,9 @@
 // measured (with its commit, load average, static-pod limit and resources), and per case the
 // min/median/max of each figure over all rounds of all runs. A run already there (same
 // measuredAt) is replaced. --sim FILE takes the simulator's lines (`CASE {simulate --json}`,
-// one a line) as the simulator's side.
+// one a line) as the simulator's side. Runs with kubelets on their own node's api-server and runs
+// with kubelets on the load balancer are summed apart. Then `npx biome check --write
+// bench/cluster.json` (lint wants biome's layout of the JSON).
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
