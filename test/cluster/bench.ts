@@ -79,7 +79,11 @@ const byCase = new Map<string, Array<{ r: CaseResult; run: Run }>>();
 // Kubelets on the load balancer and kubelets on their own node's api-server are summed apart: after
 // a power loss they start their static pods 20 s apart (docs/real-cluster.md).
 const summaryName = (r: CaseResult, run: Run) => ((run.kubeletApi ?? 'lb') === 'lb' ? `${r.case} (kubelets via the load balancer)` : r.case);
-for (const run of runs) for (const r of run.cases) byCase.set(summaryName(r, run), [...(byCase.get(summaryName(r, run)) ?? []), { r, run }]);
+for (const run of runs)
+  for (const r of run.cases) {
+    const name = summaryName(r, run);
+    byCase.set(name, [...(byCase.get(name) ?? []), { r, run }]);
+  }
 for (const [name, rs] of byCase) {
   const nodes = rs.flatMap(({ r }) => r.nodes);
   summary[name] = {

@@ -22,6 +22,8 @@ export interface ClusterEnv {
   kubectl: string;
   binDir: string;
   apiserverPort: number;
+  /** Whom the kubelets ask: their own node's api-server (`local`) or the load balancer (`lb`). */
+  kubeletApi: 'local' | 'lb';
 }
 
 export function clusterEnv(): ClusterEnv {
@@ -43,6 +45,7 @@ export function clusterEnv(): ClusterEnv {
     kubectl: join(cpBin, 'kubectl'),
     binDir: need('LASTSEEN_NODE_BIN_DIR'),
     apiserverPort: Number(need('LASTSEEN_CLUSTER_APISERVER_PORT')),
+    kubeletApi: need('LASTSEEN_CLUSTER_KUBELET_API') === 'lb' ? 'lb' : 'local',
   };
 }
 

@@ -130,8 +130,7 @@ const doc = {
   totalS: Math.round((Date.now() - t0) / 1000),
   measuredAt: new Date().toISOString(),
   commit,
-  // Whom the kubelets ask: their own node's api-server (kubeadm's local mode, the default) or the load balancer.
-  kubeletApi: process.env.LASTSEEN_CLUSTER_KUBELET_API ?? 'local',
+  kubeletApi: c.env.kubeletApi,
   ...(failed ? { error: failed.message } : {}),
 };
 if (o.out) writeFileSync(o.out, `${JSON.stringify(doc, null, 2)}\n`);

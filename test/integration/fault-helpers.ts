@@ -38,14 +38,13 @@ export async function kubeconfigVia(port: number): Promise<string> {
 }
 
 /**
- * The parent pod. With a secret volume, the capture reads the Secret through the agent's pooled
+ * The parent pod, or by `name` another pod of its key (a successor). With a secret volume (the
+ * Secret faultSetup creates), the capture reads the Secret through the agent's pooled
  * api client, which leaves a kept-alive connection behind (as in production, where captures and
  * Events run over it); without one, the capture needs no request.
  */
 async function parentPod(ns: string, node: string, secret: boolean, name = `demo-${node}`): Promise<{ name: string; uid: string }> {
   const core = kubeConfigFor('admin').makeApiClient(CoreV1Api);
-  if (secret && name === `demo-${node}`)
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'demo-tls' }, stringData: { 'tls.key': 'secret-key-bytes' } } });
   const pod = await core.createNamespacedPod({
     namespace: ns,
     body: {
@@ -96,6 +95,11 @@ export async function faultSetup(name: string, o: FaultSetupOptions): Promise<Fa
   const node = await useNode(`node-${ns}`);
   const dirs = await tempDirs();
   await writePolicy(dirs.policy, o.policy);
+  // The Secret every parent pod of the setup mounts (parentPod with `secret`).
+  if (o.secret ?? true)
+    await kubeConfigFor('admin')
+      .makeApiClient(CoreV1Api)
+      .createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'demo-tls' }, stringData: { 'tls.key': 'secret-key-bytes' } } });
   const pod = await parentPod(ns, node, o.secret ?? true);
   const main = new MainContainer();
   await main.up();
