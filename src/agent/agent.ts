@@ -10,7 +10,7 @@ import { changedBeat, decide, handoverToPersist, initialState, type RecoveredHan
 import { type ManifestFile, manifestAgrees } from '../core/manifest.js';
 import { parentId } from '../core/names.js';
 import type { Clock, Timers } from '../core/time.js';
-import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, Reason } from '../core/types.js';
+import type { Action, Beat, Channel, CheckpointInfo, Input, ParentState, PodInfo, PodRef, Reason } from '../core/types.js';
 import { defaultPolicy, type Policy, policyFor } from '../policy/policy.js';
 import type { ManifestCheck, ManifestSubject } from './observe/manifests.js';
 
@@ -48,6 +48,8 @@ export class CollectRefusedError extends Error {
     this.name = 'CollectRefusedError';
   }
 }
+
+const NONE_DELETING: ReadonlyMap<string, PodRef> = new Map();
 
 /** A parent as the pod watch lists it: its key worked out once, by the observer (src/agent/parents.ts). */
 export interface ObservedParent<P> {
@@ -181,7 +183,7 @@ export class Agent<P = unknown> implements ManifestSubject {
   }
 
   /** The api-server's pods for this node were (re)listed or changed; `parents` maps key id -> pod. */
-  podsObserved(parents: Map<string, ObservedParent<P>>): void {
+  podsObserved(parents: Map<string, ObservedParent<P>>, deleting: ReadonlyMap<string, PodRef> = NONE_DELETING): void {
     if (!this.apiReachable) {
       // The pod watch still hears an api-server the probe calls unreachable (a slow one): its pods
       // say only who may beat for a key already tracked (the core takes them as identity only).
@@ -202,7 +204,8 @@ export class Agent<P = unknown> implements ManifestSubject {
     for (const e of this.entries.values()) {
       if (parents.has(e.id)) continue;
       e.pod = null;
-      this.feed(e, { type: 'pod', pod: null });
+      const d = deleting.get(e.id);
+      this.feed(e, { type: 'pod', pod: null, ...(d ? { deleting: d } : {}) });
     }
   }
 

@@ -10,7 +10,15 @@ const STATES: ParentStateName[] = ['Pending', 'Healthy', 'Starting', 'Silent', '
 export const HANDOVER_RESULTS = ['started', 'succeeded', 'failed'] as const;
 export const BAD_INPUT_SOURCES = ['lease', 'annotation', 'local'] as const;
 /** The core's activation reasons (Reason.code of a transition to Active), exported at 0 from the start. */
-export const ACTIVATION_REASONS = ['SilenceConfirmed', 'Silent', 'ApiUnreachable', 'ParentStopping', 'StartTimeout', 'HandoverFailed'] as const;
+export const ACTIVATION_REASONS = [
+  'SilenceConfirmed',
+  'Silent',
+  'ApiUnreachable',
+  'ParentStopping',
+  'ParentDeleted',
+  'StartTimeout',
+  'HandoverFailed',
+] as const;
 
 export class AgentMetrics {
   readonly registry = new Registry();

@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { parentPodOf, parentsOnNode } from './parents.js';
+import { deletingOnNode, parentPodOf, parentsOnNode } from './parents.js';
 
 const stamp = (name: string, created: number) => ({ uid: `uid-${name}`, name, created });
 
@@ -104,5 +104,21 @@ describe('parentsOnNode: production’s pod list through parentPodOf', () => {
     expect(parents.get('kube-system/kube-apiserver')?.pod.metadata?.name).toBe('a');
     expect(parents.get('kube-system/kube-apiserver')?.alsoListed).toBeUndefined();
     expect(parents.get('kube-system/kube-flannel')?.alsoListed).toBeUndefined();
+  });
+});
+
+describe('deletingOnNode: the pod being deleted of a key with no live pod here', () => {
+  it('names it for a key whose only pods are being deleted (the newest), not for one with a live pod, a foreign node or a non-parent', () => {
+    const gone = pod('apiserver-old', '2026-12-05T08:00:00Z', { deleting: true });
+    const goneToo = pod('apiserver-older', '2026-12-05T07:00:00Z', { deleting: true });
+    const flannelGone = pod('flannel-old', '2026-12-05T08:00:00Z', { key: 'kube-flannel', deleting: true });
+    const flannelNew = pod('flannel-new', '2026-12-05T08:01:00Z', { key: 'kube-flannel' });
+    const elsewhere = pod('sched-old', '2026-12-05T08:00:00Z', { key: 'kube-scheduler', node: 'm2', deleting: true });
+    const notParent = pod('cm-old', '2026-12-05T08:00:00Z', { key: 'kube-controller-manager', deleting: true });
+    delete notParent.metadata!.annotations!['lastseen.dev/checkpoint'];
+    const list = [goneToo, gone, flannelGone, flannelNew, elsewhere, notParent];
+    const parents = parentsOnNode(list, 'm1');
+    expect([...parents.keys()]).toEqual(['kube-system/kube-flannel']);
+    expect(deletingOnNode(list, 'm1', parents)).toEqual(new Map([['kube-system/kube-apiserver', { uid: 'uid-apiserver-old', name: 'apiserver-old' }]]));
   });
 });

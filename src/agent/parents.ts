@@ -2,7 +2,7 @@
 // Pure functions: the wiring (run.ts) calls them from informer callbacks.
 import type { V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION_CHECKPOINT, ANNOTATION_CHECKPOINT_OF, LABEL_NODE, LABEL_PARENT, parentId, parentKey } from '../core/names.js';
-import type { PodInfo } from '../core/types.js';
+import type { PodInfo, PodRef } from '../core/types.js';
 
 /** The kubelet marks the api-server's copy of a static pod with this annotation. */
 const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
@@ -60,11 +60,7 @@ export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPo
   for (const pod of pods) {
     if (notParentReason(pod, node) !== null) continue;
     const md = pod.metadata!;
-    const key = parentKey({
-      name: md.name!,
-      labels: md.labels ?? {},
-      ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })),
-    });
+    const key = podParentKey(pod);
     const id = parentId(md.namespace!, key);
     const created = new Date(md.creationTimestamp ?? 0).getTime();
     const group = byId.get(id) ?? { namespace: md.namespace!, key, pods: [] };
@@ -84,6 +80,36 @@ export function parentsOnNode(pods: V1Pod[], node: string): Map<string, ParentPo
     });
   }
   return out;
+}
+
+function podParentKey(pod: V1Pod): string {
+  const md = pod.metadata!;
+  return parentKey({
+    name: md.name!,
+    labels: md.labels ?? {},
+    ownerReferences: (md.ownerReferences ?? []).map((o) => ({ kind: o.kind, name: o.name, controller: o.controller ?? true })),
+  });
+}
+
+/**
+ * The parents' pods on this node that are being deleted (a deletionTimestamp; otherwise parents),
+ * by parent id, for the keys with no live pod listed here (`parents`, from parentsOnNode): the
+ * core covers such a parent before it stops, under overlap (src/core/deletion.ts). Several being
+ * deleted at once: the newest.
+ */
+export function deletingOnNode(pods: V1Pod[], node: string, parents: ReadonlyMap<string, unknown>): Map<string, PodRef> {
+  const out = new Map<string, PodRef & { created: number }>();
+  for (const pod of pods) {
+    const md = pod.metadata ?? {};
+    if (!md.deletionTimestamp || !md.namespace || !md.name || !md.uid) continue;
+    if (notParentReason({ ...pod, metadata: { ...md, deletionTimestamp: undefined } }, node) !== null) continue;
+    const id = parentId(md.namespace, podParentKey(pod));
+    if (parents.has(id)) continue;
+    const created = new Date(md.creationTimestamp ?? 0).getTime() || 0;
+    const had = out.get(id);
+    if (!had || created > had.created) out.set(id, { uid: md.uid, name: md.name, created });
+  }
+  return new Map([...out].map(([id, p]) => [id, { uid: p.uid, name: p.name }]));
 }
 
 /** Namespace and key of a Lease written by a heartbeat, from its labels (null: not ours). */

@@ -9,14 +9,14 @@ import { beatFromPod } from '../channels/annotation.js';
 import { beatFromLease } from '../channels/lease.js';
 import { beatFromFile, DEFAULT_HEARTBEAT_DIR } from '../channels/local.js';
 import type { Clock, Timers } from '../core/time.js';
-import type { Beat } from '../core/types.js';
+import type { Beat, PodRef } from '../core/types.js';
 import { type Informer, makeInformer } from '../kube/informer.js';
 import type { Agent, ObservedParent } from './agent.js';
 import type { AgentMetrics } from './metrics.js';
 import { API_PROBE_CALM_FACTOR, API_PROBE_INTERVAL_MS, API_PROBE_TIMEOUT_MS, probeApiServer } from './observe/api-probe.js';
 import { watchLocalBeats } from './observe/local-beats.js';
 import { type ManifestReader, watchManifests } from './observe/manifests.js';
-import { leaseParent, localFileParent, type ParentPod, parentsOnNode } from './parents.js';
+import { deletingOnNode, leaseParent, localFileParent, type ParentPod, parentsOnNode } from './parents.js';
 import type { SelfCheckpoint } from './self.js';
 
 /** After the api-server returns, how long the loop waits for the watches to list again before it hears so anyway. */
@@ -63,6 +63,8 @@ export interface ObserverFeedWiring<P> {
   node: string;
   /** This node's parents as the pod watch last listed them, by parent id (the key worked out once). */
   parents(): Map<string, ObservedParent<P>>;
+  /** Of the keys with no live pod listed here, the pod being deleted (deletingOnNode), by parent id. */
+  deleting?(): ReadonlyMap<string, PodRef>;
   /** A malformed or foreign beat: counted and logged by the caller, never acted on. */
   badInput(source: 'lease' | 'annotation' | 'local', reason: string, subject: string): void;
   /** A reachability verdict, before the loop hears it (production drops its connection pool here). */
@@ -104,7 +106,7 @@ export function observerFeed<P>(f: ObserverFeedWiring<P>): ObserverFeed {
     // While the api-server is judged unreachable the loop takes the list as identity only
     // (Agent.podsObserved): a surge's new pod beating beside the old one is the parent's.
     if (a.isApiReachable()) f.beforePublish?.();
-    a.podsObserved(f.parents());
+    a.podsObserved(f.parents(), f.deleting?.());
   };
   const beat = (source: 'lease' | 'annotation', r: ObservedBeat) => {
     if (r.ok) a.beat(r.namespace, r.key, r.beat);
@@ -256,6 +258,7 @@ export function startObservers(w: ObserverWiring): Observers {
     agent: a,
     node,
     parents: listed,
+    deleting: () => deletingOnNode(pods.list(), node, listed()),
     badInput,
     onVerdict: (ok) => {
       metrics.apiReachable.set(ok ? 1 : 0);

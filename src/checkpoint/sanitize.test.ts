@@ -71,6 +71,16 @@ describe('sanitize: spec', () => {
     expect(sanitize(pod, OPTS).manifest.spec!.containers[0]!.ports).toEqual([{ name: 'https', containerPort: 6443, protocol: 'TCP' }]);
   });
 
+  it('drops a preStop hook (a copy is stopped only to give the node back), keeping the rest of lifecycle', () => {
+    const pod = parentPod();
+    const main = pod.spec!.containers[0]!;
+    main.lifecycle = { preStop: { sleep: { seconds: 20 } } };
+    expect(sanitize(pod, OPTS).manifest.spec!.containers[0]!.lifecycle).toBeUndefined();
+    main.lifecycle = { preStop: { sleep: { seconds: 20 } }, postStart: { exec: { command: ['true'] } } };
+    expect(sanitize(pod, OPTS).manifest.spec!.containers[0]!.lifecycle).toEqual({ postStart: { exec: { command: ['true'] } } });
+    expect(main.lifecycle.preStop).toBeDefined();
+  });
+
   it('keeps what a static pod can use', () => {
     expect(spec.priorityClassName).toBe('system-node-critical');
     expect(spec.hostNetwork).toBe(true);

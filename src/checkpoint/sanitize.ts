@@ -343,8 +343,22 @@ function withoutHostPorts(c: V1Container): V1Container {
   return { ...rest, livenessProbe: probe(c.livenessProbe), readinessProbe: probe(c.readinessProbe), startupProbe: probe(c.startupProbe) };
 }
 
+/**
+ * A preStop hook is dropped: a parent's (the api-server recipe's 20 s pause) keeps a deleted pod
+ * serving while its copy starts beside it (src/core/deletion.ts), but a copy is stopped only to give
+ * the node back, and a pause would hold its ports (a release hand-over's parent waits for them) and
+ * use up its short grace (COPY_GRACE_SECONDS).
+ */
+function withoutPreStop(c: V1Container): V1Container {
+  if (!c.lifecycle?.preStop) return c;
+  const { preStop: _dropped, ...lifecycle } = c.lifecycle;
+  const { lifecycle: _old, ...rest } = c;
+  return Object.keys(lifecycle).length ? { ...rest, lifecycle } : rest;
+}
+
 function sanitizeContainer(c: V1Container, warnings: string[], parentKey: string, hostNetwork: boolean): V1Container {
   if (hostNetwork) c = withoutHostPorts(c);
+  c = withoutPreStop(c);
   for (const env of c.env ?? []) {
     if (env.valueFrom?.secretKeyRef || env.valueFrom?.configMapKeyRef) {
       warnings.push(`container ${c.name}: env ${env.name} reads a Secret or ConfigMap, which a static pod cannot resolve`);

@@ -357,6 +357,24 @@ describe('decide: rules over time', () => {
     expect(decide(bothStop, { type: 'beat', beat: beat('Stopping') }, 2100).state.state).toBe('Active');
   });
 
+  it('a Stopping that ends a silence beside another listed pod is a pod being replaced too: no cover at once', () => {
+    const s = f.Silent!.state;
+    const withNew = decide(s, { type: 'pod', pod: { ...POD, alsoListed: [{ uid: 'uid-new', name: 'p-new' }] } }, 6550).state;
+    expect(withNew.state).toBe('Silent');
+    const d = decide(withNew, { type: 'beat', beat: beat('Stopping', { sequence: 50 }) }, 6600);
+    expect(kinds(d.actions)).not.toContain('activate');
+    expect(d.state.state).toBe('Starting');
+    expect(d.state.reason.code).toBe('ParentReplaced');
+    expect(d.state.reason.message).toContain('p-new');
+    // The new pod never beats: a window later the silence is judged again, as usual.
+    const r = ticksUntil(d.state, 6600, 60_000);
+    expect(r.state.state).toBe('Silent');
+    // With no pod listed beside it, the same Stopping is a deliberate stop, covered at once.
+    const alone = decide(s, { type: 'beat', beat: beat('Stopping', { sequence: 50 }) }, 6600);
+    expect(alone.state.state).toBe('Active');
+    expect(alone.actions).toContainEqual({ type: 'activate', reason: expect.objectContaining({ code: 'ParentStopping' }) });
+  });
+
   it("an agent started while the probe fails knows a surge's pods from an identity-only list, not from who beat first", () => {
     // The agent restarts (seed 37619): the api-server answers too slowly for the probe, so no full
     // pod list has told it its pod, while the pod watch still hears the api-server.

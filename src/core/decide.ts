@@ -25,6 +25,7 @@
 import { actionWakes, ask, failed, succeeded } from './actions.js';
 import { copyTrust, emptyTrust } from './beats.js';
 import { bootGrace, noGraceReason, observeFirstVerdict, recordCarriesOver } from './boot.js';
+import { observeDeleting } from './deletion.js';
 import {
   copyHang,
   copyRestarted,
@@ -127,6 +128,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     apiReachable: a.apiReachable ?? false,
     pod: null,
     unscheduledSince: null,
+    deleting: null,
     confirm: null,
     inflight: {},
     capturingHash: null,
@@ -216,6 +218,7 @@ function observe(s: ParentState, input: Input, now: number): void {
         return;
       }
       s.pod = input.pod ? { ...input.pod } : null;
+      observeDeleting(s, input);
       // A full list: what an identity-only one named before is no longer needed (beats.ts).
       delete s.beatTrust.listedOnly;
       const held = takeHeldBeat(s);

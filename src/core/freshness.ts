@@ -18,7 +18,9 @@
 // Owns `lastChangeAt`, `lastLocalChangeAt`, `phase`, `phaseUnprobed`, `holderUid`,
 // `startingSince`, `rounds`, `seen`, `declaredIntervalMs`, `windowNotedMs`, `beatTrust` and
 // `graceUntil` (which the boot and api rules also move). Pure.
+
 import { judgeBeat, leadingBeat, listedSuccessor, MAX_HOLDERS, takePending } from './beats.js';
+import { coverDeletion, deletionCovers } from './deletion.js';
 import { observeParentBeat as observeHang } from './fence.js';
 import { cover, coverFailedStart, enter, event, holdNote, liveState, R, sameReason, secs } from './transitions.js';
 import type { Action, Beat, ParentPolicy, ParentState, PodInfo } from './types.js';
@@ -187,6 +189,24 @@ export function readyProven(s: ParentState): boolean {
 }
 
 /**
+ * The pod of this key the api-server lists on this node beside the one whose Stopping leads, when
+ * that Stopping is a pod being replaced rather than the parent stopping: a surge's old pod leaving
+ * beside a new pod not heard yet, which is the parent (beats.ts `listedSuccessor`). Null: none, the
+ * Stopping is a deliberate stop.
+ */
+export function successorOfStopping(s: ParentState): { uid: string; name: string } | null {
+  return listedSuccessor(s.beatTrust, listedHolders(s), s.holderUid ?? '');
+}
+
+/** Why a Stopping with a listed successor is not covered at once. */
+export function replacedReason(next: { name: string }) {
+  return R(
+    'ParentReplaced',
+    `the pod reporting Stopping is being replaced: pod ${next.name} of this parent is listed on this node; waiting for its beats (a silence is judged as usual)`,
+  );
+}
+
+/**
  * Pending, Healthy or Starting: a fresh parent is Healthy or Starting by its phase, covered when
  * it reports a deliberate stop or has been Starting past startTimeout; once the grace is over, a
  * parent that is not fresh is Silent. Returns whether the state changed.
@@ -195,19 +215,12 @@ export function judgeLive(s: ParentState, now: number, actions: Action[]): boole
   const p = s.policy;
   if (fresh(s, now)) {
     if (s.phase === 'Stopping') {
-      // A surge's old pod leaving beside a new pod not heard yet: the new pod is the parent (beats.ts).
-      const next = listedSuccessor(s.beatTrust, listedHolders(s), s.holderUid ?? '');
+      const next = successorOfStopping(s);
       if (next === null) return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
-      holdNote(
-        s,
-        R(
-          'ParentReplaced',
-          `the pod reporting Stopping is being replaced: pod ${next.name} of this parent is listed on this node; waiting for its beats (a silence is judged as usual)`,
-        ),
-        actions,
-      );
+      holdNote(s, replacedReason(next), actions);
       return false;
     }
+    if (deletionCovers(s)) return coverDeletion(s, now, actions);
     if (s.phase === 'Starting' && s.startingSince !== null && now - s.startingSince > p.startTimeoutMs) {
       return coverFailedStart(s, 'StartTimeout', `the parent has been Starting for over ${Math.round(p.startTimeoutMs / 1000)}s`, now, actions);
     }

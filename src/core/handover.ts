@@ -8,6 +8,7 @@
 //
 // Owns `ParentState.handover` and the HandingOver state. Pure: times are the observer's monotonic
 // milliseconds.
+import { beatsOfDeletedPod, deletedPodReason } from './deletion.js';
 import { freshSinceEntered, readyProven } from './freshness.js';
 import { announceKnownBad, forgetVerdict, knownBad, probationEnded, strikeFailedHandover } from './known-bad.js';
 import { announceFallback, forgetFallback, overlapStands } from './overlap.js';
@@ -100,6 +101,10 @@ export function capBackoff(s: ParentState, next: ParentPolicy): void {
  */
 export function judgeReturn(s: ParentState, now: number, actions: Action[]): boolean {
   if (!freshSinceEntered(s, now)) return false;
+  if (beatsOfDeletedPod(s)) {
+    holdNote(s, deletedPodReason(s), actions);
+    return false;
+  }
   if (s.phase === 'Ready' && !readyProven(s)) {
     holdNote(
       s,

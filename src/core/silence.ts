@@ -7,7 +7,7 @@
 //
 // Owns `ParentState.confirm`, typed in the Silent variant only (types.ts SilentData): cleared on
 // entering and leaving Silent and by any change in the parent's beats. Pure: times are the observer's monotonic milliseconds.
-import { fresh } from './freshness.js';
+import { fresh, replacedReason, successorOfStopping } from './freshness.js';
 import { cover, enter, holdNote, liveState, R } from './transitions.js';
 import type { Action, Input, ParentPolicy, ParentState, SilentState } from './types.js';
 
@@ -47,7 +47,13 @@ export function answerLiveRead(s: ParentState, input: Extract<Input, { type: 'co
 export function judgeSilence(s: SilentState, now: number, actions: Action[]): boolean | 'again' {
   const p = s.policy;
   if (fresh(s, now) && s.lastChangeAt! >= s.since) {
-    if (s.phase === 'Stopping') return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+    if (s.phase === 'Stopping') {
+      // As for a live parent (freshness.ts judgeLive): the Stopping of a pod being replaced is not
+      // the parent's stop; the silence ended, and a successor that never beats is judged as usual.
+      const next = successorOfStopping(s);
+      if (next === null) return cover(s, 'ParentStopping', 'the parent reported a deliberate stop', now, actions);
+      return enter(s, liveState(s.phase), replacedReason(next), now, actions);
+    }
     return enter(s, liveState(s.phase), R('BeatResumed', 'a changed beat arrived'), now, actions);
   }
   if (now < s.graceUntil) return false;

@@ -65,6 +65,12 @@ export interface Beat {
 }
 
 /** What the api-server says about pods for this parent key on this node. */
+/** A pod by identity only. */
+export interface PodRef {
+  uid: string;
+  name: string;
+}
+
 export interface PodInfo {
   uid: string;
   name: string;
@@ -232,6 +238,11 @@ export interface ParentStateCommon {
   pod: PodInfo | null;
   /** Observer time the api-server was first seen to have no pod for this key here (null: has one, or unknown). */
   unscheduledSince: number | null;
+  /**
+   * The pod of this key being deleted on this node while no other is listed, as last told with
+   * the pod list (null: none, or a live pod is listed). See deletion.ts.
+   */
+  deleting: PodRef | null;
   /** Actions handed to actuators and not yet reported, with the time they were asked for. */
   inflight: Partial<Record<ActionKind, number>>;
   /** Spec hash of the capture in flight (so a new spec is not asked for twice). */
@@ -321,7 +332,16 @@ export type Input =
    * The api-server's view of this key on this node: a pod, or none. While it is judged unreachable,
    * only the pods named count, as who may beat for the key (freshness.ts, observeListedWhileUnreachable).
    */
-  | { type: 'pod'; pod: PodInfo | null }
+  | {
+      type: 'pod';
+      pod: PodInfo | null;
+      /**
+       * With `pod: null`: the pod of this key the api-server still lists on this node with a
+       * deletionTimestamp (its kubelet is stopping it; a DaemonSet rollout deletes before it
+       * creates). Absent: none is being deleted.
+       */
+      deleting?: PodRef;
+    }
   /**
    * The api-server's word on scheduling can no longer be trusted: the pod watch failed, or the live
    * read made right before a collection failed or found a pod. Stops the GC clock (and cancels a

@@ -205,12 +205,52 @@ export class ApiServer {
     this.desired.set(spec.key, spec);
   }
 
+  /**
+   * Delete a pod: gone from every list at once for the kubelets and the DaemonSet controller, as the
+   * model always had it, but its object stays, marked as being deleted (a deletionTimestamp), until
+   * its kubelet says it has stopped it (podGone): the agents' pod watches see it (deletingFor), and
+   * the DaemonSet controller creates no pod without surge on that node meanwhile (as the real one).
+   */
   deletePod(uid: string): void {
     const p = this.pods.get(uid);
     if (!p) return;
     this.pods.delete(uid);
     this.podsByNode.get(p.node)?.delete(uid);
+    this.deleting.set(uid, p);
+    this.deleted.add(`${p.node}/${p.spec.key}`);
     this.world.onApiPodsChanged(p.node);
+  }
+
+  /** Node and key of every pod ever deleted (the invariants' evidence for a ParentDeleted activation). */
+  private readonly deleted = new Set<string>();
+
+  deletedOn(node: string, key: string): boolean {
+    return this.deleted.has(`${node}/${key}`);
+  }
+
+  /** Pods being deleted, by uid (see deletePod). */
+  private readonly deleting = new Map<string, ApiPod>();
+
+  /** The kubelet stopped a pod being deleted: its object is gone. */
+  podGone(uid: string): void {
+    const p = this.deleting.get(uid);
+    if (!p || !this.available()) return;
+    this.deleting.delete(uid);
+    this.world.onApiPodsChanged(p.node);
+  }
+
+  /** The uids of the pods being deleted on the node. */
+  deletingOn(node: string): string[] {
+    const out: string[] = [];
+    for (const p of this.deleting.values()) if (p.node === node) out.push(p.uid);
+    return out;
+  }
+
+  /** The newest pod of the key being deleted on the node (null: none). */
+  deletingFor(node: string, key: string): ApiPod | null {
+    let out: ApiPod | null = null;
+    for (const p of this.deleting.values()) if (p.node === node && p.spec.key === key) out = p;
+    return out;
   }
 
   /** The DaemonSet controller (daemonset.ts) acts only while an api-server is available. */

@@ -156,10 +156,12 @@ export class DaemonSetController {
     const nodes = this.nodesOf(def);
     const toDelete: ApiPod[] = [];
     const toCreate: string[] = [];
-    // The manage loop: a node without a pod of the parent gets one of the desired spec.
-    for (const node of nodes) if (api.podsFor(node, def.key).length === 0) toCreate.push(node);
     const n = nodes.length;
     const surge = scaled(strategy.maxSurge, n);
+    // The manage loop: a node without a pod of the parent gets one of the desired spec; without
+    // surge, only once the pod being deleted there is gone (podsShouldBeOnNode: a terminating pod
+    // still exists on the node).
+    for (const node of nodes) if (api.podsFor(node, def.key).length === 0 && (surge > 0 || !api.deletingFor(node, def.key))) toCreate.push(node);
     let maxUnavailable = scaled(strategy.maxUnavailable, n);
     if (n > 0 && maxUnavailable === 0 && surge === 0) maxUnavailable = 1;
     const sides = (node: string) => {

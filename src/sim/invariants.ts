@@ -152,6 +152,13 @@ export class Invariants {
   /** The core asked to activate: the parent must not have been fresh (Ready) on a channel the agent could see. */
   activating(node: SimNode, key: string, r: Reason): void {
     const reason = reasonText(r);
+    if (r.code === 'ParentDeleted') {
+      // Covering a pod being deleted while it still beats Ready is the point (deletion.ts): only a
+      // deletion the api-server really made counts.
+      if (!this.world.api.deletedOn(node.name, key))
+        this.violate(node.name, key, 'activation-while-fresh', `activated (${reason}) with no pod of it deleted on this node`);
+      return;
+    }
     const lv = this.lastVisible.get(`${node.name}/${key}`);
     // The window the core judges by (widened for a parent declaring a slow interval, beatInterval).
     const p = judged(this.world.parentDef(key));
@@ -397,7 +404,11 @@ export class Invariants {
     this.manifestWas.set(tag, present);
     if (!present || was) return;
     const since = this.parentServingSince.get(tag);
-    if (since !== undefined && now - since > intervalMs + SEEN_AFTER_MS) {
+    // A parent serving through its preStop hook has been deleted: its copy may start beside it.
+    const leaving = [...(this.world.kubelets.get(node.name)?.pods.values() ?? [])].some(
+      (p) => p.role === 'parent' && p.spec?.key === key && p.preStopUntil !== null,
+    );
+    if (since !== undefined && now - since > intervalMs + SEEN_AFTER_MS && !leaving) {
       this.violate(
         node.name,
         key,

@@ -61,6 +61,11 @@ export interface KPod {
   /** Increments on every container start; stale timers compare it. */
   runId: number;
   removed: boolean;
+  /**
+   * Deleted in the api-server while its preStop hook runs (a pause before SIGTERM, PodSpec.preStopMs):
+   * when the hook ends (null: not in one). It serves meanwhile, as the process has had no signal.
+   */
+  preStopUntil: number | null;
   /** The state last pushed to an api-server (null: never). */
   reported: ReportedState | null;
   /** The container has started at least once (its pod's phase is past Pending). */
@@ -250,6 +255,7 @@ export class Kubelet {
         this.after(delay, () => this.syncApiPods());
       }
       this.syncApiPods();
+      this.finalizeDeleted();
       // The pod workers sync again: exits that happened while nobody was listening are noticed now.
       for (const p of this.pods.values()) {
         if (!p.unnoticed || p.removed) continue;
@@ -301,6 +307,7 @@ export class Kubelet {
       startedAt: 0,
       runId: 0,
       removed: false,
+      preStopUntil: null,
       reported: null,
       everStarted: false,
       unnoticed: null,
@@ -378,6 +385,15 @@ export class Kubelet {
   exit(p: KPod, why: string): void {
     this.touch();
     if (p.removed) return;
+    if (p.preStopUntil !== null) {
+      // Its pod is being deleted: nothing restarts it; its ports are free now.
+      this.release(p);
+      p.state = 'waiting';
+      p.hung = false;
+      p.sidecar?.thaw();
+      this.terminate(p, `${why}, during its preStop hook`, 0);
+      return;
+    }
     this.release(p);
     p.state = 'waiting';
     p.hung = false;
@@ -474,33 +490,72 @@ export class Kubelet {
     }
   }
 
-  /** Remove a pod: graceful termination, then the ports are free. */
+  /**
+   * Remove a pod: its preStop hook first (an api pod's main container that serves; a copy has none,
+   * production's sanitize drops it), then graceful termination, then the ports are free.
+   */
   kill(p: KPod, why: string): void {
     this.touch();
-    if (p.removed) return;
+    if (p.removed || p.preStopUntil !== null) return;
+    const preStopMs = p.source === 'api' && p.spec && p.state === 'running' && !p.hung ? Math.min(p.spec.preStopMs, p.spec.gracePeriodMs) : 0;
+    if (preStopMs <= 0) {
+      this.terminate(p, why, 0);
+      return;
+    }
+    p.preStopUntil = this.world.q.now + preStopMs;
+    this.world.log(
+      this.node.name,
+      'kubelet',
+      `pod ${p.name} removed: ${why}; its preStop hook pauses ${preStopMs / 1000}s before SIGTERM, serving meanwhile`,
+      p.spec?.key,
+    );
+    const run = p.runId;
+    this.after(preStopMs, () => {
+      if (p.runId !== run || p.removed || p.preStopUntil === null) return;
+      this.terminate(p, 'its preStop hook ended', preStopMs);
+    });
+  }
+
+  /**
+   * SIGTERM (after `usedMs` of the grace period went to the preStop hook), SIGKILL at the end of the
+   * grace period. The heartbeat sidecar is a native sidecar: the kubelet stops it only once the main
+   * container has exited, so its last round (Stopping) comes then, not at the delete.
+   */
+  private terminate(p: KPod, why: string, usedMs: number): void {
     p.removed = true;
+    p.preStopUntil = null;
     p.runId++;
     p.unnoticed = null;
-    p.sidecar?.stop();
     const wasUp = p.state !== 'waiting';
-    const stopMs = this.model.killMs + (p.spec ? Math.min(p.spec.stopMs, p.spec.gracePeriodMs) : T.terminationMs);
+    const stopMs = this.model.killMs + (p.spec ? Math.max(0, Math.min(p.spec.stopMs, p.spec.gracePeriodMs - usedMs)) : T.terminationMs);
     const holds = wasUp && p.bound;
     this.world.log(
       this.node.name,
       'kubelet',
-      `pod ${p.name} removed: ${why}${holds ? `; stops serving, holds its ports until it exits (${stopMs / 1000}s)` : ''}`,
+      `${usedMs > 0 ? `${p.name} gets SIGTERM: ${why}` : `pod ${p.name} removed: ${why}`}${holds ? `; stops serving, holds its ports until it exits (${stopMs / 1000}s)` : ''}`,
       p.spec?.key,
     );
     p.state = 'terminating';
     this.after(wasUp ? stopMs : 0, () => {
       if (holds) this.world.log(this.node.name, 'kubelet', `${p.name} terminated; ports released`, p.spec?.key);
       this.release(p);
+      p.sidecar?.stop();
       this.pods.delete(p.uid);
       this.node.disk.containers.delete(p.identity);
       this.report(p);
+      if (p.source === 'api') this.finalizeDeleted();
       // A static pod of the same name may have been waiting for this one to end.
       if (p.source === 'static' && this.model.staticPodsOneAtATime) this.checkFiles();
     });
+  }
+
+  /**
+   * The pods the api-server still lists as being deleted on this node that this kubelet no longer
+   * runs are gone: it says so (it needs an api-server for that; it says so again when it connects).
+   */
+  private finalizeDeleted(): void {
+    if (!this.connected) return;
+    for (const uid of this.world.api.deletingOn(this.node.name)) if (!this.pods.has(uid)) this.world.api.podGone(uid);
   }
 
   /** Push a container state to the api-server, if one is reachable. */

@@ -29,7 +29,7 @@ import { localBeatText } from '../channels/local.js';
 import { copyGraceSeconds } from '../checkpoint/sanitize.js';
 import type { ManifestFile } from '../core/manifest.js';
 import { leaseName, manifestFile, parentId } from '../core/names.js';
-import type { Beat, Channel, PodInfo } from '../core/types.js';
+import type { Beat, Channel, PodInfo, PodRef } from '../core/types.js';
 import { applyPatch, BUILTIN_DEFAULTS, type ParentPolicy, type Policy } from '../policy/policy.js';
 import type { PartialParentPolicyRaw } from '../policy/schema.js';
 import type { ApiPod, StoredBeat } from './apiserver.js';
@@ -164,6 +164,7 @@ export class SimLastseen implements AgentProcess {
       agent: this.agent,
       node: node.name,
       parents: () => this.podsOnNode(),
+      deleting: () => this.deletingOnNode(),
       badInput: (source, reason, subject) => w.log(node.name, 'agent', `ignored a ${source} beat of ${subject}: ${reason}`),
       onVerdict: (r) => w.log(node.name, 'agent', r ? 'api-server reachable' : 'api-server unreachable'),
     });
@@ -357,6 +358,17 @@ export class SimLastseen implements AgentProcess {
     return parents;
   }
 
+  /** Production's deletingOnNode: of the keys with no live pod here, the pod being deleted. */
+  private deletingOnNode(): Map<string, PodRef> {
+    const out = new Map<string, PodRef>();
+    for (const def of this.world.parentsOn(this.node.name)) {
+      if (this.world.api.podsFor(this.node.name, def.key).length > 0) continue;
+      const p = this.world.api.deletingFor(this.node.name, def.key);
+      if (p) out.set(parentId(def.namespace, def.key), { uid: p.uid, name: p.name });
+    }
+    return out;
+  }
+
   /** The node's heartbeat folder (tmpfs) as production's folder observer reads it: each beat as the local channel writes it. */
   private beatFolder(): BeatFolder {
     const files = this.node.files;
@@ -475,7 +487,8 @@ export class SimLastseen implements AgentProcess {
           const pod = w.api.pods.get(info.uid);
           if (!w.api.reachableFrom(node) || !pod) throw new Error(pod ? 'api-server unreachable' : 'pod gone');
           // The copy's own grace after SIGTERM, as production's sanitize writes it (COPY_GRACE_SECONDS).
-          node.disk.checkpoints.set(p.id, { spec: { ...pod.spec, gracePeriodMs: copyGraceSeconds(pod.spec.gracePeriodMs / 1000) * 1000 } });
+          // No preStop hook: production's sanitize drops it (a copy stops as soon as it is retired).
+          node.disk.checkpoints.set(p.id, { spec: { ...pod.spec, gracePeriodMs: copyGraceSeconds(pod.spec.gracePeriodMs / 1000) * 1000, preStopMs: 0 } });
           w.invariants.checkpointStored(node, p.key, pod.spec);
           w.log(node.name, 'agent', `captured ${p.id} generation ${pod.spec.generation} (${reason.message})`, p.key);
           return { specHash: pod.spec.hash };

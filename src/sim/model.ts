@@ -35,6 +35,11 @@ export interface PodSpec {
   stopMs: number;
   /** terminationGracePeriodSeconds: SIGKILL this long after SIGTERM, whatever stopMs says. */
   gracePeriodMs: number;
+  /**
+   * The main container's preStop pause: deleted, it serves this long before its SIGTERM (within
+   * the grace period, which it uses up). 0: none; a checkpoint copy has none.
+   */
+  preStopMs: number;
 }
 
 export type PodRole = Role | 'agent';

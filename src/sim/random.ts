@@ -8,6 +8,10 @@ type FaultInput = NonNullable<ScenarioInput['faults']>[number];
 /** The api-server parent of both sweeps: as deploy/base/policy.yaml has it, or sharing its port with the overlap hand-over. */
 const APISERVER = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } } as const;
 const SHARED_APISERVER = { ...APISERVER, portSharing: true, policy: { ...APISERVER.policy, handover: 'overlap' } } as const;
+/** As deploy/components/parent-kube-apiserver writes it: deleted, it serves through a 20 s preStop pause. */
+const SHARED_APISERVER_PRESTOP = { ...SHARED_APISERVER, preStop: '20s', terminationGracePeriod: '45s' } as const;
+/** The shared api-server, with its preStop pause in half the seeds (by seed, not drawn: the schedules stay). */
+const shared = (seed: number) => (Math.floor(seed / 8) % 2 === 1 ? SHARED_APISERVER_PRESTOP : SHARED_APISERVER);
 
 /** Faults both sweeps draw the same way (the same draws in the same order: every seed's schedule unchanged). */
 const reboot = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
@@ -93,7 +97,7 @@ export function randomScenario(seed: number): Scenario {
     nodes,
     // The api-server as deploy/base/policy.yaml recommends it (port sharing, overlap hand-over) in
     // seeds 2-3 modulo 4, so both hand-overs meet both kubelet models (not drawn either).
-    parents: [Math.floor(seed / 2) % 2 === 1 ? SHARED_APISERVER : APISERVER, { key: 'kube-flannel', kind: 'app' }],
+    parents: [Math.floor(seed / 2) % 2 === 1 ? shared(seed) : APISERVER, { key: 'kube-flannel', kind: 'app' }],
     faults,
   };
   return scenarioOf(doc);
@@ -163,7 +167,7 @@ export function randomNetScenario(seed: number): Scenario {
     duration: at + 300_000,
     kubelet: { model: seed % 2 === 0 ? 'v1.5' : 'v1.36' },
     nodes,
-    parents: [rng.chance(0.5) ? SHARED_APISERVER : APISERVER, { key: 'kube-flannel', kind: 'app', ...(beatInterval ? { beatInterval } : {}) }],
+    parents: [rng.chance(0.5) ? shared(seed) : APISERVER, { key: 'kube-flannel', kind: 'app', ...(beatInterval ? { beatInterval } : {}) }],
     faults,
   };
   return scenarioOf(doc);

@@ -8,7 +8,18 @@ const apiserver = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiU
  * The api-server as deploy/base/policy.yaml recommends running it today: `--permit-port-sharing`
  * (SO_REUSEPORT) and `handover: overlap`, so the checkpoint serves until the parent is Ready.
  */
-const sharedApiserver = { ...apiserver, portSharing: true, policy: { ...apiserver.policy, handover: 'overlap' } } as const;
+/**
+ * The api-server as deploy/components/parent-kube-apiserver makes it: port sharing, `handover:
+ * overlap`, and a 20 s preStop pause (grace 45 s): deleted, it serves on while its copy starts
+ * beside it (src/core/deletion.ts).
+ */
+const sharedApiserver = {
+  ...apiserver,
+  portSharing: true,
+  preStop: '20s',
+  terminationGracePeriod: '45s',
+  policy: { ...apiserver.policy, handover: 'overlap' },
+} as const;
 /** A node-level DaemonSet (a CNI agent): losing the api-server is not its death. */
 const cni = { key: 'kube-flannel', kind: 'app', policy: { whenApiUnreachable: 'hold' } } as const;
 

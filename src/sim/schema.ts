@@ -67,6 +67,12 @@ const parent = z.strictObject({
    * pod stops serving at once but holds its host ports until it exits.
    */
   stopTime: duration().optional(),
+  /**
+   * The main container's preStop hook (`lifecycle.preStop.sleep`): when its pod is deleted it keeps
+   * serving this long before its SIGTERM, within the grace period. Default none. A checkpoint copy
+   * has none (sanitize drops it).
+   */
+  preStop: duration().optional(),
   /** Policy fields, in the policy document's syntax (`window: 20s`, `whenApiUnreachable: activate`). */
   policy: z.record(z.string(), z.unknown()).default({}),
   /**
@@ -355,6 +361,8 @@ export interface ParentDef {
   bindMs?: number;
   stopMs: number;
   gracePeriodMs: number;
+  /** The main container's preStop pause (0: none). */
+  preStopMs: number;
   policy: ParentPolicy;
   /** The sidecar's beat period, declared in its beats (the policy's interval unless `beatInterval` is set). */
   beatIntervalMs: number;
@@ -406,6 +414,7 @@ export function parseScenario(doc: unknown): ScenarioResult {
       ...(p.bindTime !== undefined ? { bindMs: p.bindTime } : {}),
       stopMs: p.stopTime ?? STOP_MS[p.kind],
       gracePeriodMs: p.terminationGracePeriod,
+      preStopMs: p.preStop ?? 0,
       policy: pr.policy.defaults,
       beatIntervalMs: p.beatInterval ?? pr.policy.defaults.intervalMs,
     });

@@ -94,7 +94,7 @@ describe('the sidecar in the simulator is production’s', () => {
     for (let i = 1; i < mine.length; i++) expect(mine[i]!.t - mine[i - 1]!.t).toBeCloseTo(interval / 1.01, 6);
   });
 
-  it('a deleted pod’s sidecar writes a last Stopping round (SIGTERM), the next sequence', async () => {
+  it('a deleted pod’s sidecar writes a last Stopping round (its SIGTERM once the main container has exited: a native sidecar), the next sequence', async () => {
     const w = world([{ type: 'delete-pod', at: '2m', node: 'm1', key: 'kube-flannel' }]);
     const writes = recordLocal(w);
     expect(await run(w, 60_000)).toBe(true);
@@ -103,7 +103,8 @@ describe('the sidecar in the simulator is production’s', () => {
     const old = writes.filter((x) => x.file === FLANNEL && x.beat.holder === pod);
     const last = old.at(-1)!;
     const removed = w.logs.find((l) => l.text.startsWith(`pod ${pod} removed`))!;
-    expect(last).toMatchObject({ t: removed.t, beat: { phase: 'Stopping' } });
+    const exited = removed.t + w.scenario.kubelet.killMs + w.parentDef('kube-flannel').stopMs;
+    expect(last).toMatchObject({ t: exited, beat: { phase: 'Stopping' } });
     expect(last.beat.sequence).toBe(old.at(-2)!.beat.sequence + 1);
   });
 

@@ -87,6 +87,7 @@ export function specFor(def: ParentDef, generation: number, healthy: boolean, st
     healthy,
     stopMs: def.stopMs,
     gracePeriodMs: def.gracePeriodMs,
+    preStopMs: def.preStopMs,
   };
 }
 

@@ -123,6 +123,17 @@ describe('parent recipes (deploy/components)', () => {
     expect(pod.volumes?.find((v) => v.name === 'lastseen-ready')?.emptyDir).toEqual({ medium: 'Memory', sizeLimit: '1Mi' });
     // The main container gets no probe from the recipe: its own stay as they were.
     expect(pod.containers[0]!.readinessProbe).toBeUndefined();
+    // The api-server, deleted, serves on through a preStop pause while its copy starts beside it
+    // (src/core/deletion.ts); the grace covers the pause and its own shutdown. The others stop at once.
+    const lifecycle = (pod.containers[0] as { lifecycle?: unknown }).lifecycle;
+    const grace = (pod as { terminationGracePeriodSeconds?: number }).terminationGracePeriodSeconds;
+    if (name === 'kube-apiserver') {
+      expect(lifecycle).toEqual({ preStop: { sleep: { seconds: 20 } } });
+      expect(grace).toBe(45);
+    } else {
+      expect(lifecycle).toBeUndefined();
+      expect(grace).toBeUndefined();
+    }
   });
 
   it('the three sidecars are the same but for the probe', () => {
