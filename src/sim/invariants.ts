@@ -404,9 +404,11 @@ export class Invariants {
     this.manifestWas.set(tag, present);
     if (!present || was) return;
     const since = this.parentServingSince.get(tag);
-    // A parent serving through its preStop hook has been deleted: its copy may start beside it.
+    // A parent deleted in the api-server (its kubelet may not have heard yet: a relist after an
+    // outage) or serving through its preStop hook is going: its copy may start beside it.
+    const deleted = new Set(this.world.api.deletingOn(node.name));
     const leaving = [...(this.world.kubelets.get(node.name)?.pods.values() ?? [])].some(
-      (p) => p.role === 'parent' && p.spec?.key === key && p.preStopUntil !== null,
+      (p) => p.role === 'parent' && p.spec?.key === key && (p.preStopUntil !== null || deleted.has(p.uid)),
     );
     if (since !== undefined && now - since > intervalMs + SEEN_AFTER_MS && !leaving) {
       this.violate(
