@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { deletingOnNode, parentPodOf, parentsOnNode } from './parents.js';
+import { deletingOnNode, deletingPodOf, parentPodOf, parentsOnNode } from './parents.js';
 
 const stamp = (name: string, created: number) => ({ uid: `uid-${name}`, name, created });
 
@@ -104,6 +104,15 @@ describe('parentsOnNode: production’s pod list through parentPodOf', () => {
     expect(parents.get('kube-system/kube-apiserver')?.pod.metadata?.name).toBe('a');
     expect(parents.get('kube-system/kube-apiserver')?.alsoListed).toBeUndefined();
     expect(parents.get('kube-system/kube-flannel')?.alsoListed).toBeUndefined();
+  });
+});
+
+describe('deletingPodOf: which pod being deleted the core hears of', () => {
+  it('none while a live pod is listed, else the newest (parentPodOf), none of none', () => {
+    const [a, b] = [stamp('a', 1), stamp('b', 2)];
+    expect(deletingPodOf(false, [b, a])).toEqual({ uid: 'uid-b', name: 'b' });
+    expect(deletingPodOf(true, [b, a])).toBeNull();
+    expect(deletingPodOf(false, [])).toBeNull();
   });
 });
 

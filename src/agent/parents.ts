@@ -92,24 +92,37 @@ function podParentKey(pod: V1Pod): string {
 }
 
 /**
+ * Which pod of one parent key being deleted on one node the core is told of (src/core/deletion.ts):
+ * none while a live pod of the key is listed there (it is the parent), else the newest, by
+ * parentPodOf's rule. The one rule for production's pod list (deletingOnNode) and the simulator's.
+ */
+export function deletingPodOf<T extends PodStamp>(liveListed: boolean, deleting: readonly T[]): PodRef | null {
+  if (liveListed) return null;
+  const newest = parentPodOf(deleting)?.pod;
+  return newest ? { uid: newest.uid, name: newest.name } : null;
+}
+
+/**
  * The parents' pods on this node that are being deleted (a deletionTimestamp; otherwise parents),
- * by parent id, for the keys with no live pod listed here (`parents`, from parentsOnNode): the
- * core covers such a parent before it stops, under overlap (src/core/deletion.ts). Several being
- * deleted at once: the newest.
+ * by parent id, as deletingPodOf picks them against the live pods listed here (`parents`, from
+ * parentsOnNode). A creation time that is missing or not a time counts as the oldest.
  */
 export function deletingOnNode(pods: V1Pod[], node: string, parents: ReadonlyMap<string, unknown>): Map<string, PodRef> {
-  const out = new Map<string, PodRef & { created: number }>();
+  const byId = new Map<string, PodStamp[]>();
   for (const pod of pods) {
     const md = pod.metadata ?? {};
     if (!md.deletionTimestamp || !md.namespace || !md.name || !md.uid) continue;
     if (notParentReason({ ...pod, metadata: { ...md, deletionTimestamp: undefined } }, node) !== null) continue;
     const id = parentId(md.namespace, podParentKey(pod));
-    if (parents.has(id)) continue;
-    const created = new Date(md.creationTimestamp ?? 0).getTime() || 0;
-    const had = out.get(id);
-    if (!had || created > had.created) out.set(id, { uid: md.uid, name: md.name, created });
+    const created = new Date(md.creationTimestamp ?? 0).getTime();
+    byId.set(id, [...(byId.get(id) ?? []), { uid: md.uid, name: md.name, created: Number.isNaN(created) ? 0 : created }]);
   }
-  return new Map([...out].map(([id, p]) => [id, { uid: p.uid, name: p.name }]));
+  const out = new Map<string, PodRef>();
+  for (const [id, stamps] of byId) {
+    const chosen = deletingPodOf(parents.has(id), stamps);
+    if (chosen) out.set(id, chosen);
+  }
+  return out;
 }
 
 /** Namespace and key of a Lease written by a heartbeat, from its labels (null: not ours). */

@@ -246,10 +246,10 @@ export class ApiServer {
     return out;
   }
 
-  /** The newest pod of the key being deleted on the node (null: none). */
-  deletingFor(node: string, key: string): ApiPod | null {
-    let out: ApiPod | null = null;
-    for (const p of this.deleting.values()) if (p.node === node && p.spec.key === key) out = p;
+  /** The pods of the key being deleted on the node, in the order they were deleted. */
+  deletingFor(node: string, key: string): ApiPod[] {
+    const out: ApiPod[] = [];
+    for (const p of this.deleting.values()) if (p.node === node && p.spec.key === key) out.push(p);
     return out;
   }
 

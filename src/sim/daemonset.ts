@@ -161,7 +161,7 @@ export class DaemonSetController {
     // The manage loop: a node without a pod of the parent gets one of the desired spec; without
     // surge, only once the pod being deleted there is gone (podsShouldBeOnNode: a terminating pod
     // still exists on the node).
-    for (const node of nodes) if (api.podsFor(node, def.key).length === 0 && (surge > 0 || !api.deletingFor(node, def.key))) toCreate.push(node);
+    for (const node of nodes) if (api.podsFor(node, def.key).length === 0 && (surge > 0 || api.deletingFor(node, def.key).length === 0)) toCreate.push(node);
     let maxUnavailable = scaled(strategy.maxUnavailable, n);
     if (n > 0 && maxUnavailable === 0 && surge === 0) maxUnavailable = 1;
     const sides = (node: string) => {

@@ -22,7 +22,7 @@ import { HandoverRecords } from '../agent/handovers.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
 import { type BeatFolder, watchLocalBeats } from '../agent/observe/local-beats.js';
 import { watchManifests } from '../agent/observe/manifests.js';
-import { localFileParent, parentPodOf } from '../agent/parents.js';
+import { deletingPodOf, localFileParent, parentPodOf } from '../agent/parents.js';
 import { type ObserverFeed, observerFeed } from '../agent/run-observers.js';
 import { type CheckpointDisk, recoverFromDisk } from '../agent/run-recover.js';
 import { localBeatText } from '../channels/local.js';
@@ -358,13 +358,14 @@ export class SimLastseen implements AgentProcess {
     return parents;
   }
 
-  /** Production's deletingOnNode: of the keys with no live pod here, the pod being deleted. */
+  /** The pod watch's pods being deleted, by production's rule (deletingPodOf; deleted in creation order here). */
   private deletingOnNode(): Map<string, PodRef> {
     const out = new Map<string, PodRef>();
+    const api = this.world.api;
     for (const def of this.world.parentsOn(this.node.name)) {
-      if (this.world.api.podsFor(this.node.name, def.key).length > 0) continue;
-      const p = this.world.api.deletingFor(this.node.name, def.key);
-      if (p) out.set(parentId(def.namespace, def.key), { uid: p.uid, name: p.name });
+      const deleting = api.deletingFor(this.node.name, def.key).map((p, i) => ({ uid: p.uid, name: p.name, created: i }));
+      const chosen = deletingPodOf(api.podsFor(this.node.name, def.key).length > 0, deleting);
+      if (chosen) out.set(parentId(def.namespace, def.key), chosen);
     }
     return out;
   }

@@ -212,7 +212,7 @@ export async function staticPowerLoss(c: Cluster, offS = 2): Promise<{ lbServedA
   // haproxy takes a backend in after two passed checks a second apart (`inter 1s rise 2`): up to
   // about 2 s after the first node answers, which all three may have done within a second (found
   // in CI, where the load balancer's first answer came after the polling had stopped).
-  await c.waitFor('the load balancer after the power cycle', 60, async () => p.lb.firstOk(t0) !== null);
+  await c.waitFor('the load balancer after the power cycle', 60, () => p.lb.firstOk(t0) !== null);
   await stopAll(p);
   const nodes: Record<string, number | null> = {};
   for (const n of NODES) {
