@@ -160,6 +160,9 @@ export class Agent<P = unknown> implements ManifestSubject {
   /** The probe gave its first verdict (until then apiReachable is an assumption, not something heard). */
   private apiHeard = false;
   private rebooted: boolean;
+  /** The node's kubelet was heard to reach an api-server in this boot (kubelet()). */
+  private kubeletHeard = false;
+  private kubeletSaid: boolean | null = null;
   private timer: unknown = null;
   private timerAt: number | null = null;
   private stopped = false;
@@ -245,6 +248,22 @@ export class Agent<P = unknown> implements ManifestSubject {
     for (const e of [...this.entries.values()]) this.feed(e, { type: 'schedulingUnknown', why });
   }
 
+  /**
+   * After a reboot: whether the node's kubelet has reached an api-server in this boot (its node
+   * Lease, src/agent/observe/kubelet-lease.ts). "Yes" closes the question for good.
+   */
+  kubelet(reachedApi: boolean): void {
+    if (this.kubeletHeard) return;
+    if (reachedApi) this.kubeletHeard = true;
+    if (this.kubeletSaid !== reachedApi)
+      this.o.logger.info(
+        { reachedApi },
+        reachedApi ? "the node's kubelet reached an api-server in this boot" : "the node's kubelet has not reached an api-server in this boot",
+      );
+    this.kubeletSaid = reachedApi;
+    for (const e of this.entries.values()) this.feed(e, { type: 'kubelet', reachedApi });
+  }
+
   api(reachable: boolean): void {
     if (this.apiHeard && reachable === this.apiReachable) return;
     this.apiHeard = true;
@@ -321,6 +340,7 @@ export class Agent<P = unknown> implements ManifestSubject {
       now: this.o.clock.now(),
       ...(this.apiHeard ? { apiReachable: this.apiReachable } : {}),
       rebooted: this.rebooted,
+      kubeletUnheard: this.o.rebooted === true && !this.kubeletHeard,
       ...(checkpoint ? { checkpoint } : {}),
       ...(handover ? { handover } : {}),
       // A boot voids deadlines: a record read after a reboot was written under the last boot.

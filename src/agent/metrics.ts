@@ -16,6 +16,7 @@ export const ACTIVATION_REASONS = [
   'ApiUnreachable',
   'ParentStopping',
   'ParentDeleted',
+  'KubeletBlind',
   'StartTimeout',
   'HandoverFailed',
 ] as const;

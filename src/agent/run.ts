@@ -26,6 +26,7 @@ import { limitConcurrency } from './limit.js';
 import type { AgentRole } from './lock.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
+import { bootWallMs, getNodeLease, watchKubeletLease } from './observe/kubelet-lease.js';
 import { watchManifestFolder } from './observe/manifests.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { v1PodInfo } from './parents.js';
@@ -406,6 +407,19 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
     });
     observers = obs;
     stops.push(() => obs.stop());
+    // After a reboot: has the node's kubelet reached an api-server in this boot? (src/core/boot.ts)
+    if (boot.rebooted) {
+      const kubelet = watchKubeletLease({
+        node: o.node,
+        log,
+        timers,
+        bootWallMs: bootWallMs(),
+        read: (signal) => getNodeLease(kc, o.node, signal),
+        onVerdict: (reached) => a.kubelet(reached),
+      });
+      kubelet.start();
+      stops.push(() => kubelet.stop());
+    }
 
     // 8. Periodic work: gauges between decisions; copies of a Healthy parent's secrets and tokens
     // (they go stale: tokens expire, secrets rotate; the store writes only what changed; a running

@@ -24,7 +24,7 @@
 // `wakeAt`, carries out the actions, and reports their results back as inputs.
 import { actionWakes, ask, failed, succeeded } from './actions.js';
 import { copyTrust, emptyTrust } from './beats.js';
-import { bootGrace, noGraceReason, observeFirstVerdict, recordCarriesOver } from './boot.js';
+import { bootGrace, kubeletQuestion, noGraceReason, observeFirstVerdict, observeKubelet, recordCarriesOver } from './boot.js';
 import { observeDeleting } from './deletion.js';
 import {
   copyHang,
@@ -89,6 +89,8 @@ export interface InitialStateArgs {
   rebooted?: boolean;
   /** The hand-over record was written under an earlier boot id: a boot voids deadlines (boot.ts). */
   recordFromEarlierBoot?: boolean;
+  /** The node rebooted and the agent has not yet heard whether its kubelet reached an api-server since (boot.ts observeKubelet). */
+  kubeletUnheard?: boolean;
 }
 
 /** A parent as the agent first knows it after starting: grace running, nothing seen yet. */
@@ -113,6 +115,7 @@ export function initialState(a: InitialStateArgs): ParentState {
           : R('AgentStarted', 'waiting for a first beat'),
     graceUntil: noGrace ? a.now : a.now + a.policy.startupGraceMs,
     ...(untilHeard && !recovered && !resumed ? { graceEndsIfUnreachable: true } : {}),
+    ...(kubeletQuestion(a) && !recovered && !resumed ? { graceEndsIfKubeletBlind: true } : {}),
     lastChangeAt: null,
     lastLocalChangeAt: null,
     phase: null,
@@ -198,6 +201,9 @@ function observe(s: ParentState, input: Input, now: number): void {
       answerLiveRead(s, input, changedBefore, now);
       return;
     }
+    case 'kubelet':
+      observeKubelet(s, input.reachedApi, now);
+      return;
     case 'api':
       observeFirstVerdict(s, input.reachable, now);
       if (input.reachable === s.apiReachable) return;

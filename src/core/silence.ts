@@ -7,6 +7,7 @@
 //
 // Owns `ParentState.confirm`, typed in the Silent variant only (types.ts SilentData): cleared on
 // entering and leaving Silent and by any change in the parent's beats. Pure: times are the observer's monotonic milliseconds.
+import { blindCover, KUBELET_BLIND_MESSAGE } from './boot.js';
 import { fresh, replacedReason, successorOfStopping } from './freshness.js';
 import { cover, enter, holdNote, liveState, R } from './transitions.js';
 import type { Action, Input, ParentPolicy, ParentState, SilentState } from './types.js';
@@ -71,7 +72,10 @@ export function judgeSilence(s: SilentState, now: number, actions: Action[]): bo
     actions.push({ type: 'confirm', channels: p.channels.filter((c) => c !== 'local') });
     return false;
   }
-  if (s.confirm.result === 'unchanged') return cover(s, 'SilenceConfirmed', 'no beat changed within the window, confirmed by a live read', now, actions);
+  if (s.confirm.result === 'unchanged') {
+    if (blindCover(s)) return cover(s, 'KubeletBlind', `${KUBELET_BLIND_MESSAGE}; confirmed by a live read`, now, actions);
+    return cover(s, 'SilenceConfirmed', 'no beat changed within the window, confirmed by a live read', now, actions);
+  }
   if (s.confirm.result === 'unavailable') {
     if (p.whenApiUnreachable === 'activate')
       return cover(s, 'ApiUnreachable', 'the live read could not reach the api-server (whenApiUnreachable: activate)', now, actions);

@@ -200,6 +200,14 @@ export interface ParentStateCommon {
    * verdict "unreachable" ends startupGrace at once (initialState). Absent: no such wait.
    */
   graceEndsIfUnreachable?: boolean;
+  /**
+   * The node rebooted and the agent has not yet heard whether the node's kubelet reached an
+   * api-server in this boot: the verdict "it did not" ends startupGrace at once while the agent
+   * hears an api-server and nothing of the parent (boot.ts observeKubelet). Absent: no such wait.
+   */
+  graceEndsIfKubeletBlind?: boolean;
+  /** The grace was ended because the node's kubelet could not start the parent (boot.ts); the cover says so. */
+  kubeletBlind?: boolean;
   /** Observer time a parent beat was last seen to change, on any channel (null: never). */
   lastChangeAt: number | null;
   /** Observer time a parent beat was last seen to change on the local channel (null: never). */
@@ -328,6 +336,11 @@ export type Input =
   | { type: 'confirmed'; outcome: 'unchanged' | 'unavailable' }
   | { type: 'confirmed'; outcome: 'changed'; beat: Beat }
   | { type: 'api'; reachable: boolean }
+  /**
+   * After a reboot: whether the node's kubelet has reached an api-server in this boot (its node
+   * Lease renewed since the boot), asked once the kubelet has had time to (src/agent/observe/kubelet-lease.ts).
+   */
+  | { type: 'kubelet'; reachedApi: boolean }
   /**
    * The api-server's view of this key on this node: a pod, or none. While it is judged unreachable,
    * only the pods named count, as who may beat for the key (freshness.ts, observeListedWhileUnreachable).

@@ -43,6 +43,8 @@ export class ApiServer {
   readonly leaseObjects = new Map<string, V1Lease>();
   /** Each pod's annotations, by pod uid (the annotation channel's writes). */
   readonly podAnnotations = new Map<string, Record<string, string>>();
+  /** The nodes' Leases in kube-node-lease: node name -> last renewal, on that node's wall clock (its kubelet writes it). */
+  readonly nodeLeases = new Map<string, number>();
   private resourceVersion = 0;
   readonly pods = new Map<string, ApiPod>();
   /** DaemonSet specs by parent key. */
@@ -66,6 +68,11 @@ export class ApiServer {
     // The same measure as the outcomes: a share of the port held by a process that does not serve
     // fails its share of the connections, so the node has no instance to count on.
     return k.answeredBy(isApiServer) !== null;
+  }
+
+  /** The node's own api-server serves (what a kubelet that asks only its own node's reaches). */
+  servesOn(n: SimNode): boolean {
+    return this.hasInstance(n);
   }
 
   /** Nodes with a serving api-server instance that can reach etcd. */

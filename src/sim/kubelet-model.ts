@@ -59,6 +59,13 @@ export interface KubeletModel {
    * >= 1.22). Without it the new pod starts at once, beside the old one still holding its ports.
    */
   staticPodsOneAtATime: boolean;
+  /**
+   * Which api-server the kubelet asks (its kubeconfig, not its version; the scenario sets it):
+   * `cluster`, any that serves (a load balancer in front of them all); `local`, a master's asks only its own
+   * node's (kubeadm's control-plane kubelets, `ControlPlaneKubeletLocalMode`, default since v1.33)
+   * and reaches none while nothing serves on its node; a worker's still asks the cluster's.
+   */
+  api: 'cluster' | 'local';
 }
 
 /** Measured with a real kubelet v1.36.3 on the project's test machines (docs/simulator-kubelet.md). */
@@ -88,6 +95,7 @@ export const KUBELET_V1_36: KubeletModel = {
   killMs: 20,
   // Not measured: the kubelet's source (pod_workers.go, allowStaticPodStart) since 1.22.
   staticPodsOneAtATime: true,
+  api: 'cluster',
 };
 
 /** The kubelet of the background issue, as the simulator modelled it before the calibration. */
@@ -105,6 +113,7 @@ export const KUBELET_V1_5: KubeletModel = {
   apiRelistAfterOutageMs: 0,
   killMs: 0,
   staticPodsOneAtATime: false,
+  api: 'cluster',
 };
 
 export const KUBELET_MODEL_BY_NAME: Record<KubeletModelName, KubeletModel> = { 'v1.36': KUBELET_V1_36, 'v1.5': KUBELET_V1_5 };

@@ -104,6 +104,8 @@ export interface Liveness {
   timeoutMs: number;
   failureThreshold: number;
 }
+/** The kubelet renews its node's Lease this often (kubelet default: a quarter of nodeLeaseDurationSeconds, 40 s). */
+export const NODE_LEASE_RENEW_MS = 10_000;
 const APISERVER_LIVENESS: Liveness = { periodMs: 10_000, timeoutMs: 15_000, failureThreshold: 8 };
 
 export function livenessOf(spec: PodSpec): Liveness | null {
@@ -113,6 +115,8 @@ export function livenessOf(spec: PodSpec): Liveness | null {
 export class Kubelet {
   readonly pods = new Map<string, KPod>();
   private connected = false;
+  /** A renewal of the node's Lease is scheduled (renewLease). */
+  private leaseTimer = false;
   private nextUid = 0;
   private readonly rng: Rng;
   /** The agent's own start time, its own stream so the kubelet's other draws stay as they were. */
@@ -248,6 +252,7 @@ export class Kubelet {
     if (reachable === this.connected) return;
     this.connected = reachable;
     if (reachable) {
+      this.renewLease();
       const delay = this.missedApi ? this.model.apiRelistAfterOutageMs : 0;
       this.missedApi = false;
       if (delay > 0) {
@@ -265,6 +270,25 @@ export class Kubelet {
       }
       for (const p of this.pods.values()) this.report(p);
     }
+  }
+
+  /**
+   * The node's Lease (kube-node-lease): renewed with the node's clock when the kubelet connects,
+   * then every NODE_LEASE_RENEW_MS while it reaches an api-server (the kubelet's default, a quarter
+   * of its 40 s lease). Changes no node state, so it touches nothing.
+   */
+  private renewLease(): void {
+    if (this.leaseTimer) return;
+    const renew = () => {
+      if (!this.live() || !this.connected) {
+        this.leaseTimer = false;
+        return;
+      }
+      this.world.api.nodeLeases.set(this.node.name, this.node.clock.wall(this.world.q.now));
+      this.world.q.after(NODE_LEASE_RENEW_MS, renew);
+    };
+    this.leaseTimer = true;
+    renew();
   }
 
   /** Cluster bootstrap: the temporary control plane hands the kubelet its pods once. */

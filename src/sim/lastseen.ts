@@ -20,6 +20,7 @@ import { isReboot } from '../agent/boot.js';
 import { fenceThroughSidecar } from '../agent/fence.js';
 import { HandoverRecords } from '../agent/handovers.js';
 import { probeApiServer } from '../agent/observe/api-probe.js';
+import { type NodeLeaseRead, watchKubeletLease } from '../agent/observe/kubelet-lease.js';
 import { type BeatFolder, watchLocalBeats } from '../agent/observe/local-beats.js';
 import { watchManifests } from '../agent/observe/manifests.js';
 import { deletingPodOf, localFileParent, parentPodOf } from '../agent/parents.js';
@@ -119,6 +120,9 @@ export class SimLastseen implements AgentProcess {
   /** The manifest observer's change notification (production's watchManifests over the node disk). */
   private manifestsChanged: (() => void) | null = null;
 
+  /** The node rebooted since the last agent ran (production's checkBoot over the model's boot ids). */
+  private readonly rebooted: boolean;
+
   constructor(
     private readonly world: World,
     private readonly node: SimNode,
@@ -126,6 +130,7 @@ export class SimLastseen implements AgentProcess {
   ) {
     const w = world;
     const rebooted = isReboot(node.bootId, node.disk.agentBootId);
+    this.rebooted = rebooted;
     node.disk.agentBootId = node.bootId;
     const clock = { now: () => node.clock.mono(w.q.now) };
     // The state folder's hand-over record, kept by production's HandoverRecords on the node's disk.
@@ -199,6 +204,26 @@ export class SimLastseen implements AgentProcess {
       },
       onReachable: (r) => this.enter(() => this.probed(r)),
     }).start();
+    // Production's kubelet-Lease observer after a reboot, over the model's node Leases: a GET
+    // answered a round trip later while the node reaches an api-server.
+    if (this.rebooted) {
+      watchKubeletLease({
+        node: node.name,
+        log: SILENT,
+        timers,
+        bootWallMs: node.clock.wall(node.clock.bootAt),
+        read: (signal) => {
+          const ms = T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node);
+          const answer = this.work(ms, (): NodeLeaseRead => {
+            if (!w.api.reachableFrom(node)) throw new Error('api-server unreachable');
+            const renewed = w.api.nodeLeases.get(node.name);
+            return renewed === undefined ? { unusable: `no Lease kube-node-lease/${node.name}` } : { holder: node.name, renewedAtMs: renewed };
+          });
+          return ms < PROBE_TIMEOUT_MS ? answer : this.answerOrAbort(answer, signal);
+        },
+        onVerdict: (r) => this.enter(() => this.agent.kubelet(r)),
+      }).start();
+    }
     // The model's pod watch lists as soon as the api-server answers; until then the feed holds pods back.
     this.feed.podsListed();
     watchLocalBeats({

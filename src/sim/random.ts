@@ -13,6 +13,16 @@ const SHARED_APISERVER_PRESTOP = { ...SHARED_APISERVER, preStop: '20s', terminat
 /** The shared api-server, with its preStop pause in half the seeds (by seed, not drawn: the schedules stay). */
 const shared = (seed: number) => (Math.floor(seed / 8) % 2 === 1 ? SHARED_APISERVER_PRESTOP : SHARED_APISERVER);
 
+/**
+ * Both kubelet models, alternating by seed; the masters' kubelets ask their own node's api-server
+ * (kubeadm's local mode) in every other pair of seeds. By seed, not drawn: the schedules stay those
+ * of earlier sweeps.
+ */
+const kubeletOf = (seed: number) => ({
+  model: seed % 2 === 0 ? ('v1.5' as const) : ('v1.36' as const),
+  ...(Math.floor(seed / 16) % 2 === 1 ? { api: 'local' as const } : {}),
+});
+
 /** Faults both sweeps draw the same way (the same draws in the same order: every seed's schedule unchanged). */
 const reboot = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
 const partition = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
@@ -92,8 +102,7 @@ export function randomScenario(seed: number): Scenario {
   const doc: ScenarioInput = {
     name: `random-${seed}`,
     duration: at + 300_000,
-    // Both kubelet models, alternating by seed (not drawn: the schedules stay those of earlier sweeps).
-    kubelet: { model: seed % 2 === 0 ? 'v1.5' : 'v1.36' },
+    kubelet: kubeletOf(seed),
     nodes,
     // The api-server as deploy/base/policy.yaml recommends it (port sharing, overlap hand-over) in
     // seeds 2-3 modulo 4, so both hand-overs meet both kubelet models (not drawn either).
@@ -165,7 +174,7 @@ export function randomNetScenario(seed: number): Scenario {
   const doc: ScenarioInput = {
     name: `random-net-${seed}`,
     duration: at + 300_000,
-    kubelet: { model: seed % 2 === 0 ? 'v1.5' : 'v1.36' },
+    kubelet: kubeletOf(seed),
     nodes,
     parents: [rng.chance(0.5) ? shared(seed) : APISERVER, { key: 'kube-flannel', kind: 'app', ...(beatInterval ? { beatInterval } : {}) }],
     faults,

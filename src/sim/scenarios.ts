@@ -361,6 +361,28 @@ NAMED['reboot-loop'] = {
   focus: { node: 'm1', key: 'kube-apiserver' },
   expect: { served: true, parentServed: true },
 };
+// A rolling OS update of three masters whose kubelets ask their own node's api-server (kubeadm's
+// control-plane kubelets since v1.33): after each reboot the other two answer the agent through the
+// load balancer, but the node's kubelet learns nothing until something serves on its node. The
+// agent finds the kubelet's node Lease not renewed since the boot and covers at once
+// (`KubeletBlind`, src/core/boot.ts) instead of waiting out startupGrace for a parent that cannot
+// start. The next master goes down once the last one's parent serves again (2m30s apart).
+NAMED['rolling-reboot-local-kubelets'] = {
+  name: 'rolling-reboot-local-kubelets',
+  description:
+    "Three masters rebooted one at a time (a rolling OS update), their kubelets asking their own node's api-server: each rebooted node's kubelet is blind until its copy serves.",
+  duration: '15m',
+  kubelet: { model: 'v1.36', api: 'local' },
+  nodes: three,
+  parents: [sharedApiserver],
+  faults: [
+    { type: 'reboot', at: '3m', node: 'm1', down: '5s' },
+    { type: 'reboot', at: '5m30s', node: 'm2', down: '5s' },
+    { type: 'reboot', at: '8m', node: 'm3', down: '5s' },
+  ],
+  focus: { node: 'm1', key: 'kube-apiserver' },
+  expect: { served: true, parentServed: true },
+};
 // A good spec that crashes twice while it starts (a dependency not ready yet), then runs: its
 // first exit beside the sharing copy is a strike, and probation lets it try again.
 NAMED['stumbling-rollout'] = {

@@ -248,6 +248,13 @@ export const scenarioSchema = z.strictObject({
        * Off: `/pods` reports container states, and every exit is restarted on the back-off.
        */
       staleStatus: z.boolean().optional(),
+      /**
+       * Which api-server the kubelets ask: `cluster` (default), any that serves, as through a
+       * load balancer; `local`, a master's only its own node's (kubeadm's control-plane
+       * kubelets since v1.33): it learns its pods only once something serves on its node. Workers'
+       * kubelets ask the cluster's either way.
+       */
+      api: z.enum(['cluster', 'local']).optional(),
     })
     .default({ model: 'v1.36' }),
   nodes: z.array(node).min(1),
@@ -431,13 +438,14 @@ export function parseScenario(doc: unknown): ScenarioResult {
     ...base,
     fileCheckPeriodMs: spec.kubelet.fileCheckPeriod ?? base.fileCheckPeriodMs,
     staleStatus: spec.kubelet.staleStatus ?? base.staleStatus,
+    api: spec.kubelet.api ?? base.api,
   };
   return { ok: true, scenario: { spec, kubelet, parents, focus } };
 }
 
-/** The same scenario on another kubelet model (its file's kubelet overrides are dropped). */
+/** The same scenario on another kubelet model (its file's kubelet overrides are dropped; which api-server it asks is kept). */
 export function withKubeletModel(s: Scenario, name: KubeletModelName): Scenario {
-  return { ...s, kubelet: KUBELET_MODEL_BY_NAME[name] };
+  return { ...s, kubelet: { ...KUBELET_MODEL_BY_NAME[name], api: s.kubelet.api } };
 }
 
 /** Parse YAML or JSON text (JSON is YAML), then validate. */

@@ -109,6 +109,8 @@ export class World {
   firstFaultAt: number | null = null;
   private readonly root: Rng;
   private reach = new Map<string, boolean>();
+  /** Whether each node's kubelet reaches an api-server: the node's own reach, or for a `local` kubelet its own node's api-server. */
+  private kubeletReach = new Map<string, boolean>();
   /** Some promise was created or settled since the last settle() (see EventQueue.runUntil). */
   private promisesPending = false;
   private readonly defs: Map<string, ParentDef>;
@@ -231,6 +233,7 @@ export class World {
     this.touch(node);
     // A new kubelet learns reachability like everyone else: on the next check after this event.
     this.reach.delete(node.name);
+    this.kubeletReach.delete(node.name);
     k.start();
     if (adoptApiPods) k.adoptApiPods();
   }
@@ -312,9 +315,13 @@ export class World {
     this.lastAvailable = avail;
     for (const node of nodes) {
       const r = this.reaches(node, avail);
+      const kr = this.kubeletReaches(node, r);
+      if (this.kubeletReach.get(node.name) !== kr) {
+        this.kubeletReach.set(node.name, kr);
+        this.kubelets.get(node.name)?.setConnected(kr);
+      }
       if (this.reach.get(node.name) !== r) {
         this.reach.set(node.name, r);
-        this.kubelets.get(node.name)?.setConnected(r);
         this.log(node.name, 'api', r ? 'api-server reachable from this node' : 'api-server unreachable from this node');
         this.record(`api/${node.name}`, r ? 'up' : 'down');
         this.invariants.reachability(node, r);
@@ -347,10 +354,20 @@ export class World {
     return this.net.whole ? avail && node.up && !node.net.partitioned : this.api.reachableFrom(node);
   }
 
+  /**
+   * A master's `local` kubelet asks its own node's api-server only (kubelet-model.ts `api`); a
+   * worker's asks the cluster's, as kubeadm's workers do. Reads only the node's own state.
+   */
+  private kubeletReaches(node: SimNode, nodeReaches: boolean): boolean {
+    return this.scenario.kubelet.api === 'local' && node.master ? this.api.servesOn(node) : nodeReaches;
+  }
+
   private verifyReach(avail: boolean): void {
     for (const node of this.nodes.values()) {
       const r = this.reaches(node, avail);
       if (this.reach.get(node.name) !== r) throw new Error(`verify: ${node.name}'s reachability changed at ${this.q.now} ms without a touch`);
+      if (this.kubelets.has(node.name) && this.kubeletReach.get(node.name) !== this.kubeletReaches(node, r))
+        throw new Error(`verify: ${node.name}'s kubelet reachability changed at ${this.q.now} ms without a touch`);
     }
   }
 }
