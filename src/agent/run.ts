@@ -26,7 +26,7 @@ import { limitConcurrency } from './limit.js';
 import type { AgentRole } from './lock.js';
 import { AgentMetrics } from './metrics.js';
 import { API_PROBE_TIMEOUT_MS, getReadyz } from './observe/api-probe.js';
-import { bootWallMs, getNodeLease, watchKubeletLease } from './observe/kubelet-lease.js';
+import { bootStartedAt, getNodeLease, watchKubeletLease } from './observe/kubelet-lease.js';
 import { watchManifestFolder } from './observe/manifests.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { v1PodInfo } from './parents.js';
@@ -413,7 +413,7 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
         node: o.node,
         log,
         timers,
-        bootWallMs: bootWallMs(),
+        bootWallMs: await bootStartedAt(o.bootIdFile),
         read: (signal) => getNodeLease(kc, o.node, signal),
         onVerdict: (reached) => a.kubelet(reached),
       });

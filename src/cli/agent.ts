@@ -55,7 +55,10 @@ export function register(program: Command): void {
     .option('--state-dir <dir>', 'checkpoints and the node lock', DEFAULT_STATE_DIR)
     .option('--heartbeat-dir <dir>', 'local heartbeat files', DEFAULT_HEARTBEAT_DIR)
     .option('--policy-file <file>', 'read the policy from this file instead of the ConfigMap')
-    .option('--boot-id-file <file>', "the node's boot id; a changed id means a reboot (default /proc/sys/kernel/random/boot_id)")
+    .option(
+      '--boot-id-file <file>',
+      "the node's boot id; a changed id means a reboot, and the file's modification time is when the boot began (default /proc/sys/kernel/random/boot_id, with the kernel's uptime)",
+    )
     .option('--health-port <port>', '/healthz /readyz /metrics port (0: any free port)', String(DEFAULT_HEALTH_PORT))
     .option('--health-host <host>', 'address for the health endpoints', '0.0.0.0')
     .option('--watchdog <duration>', 're-open a watch silent for this long (default 90s)')

@@ -1,11 +1,14 @@
 // The kubelet-Lease observer: its schedule and verdicts on fake time, what it refuses to read, and
 // its GET against a local HTTP server standing in for the api-server.
+import { mkdtemp, utimes, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
-import { getNodeLease, type NodeLeaseRead, parseNodeLease, watchKubeletLease } from './kubelet-lease.js';
+import { bootStartedAt, bootWallMs, getNodeLease, type NodeLeaseRead, parseNodeLease, watchKubeletLease } from './kubelet-lease.js';
 
 const BOOT = Date.UTC(2026, 11, 6, 8, 0, 0);
 
@@ -101,6 +104,19 @@ describe('kubelet Lease observer', () => {
     expect('unusable' in bad && bad.unusable).toMatch(/^not a Lease: spec\.renewTime: /);
     const other = parseNodeLease(JSON.stringify({ kind: 'ConfigMap', data: {} }));
     expect('unusable' in other && other.unusable).toMatch(/^not a Lease: kind: /);
+  });
+
+  it("the boot began at the kernel's uptime, or when a given boot id file was written", async () => {
+    const kernel = bootWallMs();
+    expect(Math.abs(kernel - (await bootStartedAt()))).toBeLessThan(1_000);
+    expect(kernel).toBeLessThan(Date.now());
+    const dir = await mkdtemp(join(tmpdir(), 'boot-'));
+    const file = join(dir, 'boot_id');
+    await writeFile(file, 'c0ffee00-0000-4000-8000-000000000000\n');
+    await utimes(file, BOOT / 1000, BOOT / 1000);
+    expect(await bootStartedAt(file)).toBe(BOOT);
+    // A file that cannot be read falls back to the kernel's figure.
+    expect(Math.abs((await bootStartedAt(join(dir, 'missing'))) - kernel)).toBeLessThan(1_000);
   });
 
   describe('GET against a stand-in api-server', () => {

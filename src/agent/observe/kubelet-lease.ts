@@ -19,6 +19,7 @@
 // compared with this boot's start on the same machine's clock); a clock stepped back at boot by
 // more than the power-off makes the last boot's renewal look recent, which only means the usual
 // startupGrace applies.
+import { stat } from 'node:fs/promises';
 import { uptime } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -59,6 +60,19 @@ export interface KubeletLeaseWatch {
 /** This boot's start on the wall clock: now minus the kernel's uptime. */
 export function bootWallMs(now = Date.now()): number {
   return now - uptime() * 1000;
+}
+
+/**
+ * When this boot began: the kernel's uptime, or, when the agent is given a boot id file in place of
+ * the kernel's (a test bed's power cycle, which is no kernel boot), the time that file was written.
+ */
+export async function bootStartedAt(bootIdFile?: string): Promise<number> {
+  if (bootIdFile === undefined) return bootWallMs();
+  try {
+    return (await stat(bootIdFile)).mtimeMs;
+  } catch {
+    return bootWallMs();
+  }
 }
 
 const leaseBody = z.object({
