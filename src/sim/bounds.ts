@@ -1,7 +1,7 @@
 // Liveness bounds derived from the policy and the model's timings. Each term says what it waits
 // for; the sums are what the invariants hold the lastseen agent to after a fault ends.
 import { CONFIRM_TIMEOUT_MS, handoverWindowMs, WINDOW_INTERVALS } from '../core/decide.js';
-import { type KubeletModel, noticeBoundMs } from './kubelet-model.js';
+import { type KubeletModel, noticeBoundMs, relistBoundMs } from './kubelet-model.js';
 import { T } from './model.js';
 import type { ParentDef } from './schema.js';
 
@@ -129,7 +129,7 @@ export function parentBoundMs(def: ParentDef, kubelet: KubeletModel): number {
   return (
     serveBoundMs(def, kubelet) +
     rounds +
-    kubelet.apiRelistAfterOutageMs +
+    relistBoundMs(kubelet) +
     T.backoffMaxMs +
     RESTART_LATE_MS +
     fileCheckMs +

@@ -47,10 +47,15 @@ export interface KubeletModel {
    */
   backoffSurvivesReboot: boolean;
   /**
-   * After the kubelet failed to reach an api-server, it learns its api pods this long after one
-   * answers again (its pod reflector's retry back-off); 0: at once.
+   * After the kubelet failed to reach an api-server, it learns its api pods at its pod reflector's
+   * next try once one answers again (null: at once). client-go's reflector retries on an
+   * exponential back-off: `initialMs` doubling up to `capMs`, each wait stretched by up to
+   * `jitter` of itself, started afresh when the last wait began more than `resetMs` ago
+   * (`wait.NewExponentialBackoffManager(800ms, 30s, 2m, 2.0, 1.0)` in reflector.go). So a kubelet
+   * that failed for a few seconds lists within seconds of an api-server's answer, and one that
+   * failed for minutes up to a minute after it.
    */
-  apiRelistAfterOutageMs: number;
+  reflectorBackoff: { initialMs: number; capMs: number; resetMs: number; jitter: number } | null;
   /** From deciding to stop a container to the SIGTERM reaching it. */
   killMs: number;
   /**
@@ -87,10 +92,11 @@ export const KUBELET_V1_36: KubeletModel = {
   firstRestartMs: 1_000,
   // Repeated kills after a reboot: back-off 10, 20, 40, 80 s, the first crash included.
   backoffSurvivesReboot: true,
-  // After a reboot with no api-server, the api pod served 21.9 s after the api-server was started
-  // (one trial): about 2 s for the api-server to answer, 0.4 s for the pod's start, 19.5 s waiting
-  // for the kubelet to list its pods again.
-  apiRelistAfterOutageMs: 19_500,
+  // client-go's reflector back-off (reflector.go). Measured: the real node's parent pod served
+  // 6-9 s after its checkpoint answered in most reboots, the three-node bed's kubelet started the
+  // parent 3-4 s after its copy served (docs/simulator-kubelet.md); one trial with the api-server
+  // down for longer waited 19.5 s.
+  reflectorBackoff: { initialMs: 800, capMs: 30_000, resetMs: 120_000, jitter: 1 },
   // Manifest removed -> port free 0.01 / 0.02 / 1.04 s for a process that exits on SIGTERM.
   killMs: 20,
   // Not measured: the kubelet's source (pod_workers.go, allowStaticPodStart) since 1.22.
@@ -110,7 +116,7 @@ export const KUBELET_V1_5: KubeletModel = {
   staleStatus: true,
   firstRestartMs: null,
   backoffSurvivesReboot: false,
-  apiRelistAfterOutageMs: 0,
+  reflectorBackoff: null,
   killMs: 0,
   staticPodsOneAtATime: false,
   api: 'cluster',
@@ -126,4 +132,10 @@ export function noticeBoundMs(m: KubeletModel): number {
 /** A notice delay drawn from `u` in [0, 1): skewed to the minimum (u^4: the median is min + 6% of the range). */
 export function noticeDelayMs(m: KubeletModel, u: number): number {
   return Math.round(m.noticeMs.min + (m.noticeMs.max - m.noticeMs.min) * u ** 4);
+}
+
+/** The longest a kubelet may wait after an api-server answers before it lists its pods (bounds.ts). */
+export function relistBoundMs(m: KubeletModel): number {
+  const b = m.reflectorBackoff;
+  return b === null ? 0 : b.capMs * (1 + b.jitter);
 }

@@ -125,12 +125,18 @@ export class Kubelet {
   private readonly noticeRng: Rng;
   /** Its own stream: the liveness probe's phase. */
   private readonly livenessRng: Rng;
+  /** Its own stream: the pod reflector's jitter. */
+  private readonly reflectorRng: Rng;
   readonly model: KubeletModel;
   /** The kubelet v1.5 status cache (see the header). */
   readonly staleStatus: boolean;
-  /** It failed to reach an api-server since it started (its pod reflector is backing off). */
-  private missedApi = false;
-  /** No api pods are listed before this (the reflector's retry after an outage). */
+  /**
+   * Its pod reflector's retries (kubelet-model.ts `reflectorBackoff`): `failing` while no
+   * api-server answers, `next` its next try, `stepMs` the wait before the one after, `lastStart`
+   * when the last wait began. The tries are worked out when an api-server answers, not as events.
+   */
+  private reflector: { failing: boolean; next: number; stepMs: number; lastStart: number } | null = null;
+  /** No api pods are listed before this (the reflector's next try after an outage). */
   private listAfter = 0;
 
   constructor(
@@ -142,6 +148,7 @@ export class Kubelet {
     this.noticeRng = world.rng(`kubelet/${node.name}/${bootId}/notice`);
     this.agentRng = world.rng(`kubelet/${node.name}/${bootId}/agent-start`);
     this.livenessRng = world.rng(`kubelet/${node.name}/${bootId}/liveness`);
+    this.reflectorRng = world.rng(`kubelet/${node.name}/${bootId}/reflector`);
     this.model = world.scenario.kubelet;
     this.staleStatus = this.model.staleStatus;
   }
@@ -248,13 +255,12 @@ export class Kubelet {
   /** Reachability changed (the world tells every kubelet after every event that changes it). */
   setConnected(reachable: boolean): void {
     this.touch();
-    if (!reachable) this.missedApi = true;
+    if (!reachable && !this.reflector?.failing) this.reflectorFailed(this.world.q.now);
     if (reachable === this.connected) return;
     this.connected = reachable;
     if (reachable) {
       this.renewLease();
-      const delay = this.missedApi ? this.model.apiRelistAfterOutageMs : 0;
-      this.missedApi = false;
+      const delay = this.reflectorAnswered(this.world.q.now);
       if (delay > 0) {
         this.listAfter = this.world.q.now + delay;
         this.after(delay, () => this.syncApiPods());
@@ -270,6 +276,34 @@ export class Kubelet {
       }
       for (const p of this.pods.values()) this.report(p);
     }
+  }
+
+  /** A try of the pod reflector failed (or its watch ended) at `at`: its next try, after a back-off. */
+  private reflectorFailed(at: number): void {
+    const b = this.model.reflectorBackoff;
+    if (b === null) {
+      this.reflector = { failing: true, next: at, stepMs: 0, lastStart: at };
+      return;
+    }
+    const r = this.reflector ?? { failing: true, next: at, stepMs: b.initialMs, lastStart: Number.NEGATIVE_INFINITY };
+    if (at - r.lastStart > b.resetMs) r.stepMs = b.initialMs;
+    const wait = r.stepMs * (1 + this.reflectorRng.next() * b.jitter);
+    r.stepMs = Math.min(r.stepMs * 2, b.capMs);
+    r.lastStart = at;
+    r.next = at + wait;
+    r.failing = true;
+    this.reflector = r;
+  }
+
+  /** An api-server answers from `now`: every try before now failed; how long until the next one lists. */
+  private reflectorAnswered(now: number): number {
+    const r = this.reflector;
+    if (r === null || !r.failing) return 0;
+    r.failing = false;
+    if (this.model.reflectorBackoff === null) return 0;
+    while (r.next < now) this.reflectorFailed(r.next);
+    r.failing = false;
+    return r.next - now;
   }
 
   /**
