@@ -12,16 +12,17 @@ export type CaseName = (typeof CASES)[number];
 const APISERVER = 'kube-system/kube-apiserver';
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
-/** /readyz polled at a fixed pace, every answer kept (time, ok). */
+/** /readyz polled at a fixed pace, every answer kept (time, ok, why it failed). */
 export class Poller {
-  readonly samples: Array<{ t: number; ok: boolean }> = [];
+  readonly samples: Array<{ t: number; ok: boolean; why?: string }> = [];
   private on = true;
   private readonly done: Promise<void>;
-  constructor(check: () => Promise<boolean>, everyMs: number) {
+  constructor(check: () => Promise<boolean | { ok: boolean; why: string }>, everyMs: number) {
     this.done = (async () => {
       while (this.on) {
         const t = Date.now();
-        this.samples.push({ t, ok: await check() });
+        const a = await check();
+        this.samples.push(typeof a === 'boolean' ? { t, ok: a } : a.ok ? { t, ok: true } : { t, ok: false, why: a.why });
         const rest = everyMs - (Date.now() - t);
         if (rest > 0) await sleep(rest);
       }
@@ -34,6 +35,32 @@ export class Poller {
   firstOk(from: number): number | null {
     return this.samples.find((s) => s.t >= from && s.ok)?.t ?? null;
   }
+  /**
+   * The runs of failed polls from `from` on: when each began and ended (s after `from`), how many
+   * polls, and why they failed (count per reason).
+   */
+  darkStretches(from: number): DarkStretch[] {
+    const out: DarkStretch[] = [];
+    let cur: DarkStretch | null = null;
+    for (let i = 0; i < this.samples.length; i++) {
+      const s = this.samples[i]!;
+      if (s.t < from) continue;
+      if (s.ok) {
+        cur = null;
+        continue;
+      }
+      if (cur === null) {
+        cur = { fromS: round2((s.t - from) / 1000), toS: 0, polls: 0, why: {} };
+        out.push(cur);
+      }
+      cur.polls++;
+      cur.toS = round2(((this.samples[i + 1]?.t ?? Date.now()) - from) / 1000);
+      const w = s.why ?? 'failed';
+      cur.why[w] = (cur.why[w] ?? 0) + 1;
+    }
+    return out;
+  }
+
   /** Polls in [from, to): how many, how many failed, and the failed time (each failed poll until the next one). */
   between(from: number, to = Number.POSITIVE_INFINITY): { polls: number; failed: number; failedS: number } {
     let polls = 0;
@@ -50,6 +77,14 @@ export class Poller {
     }
     return { polls, failed, failedS: round2(failedMs / 1000) };
   }
+}
+
+/** A run of failed load-balancer polls (see Poller.darkStretches). */
+export interface DarkStretch {
+  fromS: number;
+  toS: number;
+  polls: number;
+  why: Record<string, number>;
 }
 
 export interface NodeResult {
@@ -82,6 +117,8 @@ export interface CaseResult {
   lbFailedPolls: number;
   /** Successful polls / all polls, in percent, over the case's window. */
   lbAvailabilityPct: number;
+  /** The load balancer's failed polls as stretches, seconds from moment zero, with why they failed. */
+  lbDark: DarkStretch[];
   durationS: number;
   /** The machine's load average (1, 5, 15 min) at the case's end: the bed shares two cores with everyone's work. */
   loadAvg: [number, number, number];
@@ -174,14 +211,18 @@ function nodeResult(c: Cluster, n: string, t0: number, w: Watched | null, partit
 }
 
 function pollers(c: Cluster): { lb: Poller; direct: Map<string, Poller> } {
-  return { lb: new Poller(() => c.readyz(), 100), direct: new Map(NODES.map((n) => [n, new Poller(() => c.readyz(n), 500)])) };
+  return { lb: new Poller(() => c.readyzAnswer(), 100), direct: new Map(NODES.map((n) => [n, new Poller(() => c.readyz(n), 500)])) };
 }
 
 async function stopAll(p: { lb: Poller; direct: Map<string, Poller> }): Promise<void> {
   await Promise.all([p.lb.stop(), ...[...p.direct.values()].map((d) => d.stop())]);
 }
 
-function lbFigures(lb: Poller, t0: number, from = t0): Pick<CaseResult, 'lbServedAfterS' | 'unavailableS' | 'lbPolls' | 'lbFailedPolls' | 'lbAvailabilityPct'> {
+function lbFigures(
+  lb: Poller,
+  t0: number,
+  from = t0,
+): Pick<CaseResult, 'lbServedAfterS' | 'unavailableS' | 'lbPolls' | 'lbFailedPolls' | 'lbAvailabilityPct' | 'lbDark'> {
   const first = lb.firstOk(t0);
   const b = lb.between(from);
   return {
@@ -190,6 +231,7 @@ function lbFigures(lb: Poller, t0: number, from = t0): Pick<CaseResult, 'lbServe
     lbPolls: b.polls,
     lbFailedPolls: b.failed,
     lbAvailabilityPct: b.polls ? round2((100 * (b.polls - b.failed)) / b.polls) : 0,
+    lbDark: lb.darkStretches(t0),
   };
 }
 

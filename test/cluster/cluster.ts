@@ -135,15 +135,45 @@ export class Cluster {
   }
 
   /** `/readyz` answers 200 within 1 s: through the load balancer, or one node's api-server alone. */
-  readyz(target: 'lb' | string = 'lb'): Promise<boolean> {
+  async readyz(target: 'lb' | string = 'lb'): Promise<boolean> {
+    return (await this.readyzAnswer(target)).ok;
+  }
+
+  /**
+   * The same poll, with why it failed: `HTTP <status>` and the checks `/readyz` names as failed
+   * (`[-]shutdown failed`), `no answer within 1 s`, or the socket's error code.
+   */
+  readyzAnswer(target: 'lb' | string = 'lb'): Promise<{ ok: boolean; why: string }> {
     const socketPath = target === 'lb' ? this.env.lbSock : join(this.env.dir, `direct-${target}.sock`);
     return new Promise((resolve) => {
+      let timedOut = false;
       const req = request({ socketPath, path: '/readyz', rejectUnauthorized: false, timeout: 1000, agent: false }, (res) => {
-        res.resume();
-        resolve(res.statusCode === 200);
+        if (res.statusCode === 200) {
+          res.resume();
+          resolve({ ok: true, why: '' });
+          return;
+        }
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          if (body.length < 4096) body += d;
+        });
+        const done = () => {
+          const failed = body
+            .split('\n')
+            .filter((l) => l.startsWith('[-]'))
+            .map((l) => l.replace(/ failed.*$/, ' failed'))
+            .slice(0, 2);
+          resolve({ ok: false, why: [`HTTP ${res.statusCode}`, ...failed].join(' ') });
+        };
+        res.on('end', done);
+        res.on('error', done);
       });
-      req.on('timeout', () => req.destroy());
-      req.on('error', () => resolve(false));
+      req.on('timeout', () => {
+        timedOut = true;
+        req.destroy();
+      });
+      req.on('error', (e: NodeJS.ErrnoException) => resolve({ ok: false, why: timedOut ? 'no answer within 1 s' : (e.code ?? e.message) }));
       req.end();
     });
   }
