@@ -33,23 +33,23 @@ describe('boot: the reboot rule, and a boot voids deadlines', () => {
   });
 
   describe('a blind kubelet starts nothing (KubeletBlind)', () => {
+    /** The agent's first look at a parent with a stored copy, after a reboot. */
+    const rebootedStart = (policy: ParentPolicy = ACTIVATE, kubeletUnheard = true): ParentState =>
+      initialState({
+        namespace: 'kube-system',
+        key: 'kube-apiserver',
+        policy,
+        now: 0,
+        rebooted: true,
+        kubeletUnheard,
+        checkpoint: { stored: true, active: false, specHash: 'h1' },
+      });
     /** After a reboot, the agent hears an api-server (through the other masters) and nothing of the parent. */
     const rebootedHearingApi = (policy: ParentPolicy = ACTIVATE, kubeletUnheard = true): ParentState =>
-      feed(
-        initialState({
-          namespace: 'kube-system',
-          key: 'kube-apiserver',
-          policy,
-          now: 0,
-          rebooted: true,
-          kubeletUnheard,
-          checkpoint: { stored: true, active: false, specHash: 'h1' },
-        }),
-        [
-          [300, { type: 'api', reachable: true }],
-          [400, { type: 'pod', pod: POD }],
-        ],
-      ).state;
+      feed(rebootedStart(policy, kubeletUnheard), [
+        [300, { type: 'api', reachable: true }],
+        [400, { type: 'pod', pod: POD }],
+      ]).state;
 
     it('a kubelet not renewed since the boot ends the grace, and the live read covers with its reason', () => {
       const s = rebootedHearingApi();
@@ -87,33 +87,11 @@ describe('boot: the reboot rule, and a boot voids deadlines', () => {
     });
 
     it('while no api-server answers the reboot rule decides, and the question stays open for a later verdict', () => {
-      const s = feed(
-        initialState({
-          namespace: 'kube-system',
-          key: 'kube-apiserver',
-          policy: ACTIVATE,
-          now: 0,
-          rebooted: true,
-          kubeletUnheard: true,
-          checkpoint: { stored: true, active: false, specHash: 'h1' },
-        }),
-        [[300, { type: 'api', reachable: false }]],
-      ).state;
+      const s = feed(rebootedStart(), [[300, { type: 'api', reachable: false }]]).state;
       // The reboot rule covered it already (no grace); the verdict changes nothing there.
       expect(s.state).toBe('Active');
       expect(s.reason.code).toBe('ApiUnreachable');
-      const waiting = feed(
-        initialState({
-          namespace: 'kube-system',
-          key: 'kube-apiserver',
-          policy: ACTIVATE,
-          now: 0,
-          rebooted: true,
-          kubeletUnheard: true,
-          checkpoint: { stored: true, active: false, specHash: 'h1' },
-        }),
-        [[1000, { type: 'kubelet', reachedApi: false }]],
-      ).state;
+      const waiting = feed(rebootedStart(), [[1000, { type: 'kubelet', reachedApi: false }]]).state;
       expect(waiting.graceEndsIfKubeletBlind).toBe(true);
       const heard = feed(waiting, [
         [1500, { type: 'api', reachable: true }],
