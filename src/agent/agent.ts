@@ -160,8 +160,7 @@ export class Agent<P = unknown> implements ManifestSubject {
   /** The probe gave its first verdict (until then apiReachable is an assumption, not something heard). */
   private apiHeard = false;
   private rebooted: boolean;
-  /** The node's kubelet was heard to reach an api-server in this boot (kubelet()). */
-  private kubeletHeard = false;
+  /** The last verdict on the node's kubelet in this boot (kubelet()); true closes the question. */
   private kubeletSaid: boolean | null = null;
   private timer: unknown = null;
   private timerAt: number | null = null;
@@ -253,8 +252,7 @@ export class Agent<P = unknown> implements ManifestSubject {
    * Lease, src/agent/observe/kubelet-lease.ts). "Yes" closes the question for good.
    */
   kubelet(reachedApi: boolean): void {
-    if (this.kubeletHeard) return;
-    if (reachedApi) this.kubeletHeard = true;
+    if (this.kubeletSaid === true) return;
     if (this.kubeletSaid !== reachedApi)
       this.o.logger.info(
         { reachedApi },
@@ -340,7 +338,7 @@ export class Agent<P = unknown> implements ManifestSubject {
       now: this.o.clock.now(),
       ...(this.apiHeard ? { apiReachable: this.apiReachable } : {}),
       rebooted: this.rebooted,
-      kubeletUnheard: this.o.rebooted === true && !this.kubeletHeard,
+      kubeletUnheard: this.o.rebooted === true && this.kubeletSaid !== true,
       ...(checkpoint ? { checkpoint } : {}),
       ...(handover ? { handover } : {}),
       // A boot voids deadlines: a record read after a reboot was written under the last boot.

@@ -60,19 +60,14 @@ export class ApiServer {
     this.daemonsets = new DaemonSetController(world, this);
   }
 
-  /** A serving api-server instance on `n` that can reach etcd. */
-  private hasInstance(n: SimNode): boolean {
+  /** A serving api-server instance on `n` that can reach etcd (what a kubelet that asks only its own node's reaches). */
+  hasInstance(n: SimNode): boolean {
     if (!n.up || n.net.partitioned) return false;
     const k = this.world.kubelets.get(n.name);
     if (!k) return false;
     // The same measure as the outcomes: a share of the port held by a process that does not serve
     // fails its share of the connections, so the node has no instance to count on.
     return k.answeredBy(isApiServer) !== null;
-  }
-
-  /** The node's own api-server serves (what a kubelet that asks only its own node's reaches). */
-  servesOn(n: SimNode): boolean {
-    return this.hasInstance(n);
   }
 
   /** Nodes with a serving api-server instance that can reach etcd. */

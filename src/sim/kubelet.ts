@@ -299,11 +299,9 @@ export class Kubelet {
   private reflectorAnswered(now: number): number {
     const r = this.reflector;
     if (r === null || !r.failing) return 0;
+    if (this.model.reflectorBackoff !== null) while (r.next < now) this.reflectorFailed(r.next);
     r.failing = false;
-    if (this.model.reflectorBackoff === null) return 0;
-    while (r.next < now) this.reflectorFailed(r.next);
-    r.failing = false;
-    return r.next - now;
+    return Math.max(0, r.next - now);
   }
 
   /**

@@ -196,12 +196,7 @@ export class SimLastseen implements AgentProcess {
       intervalMs: T.agentProbeMs,
       timeoutMs: PROBE_TIMEOUT_MS,
       failureThreshold: PROBE_FAILURE_THRESHOLD,
-      probe: (signal) => {
-        const ms = T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node);
-        const answer = this.work(ms, () => w.api.reachableFrom(node));
-        // An answer within the timeout needs no abort (the usual case, and the cheap one).
-        return ms < PROBE_TIMEOUT_MS ? answer : this.answerOrAbort(answer, signal);
-      },
+      probe: (signal) => this.request(signal, () => w.api.reachableFrom(node)),
       onReachable: (r) => this.enter(() => this.probed(r)),
     }).start();
     // Production's kubelet-Lease observer after a reboot, over the model's node Leases: a GET
@@ -212,15 +207,12 @@ export class SimLastseen implements AgentProcess {
         log: SILENT,
         timers,
         bootWallMs: node.clock.wall(node.clock.bootAt),
-        read: (signal) => {
-          const ms = T.apiRttMs + w.net.toApiMs(node) + w.net.fromApiMs(node);
-          const answer = this.work(ms, (): NodeLeaseRead => {
+        read: (signal) =>
+          this.request(signal, (): NodeLeaseRead => {
             if (!w.api.reachableFrom(node)) throw new Error('api-server unreachable');
             const renewed = w.api.nodeLeases.get(node.name);
             return renewed === undefined ? { unusable: `no Lease kube-node-lease/${node.name}` } : { holder: node.name, renewedAtMs: renewed };
-          });
-          return ms < PROBE_TIMEOUT_MS ? answer : this.answerOrAbort(answer, signal);
-        },
+          }),
         onVerdict: (r) => this.enter(() => this.agent.kubelet(r)),
       }).start();
     }
@@ -469,6 +461,18 @@ export class SimLastseen implements AgentProcess {
   private failed<V>(e: Error): Promise<V> {
     this.world.promised();
     return Promise.reject(e);
+  }
+
+  /**
+   * A GET to the api-server from this node: answered a round trip later (with the node's added
+   * latency) by `body`, unless the caller aborts it first.
+   */
+  private request<V>(signal: AbortSignal, body: () => V): Promise<V> {
+    const w = this.world;
+    const ms = T.apiRttMs + w.net.toApiMs(this.node) + w.net.fromApiMs(this.node);
+    const answer = this.work(ms, body);
+    // An answer within the shortest caller's timeout needs no abort (the usual case, and the cheap one).
+    return ms < PROBE_TIMEOUT_MS ? answer : this.answerOrAbort(answer, signal);
   }
 
   /**

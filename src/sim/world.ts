@@ -359,7 +359,7 @@ export class World {
    * worker's asks the cluster's, as kubeadm's workers do. Reads only the node's own state.
    */
   private kubeletReaches(node: SimNode, nodeReaches: boolean): boolean {
-    return this.scenario.kubelet.api === 'local' && node.master ? this.api.servesOn(node) : nodeReaches;
+    return this.scenario.kubelet.api === 'local' && node.master ? this.api.hasInstance(node) : nodeReaches;
   }
 
   private verifyReach(avail: boolean): void {

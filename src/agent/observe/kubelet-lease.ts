@@ -128,6 +128,16 @@ export function watchKubeletLease(o: KubeletLeaseOptions): KubeletLeaseWatch {
     log.warn(detail, what);
   };
 
+  /** The renewal time of a Lease that says something of this node's kubelet; else null, said once per kind. */
+  const usable = (r: NodeLeaseRead): number | null => {
+    const lease = `kube-node-lease/${o.node}`;
+    if ('unusable' in r) once(`the node's Lease says nothing of the kubelet: ${r.unusable}`, { lease });
+    else if (r.holder !== o.node) once("the node's Lease is held by another name than the node's", { lease, holder: r.holder });
+    else if (!Number.isFinite(r.renewedAtMs)) once("the node's Lease has a renewTime that is not a time", { lease });
+    else return r.renewedAtMs;
+    return null;
+  };
+
   const next = (ms: number) => {
     elapsed += ms;
     if (stopped || elapsed > giveUpMs) return;
@@ -150,18 +160,9 @@ export function watchKubeletLease(o: KubeletLeaseOptions): KubeletLeaseWatch {
       inflight = null;
     }
     if (stopped) return;
-    if (r !== null && 'unusable' in r) {
-      once(`the node's Lease says nothing of the kubelet: ${r.unusable}`, { lease: `kube-node-lease/${o.node}` });
-      r = null;
-    } else if (r !== null && r.holder !== o.node) {
-      once("the node's Lease is held by another name than the node's", { lease: `kube-node-lease/${o.node}`, holder: r.holder });
-      r = null;
-    } else if (r !== null && !Number.isFinite(r.renewedAtMs)) {
-      once("the node's Lease has a renewTime that is not a time", { lease: `kube-node-lease/${o.node}` });
-      r = null;
-    }
-    if (r !== null) {
-      const reached = r.renewedAtMs >= o.bootWallMs;
+    const renewedAtMs = r === null ? null : usable(r);
+    if (renewedAtMs !== null) {
+      const reached = renewedAtMs >= o.bootWallMs;
       try {
         o.onVerdict(reached);
       } catch (e) {
