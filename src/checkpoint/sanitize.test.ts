@@ -192,6 +192,80 @@ describe('sanitize: warnings and refusals', () => {
   });
 });
 
+describe('sanitize: the copy-args annotation', () => {
+  const ANN = 'lastseen.dev/copy-args';
+  function withAnnotation(value: string, edit?: (pod: V1Pod) => void) {
+    const pod = parentPod();
+    pod.metadata!.annotations = { ...pod.metadata!.annotations, [ANN]: value };
+    edit?.(pod);
+    return pod;
+  }
+  function apiserver(manifest: V1Pod) {
+    return [...manifest.spec!.containers, ...(manifest.spec!.initContainers ?? [])].find((c) => c.name === 'kube-apiserver')!;
+  }
+
+  it('replaces the named flags in the copy (both forms), appends new ones, and leaves the rest alone', () => {
+    const pod = withAnnotation('{"kube-apiserver":["--endpoint-reconciler-type=none","--v=2"]}', (p) => {
+      const c = apiserver(p);
+      c.command = ['kube-apiserver', '--secure-port=6443', '--endpoint-reconciler-type=lease', '--v', '5'];
+    });
+    const { manifest, warnings } = sanitize(pod, OPTS);
+    expect(warnings).toEqual([]);
+    expect(apiserver(manifest).command).toEqual(['kube-apiserver', '--secure-port=6443', '--endpoint-reconciler-type=none', '--v=2']);
+    expect(manifest.metadata!.annotations![ANN]).toBeUndefined();
+  });
+
+  it('appends to args when the container has them, removing the same flags from its command too', () => {
+    const pod = withAnnotation('{"kube-apiserver":["--endpoint-reconciler-type=none"]}', (p) => {
+      const c = apiserver(p);
+      c.command = ['kube-apiserver', '--endpoint-reconciler-type=lease'];
+      c.args = ['--secure-port=6443', '--endpoint-reconciler-type', 'master-count'];
+    });
+    const c = apiserver(sanitize(pod, OPTS).manifest);
+    expect(c.command).toEqual(['kube-apiserver']);
+    expect(c.args).toEqual(['--secure-port=6443', '--endpoint-reconciler-type=none']);
+  });
+
+  it('gives the copy another spec hash than the same pod without the annotation', () => {
+    const without = sanitize(parentPod(), OPTS).specHash;
+    expect(sanitize(withAnnotation('{"kube-apiserver":["--endpoint-reconciler-type=none"]}'), OPTS).specHash).not.toBe(without);
+    // An empty object changes nothing: the annotation itself is not part of the copy.
+    expect(sanitize(withAnnotation('{}'), OPTS).specHash).toBe(without);
+  });
+
+  it.each([
+    ['not JSON', '{kube-apiserver: [', /not JSON/],
+    ['a list', '["--v=2"]', /must be a JSON object/],
+    ['an unknown container', '{"etcd":["--v=2"]}', /no container "etcd" in the pod/],
+    ['the heartbeat sidecar', '{"lastseen-heartbeat":["--v=2"]}', /no container "lastseen-heartbeat"/],
+    ['a flag without a value', '{"kube-apiserver":["--permit-port-sharing"]}', /"--permit-port-sharing" is not "--flag=value"/],
+    ['a positional argument', '{"kube-apiserver":["serve"]}', /"serve" is not "--flag=value"/],
+    ['a string for the list', '{"kube-apiserver":"--v=2"}', /must be a list/],
+  ])('changes nothing and warns, naming the annotation, for %s', (_what, value, why) => {
+    const { manifest, warnings, specHash } = sanitize(withAnnotation(value), OPTS);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/^annotation lastseen\.dev\/copy-args: /);
+    expect(warnings[0]).toMatch(why);
+    expect(apiserver(manifest).command).toEqual(apiserver(parentPod()).command);
+    expect(specHash).toBe(sanitize(parentPod(), OPTS).specHash);
+  });
+
+  it('is all or nothing: one bad container list leaves the good one unapplied too', () => {
+    const { manifest, warnings } = sanitize(withAnnotation('{"kube-apiserver":["--v=2"],"etcd":["--v=2"]}'), OPTS);
+    expect(warnings).toHaveLength(1);
+    expect(apiserver(manifest).command).not.toContain('--v=2');
+  });
+
+  it('warns and applies nothing to a container that has neither command nor args', () => {
+    const pod = withAnnotation('{"kube-apiserver":["--v=2"]}', (p) => {
+      delete apiserver(p).command;
+    });
+    const { manifest, warnings } = sanitize(pod, OPTS);
+    expect(warnings.join('\n')).toMatch(/container kube-apiserver: lastseen.dev\/copy-args not applied: it has neither command nor args/);
+    expect(apiserver(manifest).args).toBeUndefined();
+  });
+});
+
 describe('specHash', () => {
   const base = sanitize(parentPod(), OPTS).specHash;
 
