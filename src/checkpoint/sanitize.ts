@@ -21,7 +21,8 @@
 // - the heartbeat sidecar runs with `LASTSEEN_ROLE=checkpoint`.
 // - the flags a parent names in its `lastseen.dev/copy-args` annotation replace its own in the
 //   copy's containers (`copyArgs`): what a stand-in must do differently from the process it stands
-//   in for (the api-server recipe's `--endpoint-reconciler-type=none`, docs/decisions/0013).
+//   in for (the api-server recipe's `--endpoint-reconciler-type=none`,
+//   docs/decisions/0013-copy-without-endpoint-reconciler.md).
 // - with the host's network, containers declare no `ports` (they would be host ports that keep the
 //   parent's own pod out while the copy runs); probes that named one use its number.
 // - `specHash` is sha256 over canonical JSON (sorted keys) of the sanitized manifest less the pod's
