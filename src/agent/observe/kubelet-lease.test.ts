@@ -8,7 +8,20 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeTime, memoryLogger } from '../../core/fake-time.test-helpers.js';
-import { bootStartedAt, bootWallMs, getNodeLease, type NodeLeaseRead, parseNodeLease, watchKubeletLease } from './kubelet-lease.js';
+import {
+  bootStartedAt,
+  bootWallMs,
+  getNodeLease,
+  KUBELET_GIVE_UP_MS,
+  KUBELET_LEASE_INTERVAL_MS,
+  KUBELET_SETTLE_MS,
+  type NodeLeaseRead,
+  parseNodeLease,
+  watchKubeletLease,
+} from './kubelet-lease.js';
+
+const SETTLE = KUBELET_SETTLE_MS;
+const EVERY = KUBELET_LEASE_INTERVAL_MS;
 
 const BOOT = Date.UTC(2026, 11, 6, 8, 0, 0);
 
@@ -41,14 +54,14 @@ describe('kubelet Lease observer', () => {
       { holder: 'm1', renewedAtMs: BOOT + 12_000 },
     ]);
     w.start();
-    await time.advance(4_999);
+    await time.advance(SETTLE - 1);
     expect(reads).toEqual([]);
     await time.advance(60_000);
-    expect(reads).toEqual([5_000, 10_000, 15_000]);
+    expect(reads).toEqual([SETTLE, SETTLE + EVERY, SETTLE + 2 * EVERY]);
     expect(verdicts).toEqual([
-      [5_000, false],
-      [10_000, false],
-      [15_000, true],
+      [SETTLE, false],
+      [SETTLE + EVERY, false],
+      [SETTLE + 2 * EVERY, true],
     ]);
     expect(time.pending()).toBe(0);
   });
@@ -63,8 +76,8 @@ describe('kubelet Lease observer', () => {
       { holder: 'm1', renewedAtMs: BOOT - 1 },
     ]);
     w.start();
-    await time.advance(30_000);
-    expect(verdicts).toEqual([[30_000, false]]);
+    await time.advance(SETTLE + 5 * EVERY);
+    expect(verdicts).toEqual([[SETTLE + 5 * EVERY, false]]);
     const warned = records.filter((r) => r.level === 40).map((r) => r.msg);
     expect(warned).toEqual([
       "the node's Lease is held by another name than the node's",
@@ -78,15 +91,16 @@ describe('kubelet Lease observer', () => {
     const { time, w, reads } = await setup([{ holder: 'm1', renewedAtMs: BOOT - 1 }]);
     w.start();
     await time.advance(600_000);
-    // 5 s, then every 5 s up to 120 s after start.
-    expect(reads.length).toBe(24);
+    // The settle, then every interval up to giveUpMs after start.
+    expect(reads.length).toBe(Math.floor((KUBELET_GIVE_UP_MS - SETTLE) / EVERY) + 1);
+    expect(reads.at(-1)).toBeLessThanOrEqual(KUBELET_GIVE_UP_MS);
     expect(time.pending()).toBe(0);
     const second = await setup([{ holder: 'm1', renewedAtMs: BOOT - 1 }]);
     second.w.start();
-    await second.time.advance(7_000);
+    await second.time.advance(SETTLE + EVERY / 2);
     second.w.stop();
     await second.time.advance(60_000);
-    expect(second.reads).toEqual([5_000]);
+    expect(second.reads).toEqual([SETTLE]);
   });
 
   it('parses a real Lease (microsecond renewTime) and names what is wrong with a bad one', () => {

@@ -27,8 +27,14 @@ import { z } from 'zod';
 import { kubeGet, readBody } from '../../kube/http.js';
 import type { Timers } from '../agent.js';
 
-/** From the agent's start to its first read: the kubelet started before the agent and renews at once when it can. */
-export const KUBELET_SETTLE_MS = 5_000;
+/**
+ * From the agent's start to its first read. The kubelet started before the agent (it runs the
+ * agent) and renews at once when it reaches an api-server (within about a second on the real node),
+ * so by then a kubelet that can has renewed. Each second here is a second the node's own port stays
+ * dark in a rolling reboot; a kubelet slower than this gets a copy it did not need, which costs a
+ * hand-over (docs/decisions/0011-blind-kubelet.md).
+ */
+export const KUBELET_SETTLE_MS = 2_000;
 export const KUBELET_LEASE_INTERVAL_MS = 5_000;
 /** After this long the question is left to startupGrace and the ordinary rules. */
 export const KUBELET_GIVE_UP_MS = 120_000;
