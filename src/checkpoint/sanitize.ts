@@ -19,10 +19,6 @@
 //   for every pod) is named `kube-api-access` in the copy, mounts included: re-captures of
 //   re-created pods give the same manifest and folder, and a running copy's folder stays its own.
 // - the heartbeat sidecar runs with `LASTSEEN_ROLE=checkpoint`.
-// - the flags a parent names in its `lastseen.dev/copy-args` annotation replace its own in the
-//   copy's containers (`copyArgs`): what a stand-in must do differently from the process it stands
-//   in for (the api-server recipe's `--endpoint-reconciler-type=none`,
-//   docs/decisions/0013-copy-without-endpoint-reconciler.md).
 // - with the host's network, containers declare no `ports` (they would be host ports that keep the
 //   parent's own pod out while the copy runs); probes that named one use its number.
 // - `specHash` is sha256 over canonical JSON (sorted keys) of the sanitized manifest less the pod's
@@ -38,7 +34,7 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import type { V1Container, V1KeyToPath, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
-import { ANNOTATION_CHECKPOINT_OF, ANNOTATION_COPY_ARGS, LABEL_PARENT, LABEL_ROLE } from '../core/names.js';
+import { ANNOTATION_CHECKPOINT_OF, LABEL_PARENT, LABEL_ROLE } from '../core/names.js';
 import type { Access } from './tree.js';
 
 export const HEARTBEAT_CONTAINER = 'lastseen-heartbeat';
@@ -360,76 +356,7 @@ function withoutPreStop(c: V1Container): V1Container {
   return Object.keys(lifecycle).length ? { ...rest, lifecycle } : rest;
 }
 
-/** A flag a copy may be given: `--name=value` (the value may be empty). */
-const COPY_FLAG = /^(--[A-Za-z0-9][A-Za-z0-9._-]*)=/;
-
-/**
- * The flags of the parent's `lastseen.dev/copy-args` annotation, by container name. All or nothing:
- * an annotation that is not a JSON object of `--flag=value` lists over the pod's own containers
- * changes no flag at all (the copy then runs the parent's, as without it) and says what was wrong
- * in `warnings`, which reach an Event.
- */
-export function copyArgs(annotations: Record<string, string> | undefined, containers: string[], warnings: string[]): Map<string, string[]> {
-  const text = annotations?.[ANNOTATION_COPY_ARGS];
-  const out = new Map<string, string[]>();
-  if (text === undefined) return out;
-  const refuse = (why: string) => {
-    warnings.push(`annotation ${ANNOTATION_COPY_ARGS}: ${why}; the checkpoint runs the parent's own flags`);
-    return new Map<string, string[]>();
-  };
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    return refuse(`not JSON (${(e as Error).message})`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return refuse('must be a JSON object of container name to a list of "--flag=value"');
-  for (const [container, flags] of Object.entries(value)) {
-    if (!containers.includes(container)) return refuse(`no container ${JSON.stringify(container)} in the pod (it has ${containers.join(', ')})`);
-    if (!Array.isArray(flags)) return refuse(`container ${container}: must be a list of "--flag=value"`);
-    for (const flag of flags) {
-      if (typeof flag !== 'string' || !COPY_FLAG.test(flag)) return refuse(`container ${container}: ${JSON.stringify(flag)} is not "--flag=value"`);
-    }
-    out.set(container, flags as string[]);
-  }
-  return out;
-}
-
-/**
- * `flags` in place of the container's own: every `--name=…` and `--name value` of the same names
- * leaves its command and args, and the flags are appended to its args (to its command when it has
- * no args). A container with neither keeps its image's arguments: the flags are not applied.
- */
-function withFlags(c: V1Container, flags: string[], warnings: string[]): V1Container {
-  if (!c.args && !c.command) {
-    warnings.push(`container ${c.name}: ${ANNOTATION_COPY_ARGS} not applied: it has neither command nor args to add them to`);
-    return c;
-  }
-  const names = new Set(flags.map((f) => (COPY_FLAG.exec(f) as RegExpExecArray)[1] as string));
-  const strip = (list: string[], from: number): string[] => {
-    const kept = list.slice(0, from);
-    for (let i = from; i < list.length; i++) {
-      const item = list[i] as string;
-      const bare = names.has(item);
-      if (bare || names.has(item.split('=')[0] as string)) {
-        // `--name value`: the value goes with it (pflag's form for a flag that takes one).
-        if (bare && i + 1 < list.length && !(list[i + 1] as string).startsWith('-')) i++;
-        continue;
-      }
-      kept.push(item);
-    }
-    return kept;
-  };
-  const out = { ...c };
-  // The command's first item is the program, never a flag.
-  if (c.command) out.command = strip(c.command, 1);
-  if (c.args) out.args = [...strip(c.args, 0), ...flags];
-  else out.command = [...(out.command as string[]), ...flags];
-  return out;
-}
-
-function sanitizeContainer(c: V1Container, warnings: string[], parentKey: string, hostNetwork: boolean, flags?: string[]): V1Container {
-  if (flags) c = withFlags(c, flags, warnings);
+function sanitizeContainer(c: V1Container, warnings: string[], parentKey: string, hostNetwork: boolean): V1Container {
   if (hostNetwork) c = withoutHostPorts(c);
   c = withoutPreStop(c);
   for (const env of c.env ?? []) {
@@ -480,10 +407,8 @@ export function sanitize(pod: V1Pod, opts: SanitizeOptions): Sanitized {
     return result.volume;
   });
   const hostNetwork = spec.hostNetwork === true;
-  const named = [...spec.containers, ...(spec.initContainers ?? [])].filter((c) => !isHeartbeat(c)).map((c) => c.name);
-  const flags = copyArgs(meta.annotations, named, warnings);
-  spec.containers = spec.containers.map((c) => sanitizeContainer(c, warnings, opts.parentKey, hostNetwork, flags.get(c.name)));
-  spec.initContainers = spec.initContainers?.map((c) => sanitizeContainer(c, warnings, opts.parentKey, hostNetwork, flags.get(c.name)));
+  spec.containers = spec.containers.map((c) => sanitizeContainer(c, warnings, opts.parentKey, hostNetwork));
+  spec.initContainers = spec.initContainers?.map((c) => sanitizeContainer(c, warnings, opts.parentKey, hostNetwork));
   if (spec.imagePullSecrets?.length) warnings.push('imagePullSecrets dropped: the images must already be on the node');
   if (spec.resourceClaims?.length) warnings.push('resourceClaims need the api-server; the checkpoint may not start');
   for (const field of [

@@ -3,11 +3,6 @@ import { createHash } from 'node:crypto';
 
 export const ANNOTATION_CHECKPOINT = 'lastseen.dev/checkpoint';
 export const ANNOTATION_CHECKPOINT_OF = 'lastseen.dev/checkpoint-of';
-/**
- * On a parent pod: flags its checkpoint runs with instead of the parent's, as JSON
- * `{"<container>": ["--flag=value", ...]}` (src/checkpoint/sanitize.ts `copyArgs`).
- */
-export const ANNOTATION_COPY_ARGS = 'lastseen.dev/copy-args';
 export const ANNOTATION_LAST_SEEN = 'lastseen.dev/last-seen';
 export const ANNOTATION_PHASE = 'lastseen.dev/phase';
 export const ANNOTATION_SEQUENCE = 'lastseen.dev/sequence';

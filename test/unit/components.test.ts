@@ -6,10 +6,8 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { sanitize } from '../../src/checkpoint/sanitize.js';
 import { parsePolicyText, policyFor } from '../../src/policy/policy.js';
 import { type K8sObject, kubectlPath, objects, ROOT, tool } from './release-tools.js';
 
@@ -94,10 +92,7 @@ describe('parent recipes (deploy/components)', () => {
     expect(w, name).toBeDefined();
     const pod = w.spec.template.spec;
     expect(w.spec.template.metadata.labels).toMatchObject({ 'lastseen.dev/parent': name, component: name });
-    expect(w.spec.template.metadata.annotations).toEqual({
-      'lastseen.dev/checkpoint': 'true',
-      ...(name === 'kube-apiserver' ? { 'lastseen.dev/copy-args': '{"kube-apiserver":["--endpoint-reconciler-type=none"]}' } : {}),
-    });
+    expect(w.spec.template.metadata.annotations).toEqual({ 'lastseen.dev/checkpoint': 'true' });
     expect(pod.shareProcessNamespace).toBe(true);
     expect(pod.enableServiceLinks).toBe(false);
     expect(pod.serviceAccountName).toBe('lastseen-heartbeat');
@@ -139,24 +134,6 @@ describe('parent recipes (deploy/components)', () => {
       expect(lifecycle).toBeUndefined();
       expect(grace).toBeUndefined();
     }
-  });
-
-  it("the api-server's checkpoint, captured from the built pod, runs without the endpoint reconciler; the pod itself keeps it", () => {
-    const w = built.get('DaemonSet kube-system/kube-apiserver') as Workload;
-    const pod = {
-      metadata: { ...w.spec.template.metadata, name: 'kube-apiserver-abcde', namespace: 'kube-system', uid: 'u1' },
-      spec: w.spec.template.spec,
-    } as V1Pod;
-    const { manifest, warnings } = sanitize(pod, { parentKey: 'kube-apiserver', node: 'n1', checkpointDir: '/var/lib/lastseen/checkpoints/x' });
-    expect(warnings).toEqual([]);
-    expect(manifest.spec!.containers[0]!.command).toEqual([
-      'kube-apiserver',
-      '--secure-port=6443',
-      '--bind-address=0.0.0.0',
-      '--permit-port-sharing',
-      '--endpoint-reconciler-type=none',
-    ]);
-    expect(w.spec.template.spec.containers[0]!.command).not.toContain('--endpoint-reconciler-type=none');
   });
 
   it('the three sidecars are the same but for the probe', () => {
