@@ -159,7 +159,7 @@ function apply(w: World, f: FaultSpec): void {
       const def = w.parentDef(f.key);
       const gen = (w.api.desired.get(f.key)?.generation ?? 0) + 1;
       const { maxUnavailable, maxSurge, minReadySeconds } = f;
-      const spec = specFor(def, gen, f.healthy, f.startTime ?? def.startMs);
+      const spec = specFor(def, gen, f.healthy, f.startTime ?? def.startMs, f.bindTime);
       w.api.rollout(w.scenario.spec.faults.indexOf(f), f.crashes > 0 ? { ...spec, crashes: f.crashes } : spec, { maxUnavailable, maxSurge, minReadySeconds });
       return;
     }

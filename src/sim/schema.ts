@@ -140,6 +140,13 @@ const fault = z.discriminatedUnion('type', [
     /** Whether the new spec can become Ready. */
     healthy: z.boolean().default(true),
     startTime: duration().optional(),
+    /**
+     * The new spec's process start to its bind; undefined: the parent's. A bad spec that binds at
+     * once and then waits for its storage (an api-server with a dead etcd address: binds within a
+     * second, answers nothing, exits after about 20 s) holds its share of the port silently for
+     * `startTime - bindTime`.
+     */
+    bindTime: duration().optional(),
     /** The DaemonSet's `updateStrategy.rollingUpdate` and `minReadySeconds` for this rollout (src/sim/daemonset.ts). */
     maxUnavailable: intOrPercent.default(1),
     maxSurge: intOrPercent.default(0),

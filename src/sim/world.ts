@@ -73,7 +73,7 @@ const NO_NODES: SimNode[] = [];
 /** The DaemonSet controller runs this often (it is not event-driven in the model). */
 const CONTROLLER_PERIOD_MS = 1_000;
 
-export function specFor(def: ParentDef, generation: number, healthy: boolean, startMs = def.startMs): PodSpec {
+export function specFor(def: ParentDef, generation: number, healthy: boolean, startMs = def.startMs, bindMs = def.bindMs): PodSpec {
   return {
     namespace: def.namespace,
     key: def.key,
@@ -83,7 +83,7 @@ export function specFor(def: ParentDef, generation: number, healthy: boolean, st
     ports: def.ports,
     portSharing: def.portSharing,
     startMs,
-    bindMs: Math.min(startMs, def.bindMs ?? (def.kind === 'apiserver' ? Math.max(0, startMs - T.apiserverBindLeadMs) : T.bindDelayMs)),
+    bindMs: Math.min(startMs, bindMs ?? (def.kind === 'apiserver' ? Math.max(0, startMs - T.apiserverBindLeadMs) : T.bindDelayMs)),
     healthy,
     stopMs: def.stopMs,
     gracePeriodMs: def.gracePeriodMs,
