@@ -23,6 +23,13 @@ const kubeletOf = (seed: number) => ({
   ...(Math.floor(seed / 16) % 2 === 1 ? { api: 'local' as const } : {}),
 });
 
+/**
+ * In every other 32 seeds (by seed, not drawn: schedules unchanged) a bad spec is the real beds'
+ * kind: it binds at once, answers nothing and exits after 20 s, holding its share of a shared port
+ * silently at every start (bad-rollout-silent-overlap). In the rest it crashes a second after its bind.
+ */
+const silentBad = (seed: number, healthy: boolean) => (!healthy && Math.floor(seed / 32) % 2 === 1 ? { bindTime: 1_000, startTime: 21_000 } : {});
+
 /** Faults both sweeps draw the same way (the same draws in the same order: every seed's schedule unchanged). */
 const reboot = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'reboot', at, node, down: rng.int(20_000, 90_000) });
 const partition = (rng: Rng, at: number, node: string): FaultInput => ({ type: 'partition', at, node, duration: rng.int(10_000, 180_000) });
@@ -94,7 +101,17 @@ export function randomScenario(seed: number): Scenario {
         faults.push({ type: 'clock-step', at, node, step: rng.int(-3_600_000, 3_600_000) });
         break;
       case 'rollout':
-        faults.push({ type: 'rollout', at, key: rng.pick(['kube-apiserver', 'kube-flannel']), healthy: rng.chance(0.7), ...rolloutStrategy(pace) });
+        {
+          const healthy = rng.chance(0.7);
+          faults.push({
+            type: 'rollout',
+            at,
+            key: rng.pick(['kube-apiserver', 'kube-flannel']),
+            healthy,
+            ...rolloutStrategy(pace),
+            ...silentBad(seed, healthy),
+          });
+        }
         break;
     }
     at += rng.int(5_000, 90_000);
