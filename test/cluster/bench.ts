@@ -120,7 +120,7 @@ if (o.sim) {
     command: 'nice -n 10 npm run lastseen -- simulate -f test/cluster/sim/CASE.yaml --seeds 1..20 --json',
     commit: head,
     uncommittedEdits: edited,
-    note: 'test/cluster/sim/*.yaml (bad-rollout: the named bad-rollout-three-masters-overlap); times from the fault, the focus node',
+    note: 'test/cluster/sim/*.yaml (bad-rollout.yaml since 2026-12-06; before, the named bad-rollout-three-masters-overlap); times from the fault, the focus node',
   };
   for (const line of readFileSync(o.sim, 'utf8').split('\n')) {
     const m = line.match(/^(\S+) (\{.*\})$/);
