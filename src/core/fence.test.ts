@@ -1,7 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { FENCE_REPEAT_MS, fenceFailed, fenceWakes, HANG_CONFIRM_ROUNDS, HANG_STARVED_MS, judgeFencedNotBack, judgeHang, observeFenced } from './fence.js';
+import type { ParentPolicy } from '../policy/policy.js';
+import {
+  FENCE_REPEAT_MS,
+  fenceFailed,
+  fenceWakes,
+  HANG_CONFIRM_ROUNDS,
+  HANG_STARVED_MS,
+  judgeFencedNotBack,
+  judgeHang,
+  observeFenced,
+  START_HUNG_MS,
+} from './fence.js';
 import { beat, feed, fixtures, POD, POLICY, start } from './fixtures.test-helpers.js';
-import type { Action, Input } from './types.js';
+import type { Action, Input, ParentState } from './types.js';
 
 const overlap = { ...POLICY, handover: 'overlap' as const };
 const hungBeat = () => beat('Starting', { unanswered: true });
@@ -313,6 +324,80 @@ describe('fencing a hung parent (src/core/fence.ts)', () => {
   });
 });
 
+describe('a start that hangs beside a Ready copy (StartHung)', () => {
+  // Active by overlap at 6700 (fixtures); the copy's first Ready beat at 7000.
+  const silentBeat = (over: Parameters<typeof beat>[1] = {}) => beat('Starting', { unanswered: true, afterReady: false, ...over });
+  const copyReady = () => beat('Ready', { role: 'checkpoint', holderUid: 'c', holder: 'copy' });
+  const every = (state: ParentState, from: number, to: number, b: () => ReturnType<typeof beat>) => {
+    const inputs: [number, Input][] = [];
+    for (let t = from; t <= to; t += 1000) inputs.push([t, { type: 'beat', beat: b() }]);
+    return feed(state, inputs);
+  };
+  const activeWithCopy = (policy: ParentPolicy = overlap) => feed(fixtures(policy).Active!.state, [[7000, { type: 'beat', beat: copyReady() }]]).state;
+  const fences = (as: Action[]) => as.filter((a) => a.type === 'fence');
+
+  it('overlap: a process that answers nothing since it started is fenced once it has been silent START_HUNG_MS beside the Ready copy, saying so', () => {
+    const a = activeWithCopy();
+    const before = every(a, 7500, 7500 + START_HUNG_MS - 1500, () => silentBeat());
+    expect(fences(before.actions)).toEqual([]);
+    expect(before.state.state).toBe('Active');
+    const at = every(before.state, 7500 + START_HUNG_MS - 500, 7500 + START_HUNG_MS + 500, () => silentBeat());
+    const f = fences(at.actions);
+    expect(f).toHaveLength(1);
+    expect(f[0]).toMatchObject({ type: 'fence', podUid: POD.uid, reason: { code: 'StartHung' } });
+    expect(f[0]?.type === 'fence' && f[0].evenIfStarved).toBeFalsy();
+    expect(f[0]?.type === 'fence' && f[0].reason.message).toMatch(
+      /answered nothing since it started, for ~6\d(\.\d)?s, while the checkpoint beside it was Ready/,
+    );
+  });
+
+  it("its silence counts from the copy's first Ready beat, and the bound is a wake", () => {
+    const act = fixtures(overlap).Active!.state;
+    const silentFirst = every(act, 7000, 37_000, () => silentBeat()); // silent since 7000, copy not Ready yet
+    const ready = feed(silentFirst.state, [[40_000, { type: 'beat', beat: copyReady() }]]);
+    expect(fenceWakes(ready.state)).toContain(40_000 + START_HUNG_MS);
+    const early = every(ready.state, 41_000, 40_000 + START_HUNG_MS - 1000, () => silentBeat());
+    expect(fences(early.actions)).toEqual([]);
+    const tick = feed(early.state, [[40_000 + START_HUNG_MS, { type: 'tick' }]]);
+    expect(fences(tick.actions)).toHaveLength(1);
+  });
+
+  it('never a start that answers: an answered beat (refused, an error status) starts the count over', () => {
+    const a = activeWithCopy();
+    const half = every(a, 7500, 7500 + START_HUNG_MS / 2, () => silentBeat());
+    const answered = feed(half.state, [[8000 + START_HUNG_MS / 2, { type: 'beat', beat: beat('Starting') }]]);
+    const rest = every(answered.state, 9000 + START_HUNG_MS / 2, 7500 + START_HUNG_MS + 5000, () => silentBeat());
+    expect(fences(rest.actions)).toEqual([]);
+  });
+
+  it('never under release, and never without a copy', () => {
+    const rel = activeWithCopy({ ...POLICY, handover: 'release' });
+    expect(fences(every(rel, 7500, 7500 + START_HUNG_MS + 5000, () => silentBeat()).actions)).toEqual([]);
+    const noCopy = fixtures(overlap).Starting!.state;
+    expect(fences(every(noCopy, 2500, 2500 + START_HUNG_MS + 5000, () => silentBeat()).actions)).toEqual([]);
+  });
+
+  it('a process seen waiting for a CPU only past HANG_STARVED_MS, and the sidecar is told so', () => {
+    const a = activeWithCopy();
+    const starved = () => silentBeat({ starved: true });
+    const within = every(a, 7500, 7500 + HANG_STARVED_MS - 1000, starved);
+    expect(fences(within.actions)).toEqual([]);
+    const past = every(within.state, 7500 + HANG_STARVED_MS, 7500 + HANG_STARVED_MS + 1000, starved);
+    expect(fences(past.actions)[0]).toMatchObject({ podUid: POD.uid, evenIfStarved: true, reason: { code: 'StartHung' } });
+  });
+
+  it('after a fence, the restarted process gets its own START_HUNG_MS, not FENCE_REPEAT_MS', () => {
+    const a = activeWithCopy();
+    const first = every(a, 7500, 7500 + START_HUNG_MS + 500, () => silentBeat());
+    expect(fences(first.actions)).toHaveLength(1);
+    const t = 7500 + START_HUNG_MS + 1000;
+    const done = feed(first.state, [[t, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL of pid 7' }]]);
+    const again = every(done.state, t + 2000, t + 2000 + START_HUNG_MS + 1000, () => silentBeat());
+    expect(START_HUNG_MS + 3000).toBeLessThan(FENCE_REPEAT_MS);
+    expect(fences(again.actions)).toHaveLength(1);
+  });
+});
+
 describe('fence.ts on its own: which rule judges a hung parent', () => {
   it('judgeHang leaves a parent that is not hung, or reports a deliberate stop, to the other rules (null)', () => {
     const h = fixtures(overlap).Healthy!.state;
@@ -332,7 +417,7 @@ describe('fence.ts on its own: which rule judges a hung parent', () => {
     observeFenced(s, { type: 'fenced', podUid: POD.uid, killed: 1, detail: 'SIGKILL' }, 3500, 10_000);
     s.phase = 'Starting'; // its restart beats, not Ready yet
     expect(s.hang).toMatchObject({ since: null, rounds: 0, recoverBy: 13_500, fence: { killed: 1 } });
-    expect(fenceWakes(s)).toEqual([null, 13_500]);
+    expect(fenceWakes(s)).toEqual([null, 13_500, null]);
     expect(judgeFencedNotBack(s, 13_499, [])).toBeNull();
     expect(judgeFencedNotBack(s, 13_500, [])).toBe(true);
     expect(s.reason.code).toBe('FencedNotBack');

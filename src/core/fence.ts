@@ -23,6 +23,12 @@
 //   fence is the cover: the kubelet restarts the parent's container (its sidecar still runs), and
 //   the parent gets a fresh start (startupGrace) to be seen again; if it cannot, the ordinary rules
 //   (silence, startTimeout) activate the checkpoint.
+// - A start that hangs (`overlap`, StartHung): a process of a new run that has not answered its
+//   sidecar's probe once since it bound, for START_HUNG_MS while the checkpoint beside it has been
+//   Ready, is fenced too, not left sharing the port for good. A slow start is still a start: its
+//   refusals and error statuses are answers, and a copy that is Ready beside it reaches the same
+//   storage, so a start that answers nothing at all for a minute then is not on its way up. The
+//   fence is the run's exit, counted toward the spec's verdict like a crash (probation.ts).
 // - Only a process of that parent's own pod, and only if it still does not answer when the fence
 //   is carried out (the actuator checks again: src/agent/fence.ts). One fence per pod per
 //   FENCE_REPEAT_MS; each is a Warning Event, a metric and a reason.
@@ -43,6 +49,14 @@ export const FENCE_REPEAT_MS = 120_000;
  * kubelet restarts it. Fencing a starved process frees no CPU: its restart costs more of it.
  */
 export const HANG_STARVED_MS = 120_000;
+
+/**
+ * A start that has answered nothing since it bound, for this long while its copy was Ready beside
+ * it, is hung (StartHung). An api-server binds its port seconds before it serves (a few on the real
+ * beds, under load up to about twenty); one whose storage is a dead address exits by itself after
+ * about 20 s. A minute of nothing beside a copy that serves the same storage is neither.
+ */
+export const START_HUNG_MS = 60_000;
 
 export interface HangState {
   /** Pod uid, time and sequence of the first unanswered beat of the current run (null: the latest beat was answered). */
@@ -65,6 +79,11 @@ export interface HangState {
    * the pod's last Ready before it said (a Lease written before a power cut, read at the agent's start).
    */
   answeredSeq?: number;
+  /**
+   * A process not Ready since it started that answers nothing: its pod, when its run of unanswered
+   * rounds began, and whether the latest of them waited for a CPU (null: none, or it answered).
+   */
+  silent?: { holderUid: string; at: number; starved: boolean } | null;
   /** The copy started from the manifest as last written: its first beat (any phase) and first Ready beat. */
   copySeenAt: number | null;
   copyReadyAt: number | null;
@@ -83,7 +102,14 @@ export function emptyHang(): HangState {
 }
 
 export function copyHang(h: HangState): HangState {
-  return { ...h, since: h.since ? { ...h.since } : null, fence: h.fence ? { ...h.fence } : null };
+  return { ...h, since: h.since ? { ...h.since } : null, fence: h.fence ? { ...h.fence } : null, silent: h.silent ? { ...h.silent } : null };
+}
+
+/** An unanswered beat of a process that has not been Ready since it started: its silent run goes on (or begins). */
+function silentStart(h: HangState, b: Beat, now: number): false {
+  if (!h.silent || h.silent.holderUid !== b.holderUid) h.silent = { holderUid: b.holderUid, at: now, starved: false };
+  h.silent.starved = b.starved === true;
+  return false;
 }
 
 /**
@@ -97,6 +123,7 @@ export function copyHang(h: HangState): HangState {
 export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
   if (b.unanswered !== true) {
     h.since = null;
+    h.silent = null;
     h.rounds = 0;
     h.starved = false;
     h.starvedHold = false;
@@ -112,17 +139,18 @@ export function observeParentBeat(h: HangState, b: Beat, now: number): boolean {
     // The sidecar says whether its process's last answered probe was Ready: it saw every round,
     // across this agent's restarts (an agent that starts while its parent already hangs has no
     // answered beat in memory) and its own (it forgets with its process).
-    if (!b.afterReady) return false;
+    if (!b.afterReady) return silentStart(h, b, now);
   } else {
     // A writer that does not say: only a process whose last answered beat this agent saw was Ready
     // hangs; one that never was is starting, and so is one whose sidecar started over since that
     // Ready (its sequence went back).
-    if (h.answeredBy !== b.holderUid) return false;
+    if (h.answeredBy !== b.holderUid) return silentStart(h, b, now);
     if (h.answeredSeq !== undefined && b.sequence < h.answeredSeq) {
       h.answeredBy = null;
-      return false;
+      return silentStart(h, b, now);
     }
   }
+  h.silent = null;
   if (h.since === null || h.since.holderUid !== b.holderUid || b.sequence < h.since.sequence) {
     h.since = { holderUid: b.holderUid, at: now, sequence: b.sequence };
     h.rounds = 0;
@@ -157,12 +185,32 @@ export function hungPod(s: ParentState): string | null {
   return h.since.holderUid;
 }
 
-/** No fence of this pod for FENCE_REPEAT_MS after the last one (a failed one is retried on the action back-off). */
-export function fenceAllowed(h: HangState, podUid: string, now: number): boolean {
+/** No fence of this pod for `repeatMs` after the last one (a failed one is retried on the action back-off). */
+export function fenceAllowed(h: HangState, podUid: string, now: number, repeatMs = FENCE_REPEAT_MS): boolean {
   const f = h.fence;
   if (f === null || f.podUid !== podUid) return true;
   if (f.killed === null) return false; // still in flight
-  return now - f.at >= FENCE_REPEAT_MS;
+  return now - f.at >= repeatMs;
+}
+
+/** Since when a silent start has been silent beside a Ready copy (overlap, copy active), or null. */
+function silentBesideCopySince(s: ParentState): number | null {
+  const h = s.hang;
+  if (!h.silent || s.policy.handover !== 'overlap' || !s.checkpoint.active || h.copyReadyAt === null) return null;
+  return Math.max(h.silent.at, h.copyReadyAt);
+}
+
+/**
+ * The pod whose start hangs (StartHung): a process not Ready since it started, that has answered
+ * nothing for START_HUNG_MS while the copy beside it was Ready; one seen waiting for a CPU only
+ * once that has lasted HANG_STARVED_MS, as for a hang.
+ */
+export function startHungPod(s: ParentState, now: number): string | null {
+  const since = silentBesideCopySince(s);
+  if (since === null) return null;
+  const silent = s.hang.silent!;
+  if (now - since < (silent.starved ? HANG_STARVED_MS : START_HUNG_MS)) return null;
+  return silent.holderUid;
 }
 
 /**
@@ -234,22 +282,35 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
  */
 export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]): void {
   const hung = hungPod(s);
-  if (hung !== null) requestFence(s, hung, now, actions);
+  if (hung !== null) {
+    requestFence(s, hung, now, actions);
+    return;
+  }
+  const starting = startHungPod(s, now);
+  // A new silent run after a fence is judged on its own START_HUNG_MS, not held to FENCE_REPEAT_MS.
+  if (starting !== null && s.hang.fence?.at !== undefined && s.hang.silent!.at < s.hang.fence.at) return;
+  if (starting !== null) requestFence(s, starting, now, actions, START_HUNG_MS);
 }
 
-/** Ask for the fence of pod `podUid` (once per FENCE_REPEAT_MS, after the action back-off when one failed). */
-function requestFence(s: ParentState, podUid: string, now: number, actions: Action[]): void {
+/** Ask for the fence of pod `podUid` (once per `repeatMs`, after the action back-off when one failed). */
+function requestFence(s: ParentState, podUid: string, now: number, actions: Action[], repeatMs = FENCE_REPEAT_MS): void {
   // The fence request goes to the parent's sidecar through the node's heartbeat folder, which it
   // reads only beside a local channel: a Lease-only parent could never answer (covered, not fenced).
   if (!s.policy.channels.includes('local')) return;
-  if (!fenceAllowed(s.hang, podUid, now) || !due(s, 'fence', now)) return;
+  if (!fenceAllowed(s.hang, podUid, now, repeatMs) || !due(s, 'fence', now)) return;
+  const silent = s.hang.since === null ? (s.hang.silent ?? null) : null;
   s.hang.fence = { podUid, at: now, killed: null };
   inFlight(s, 'fence', now);
-  const starved = s.hang.starved === true;
-  const why = R(
-    'ParentHung',
-    `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds${starved ? `, waiting for a CPU, for ~${secs(now - s.hang.since!.at)}` : ''}; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
-  );
+  const starved = silent ? silent.starved : s.hang.starved === true;
+  const why = silent
+    ? R(
+        'StartHung',
+        `pod ${podUid}'s process holds its port but has answered nothing since it started, for ~${secs(now - silent.at)}, while the checkpoint beside it was Ready${starved ? ' (waiting for a CPU)' : ''}; fencing it (the checkpoint serves)`,
+      )
+    : R(
+        'ParentHung',
+        `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds${starved ? `, waiting for a CPU, for ~${secs(now - s.hang.since!.at)}` : ''}; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
+      );
   // A starved process is fenced only past HANG_STARVED_MS: the sidecar is told so, or its own
   // check (the process still waits for a CPU) would refuse.
   actions.push({ type: 'fence', podUid, reason: why, ...(starved ? { evenIfStarved: true } : {}) });
@@ -267,6 +328,7 @@ export function observeFenced(s: ParentState, input: Extract<Input, { type: 'fen
   if (s.hang.fence?.podUid === input.podUid) s.hang.fence.killed = input.killed;
   if (input.killed > 0) {
     s.hang.since = null;
+    s.hang.silent = null;
     s.hang.rounds = 0;
     s.graceUntil = Math.max(s.graceUntil, now + s.policy.startupGraceMs);
     if (!s.checkpoint.active) s.hang.recoverBy = now + recoverWithinMs;
@@ -297,5 +359,9 @@ export function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fence
 export function fenceWakes(s: ParentState): Array<number | null | undefined> {
   // No wake at the starved bound: a starved process is judged hung on a beat that says it still
   // does not answer, never on a timer (the round that crosses the bound may be the one it answers).
-  return [s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null, s.hang.recoverBy];
+  // A silent start's bound is a wake (its beats may stop: a pod whose sidecar hangs too), but not a
+  // starved one's, for the reason above.
+  const silentSince = silentBesideCopySince(s);
+  const silentBound = silentSince === null || s.hang.silent!.starved ? null : silentSince + START_HUNG_MS;
+  return [s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null, s.hang.recoverBy, silentBound];
 }

@@ -159,7 +159,8 @@ function apply(w: World, f: FaultSpec): void {
       const def = w.parentDef(f.key);
       const gen = (w.api.desired.get(f.key)?.generation ?? 0) + 1;
       const { maxUnavailable, maxSurge, minReadySeconds } = f;
-      const spec = specFor(def, gen, f.healthy, f.startTime ?? def.startMs, f.bindTime);
+      // A rollout's own bindTime is the beds' silent spec: bound, it answers nothing until it starts.
+      const spec = { ...specFor(def, gen, f.healthy, f.startTime ?? def.startMs, f.bindTime), ...(f.bindTime !== undefined ? { silentStart: true } : {}) };
       w.api.rollout(w.scenario.spec.faults.indexOf(f), f.crashes > 0 ? { ...spec, crashes: f.crashes } : spec, { maxUnavailable, maxSurge, minReadySeconds });
       return;
     }

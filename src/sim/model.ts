@@ -24,6 +24,12 @@ export interface PodSpec {
   startMs: number;
   /** From process start to binding its host ports (at most startMs). */
   bindMs: number;
+  /**
+   * Between its bind and its start it answers nothing at all (a listener that accepts nothing, as a
+   * kube-apiserver waiting for its storage): its sidecar's probe times out (`unanswered`). Absent:
+   * it answers, not Ready.
+   */
+  silentStart?: boolean;
   /** A bad build crashes at the end of its start instead of becoming Ready. */
   healthy: boolean;
   /** A good build that stumbles: each pod crashes at the end of its first `crashes` starts (absent: 0). */

@@ -222,6 +222,20 @@ NAMED['bad-rollout-silent-overlap'] = {
   // a guard against it getting worse, not a goal (docs/coverage.md).
   expect: { served: true, parentServed: false, maxUnserved: '120s' },
 };
+// A start that hangs for good: a new spec that binds, answers nothing and never exits (no startup
+// or liveness probe restarts it; under port sharing one that did would pass on the copy's answers).
+// Beside the Ready copy it is fenced after START_HUNG_MS of silence (StartHung, src/core/fence.ts);
+// each fence is an exit, and the fourth is the spec's verdict.
+NAMED['silent-start-overlap'] = {
+  ...NAMED['bad-rollout-overlap']!,
+  name: 'silent-start-overlap',
+  description:
+    'A rollout of a spec whose start hangs for good (it binds, answers nothing and never exits), port sharing and handover: overlap: beside its Ready checkpoint it is fenced after a minute of silence, each fence an exit toward its verdict.',
+  duration: '20m',
+  faults: [{ type: 'rollout', at: '3m', key: 'kube-apiserver', healthy: false, bindTime: '1s', startTime: '2h' }],
+  // Seed 1: 273.1 s (four silent minutes, then the verdict's rewrite); before StartHung it never ended.
+  expect: { served: true, parentServed: false, maxUnserved: '300s' },
+};
 NAMED['bad-then-good-rollout-overlap'] = {
   ...NAMED['bad-rollout-overlap']!,
   name: 'bad-then-good-rollout-overlap',

@@ -144,7 +144,8 @@ const fault = z.discriminatedUnion('type', [
      * The new spec's process start to its bind; undefined: the parent's. A bad spec that binds at
      * once and then waits for its storage (an api-server with a dead etcd address: binds within a
      * second, answers nothing, exits after about 20 s) holds its share of the port silently for
-     * `startTime - bindTime`.
+     * `startTime - bindTime`. Given here, the spec answers nothing between its bind and its start
+     * (its sidecar's probe times out); the parent's own bindTime keeps its answering start.
      */
     bindTime: duration().optional(),
     /** The DaemonSet's `updateStrategy.rollingUpdate` and `minReadySeconds` for this rollout (src/sim/daemonset.ts). */

@@ -92,6 +92,7 @@ export function startSidecar(world: World, node: SimNode, pod: KPod): SidecarPro
 
   const probe = (): Promise<ProbeResult> => {
     if (pod.hung && !pod.removed) return pod.starved ? STARVED : NO_ANSWER;
+    if (spec.silentStart && pod.bound && pod.state !== 'running' && !pod.removed) return NO_ANSWER;
     return pod.state === 'running' && !pod.removed ? READY : NOT_READY;
   };
 
