@@ -287,9 +287,12 @@ export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]):
     return;
   }
   const starting = startHungPod(s, now);
-  // A new silent run after a fence is judged on its own START_HUNG_MS, not held to FENCE_REPEAT_MS.
-  if (starting !== null && s.hang.fence?.at !== undefined && s.hang.silent!.at < s.hang.fence.at) return;
-  if (starting !== null) requestFence(s, starting, now, actions, START_HUNG_MS);
+  if (starting === null) return;
+  // A fence that found nothing to stop leaves the run as it was: the pod's next beats say more.
+  const f = s.hang.fence;
+  if (f !== null && f.podUid === starting && s.hang.silent!.at < f.at) return;
+  // The restarted process is judged on its own START_HUNG_MS, not held to FENCE_REPEAT_MS.
+  requestFence(s, starting, now, actions, START_HUNG_MS);
 }
 
 /** Ask for the fence of pod `podUid` (once per `repeatMs`, after the action back-off when one failed). */
@@ -359,8 +362,8 @@ export function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fence
 export function fenceWakes(s: ParentState): Array<number | null | undefined> {
   // No wake at the starved bound: a starved process is judged hung on a beat that says it still
   // does not answer, never on a timer (the round that crosses the bound may be the one it answers).
-  // A silent start's bound is a wake (its beats may stop: a pod whose sidecar hangs too), but not a
-  // starved one's, for the reason above.
+  // A silent start is judged at its bound, not at the beat after it; a starved one is not, for the
+  // reason above.
   const silentSince = silentBesideCopySince(s);
   const silentBound = silentSince === null || s.hang.silent!.starved ? null : silentSince + START_HUNG_MS;
   return [s.hang.fence !== null && s.hang.since !== null ? s.hang.fence.at + FENCE_REPEAT_MS : null, s.hang.recoverBy, silentBound];
