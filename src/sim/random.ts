@@ -102,15 +102,10 @@ export function randomScenario(seed: number): Scenario {
         break;
       case 'rollout':
         {
+          // The draws in their old order (key, then healthy, then the strategy): schedules unchanged.
+          const key = rng.pick(['kube-apiserver', 'kube-flannel']);
           const healthy = rng.chance(0.7);
-          faults.push({
-            type: 'rollout',
-            at,
-            key: rng.pick(['kube-apiserver', 'kube-flannel']),
-            healthy,
-            ...rolloutStrategy(pace),
-            ...silentBad(seed, healthy),
-          });
+          faults.push({ type: 'rollout', at, key, healthy, ...rolloutStrategy(pace), ...silentBad(seed, healthy) });
         }
         break;
     }
