@@ -2,7 +2,7 @@
 // kubelets v1.36.3 in namespaces of their own behind haproxy, a static or self-hosted control
 // plane on them, lastseen from deploy/overlays/cluster. Needs root and `scripts/cluster ensure`.
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -296,6 +296,34 @@ export class Cluster {
         await sleep(5000);
       }
     }
+  }
+
+  /**
+   * Copy every node's pod logs and its kubelet's and containerd's logs to `dest/<node>/` (before the
+   * bed goes down: they live in its folder), and return, per node, the last `tail` lines of the
+   * kubelet's and containerd's logs and the pod-log folders found, for a failure's report.
+   */
+  keepLogs(dest: string, tail = 25): string {
+    const out: string[] = [];
+    for (const n of ['m1', 'm2', 'm3']) {
+      const src = this.nodeDir(n);
+      for (const d of ['pod-logs', 'logs']) {
+        try {
+          if (existsSync(join(src, d))) cpSync(join(src, d), join(dest, n, d), { recursive: true });
+        } catch (e) {
+          out.push(`${n}: ${d} not kept: ${(e as Error).message}`);
+        }
+      }
+      const pods = existsSync(join(src, 'pod-logs')) ? readdirSync(join(src, 'pod-logs')) : [];
+      out.push(`${n}: pod-log folders: ${pods.length === 0 ? 'none' : pods.join(' ')}`);
+      for (const f of ['kubelet.log', 'containerd.log']) {
+        const file = join(src, 'logs', f);
+        if (tail === 0) continue;
+        const lines = existsSync(file) ? readFileSync(file, 'utf8').trimEnd().split('\n').slice(-tail) : ['(no such file)'];
+        out.push(`${n}: last ${tail} lines of ${f}:`, ...lines.map((l) => `  ${l}`));
+      }
+    }
+    return out.join('\n');
   }
 
   /** A container's log lines, every restart's, from the node's pod-logs folder (CRI format stripped). */

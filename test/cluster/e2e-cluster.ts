@@ -7,8 +7,7 @@
 // power-loss, hang, rolling-reboot, partition, bad-rollout, master-lost (master-lost leaves two
 // nodes, so it comes last). Prints one JSON document with --json. Needs root; see docs/real-cluster.md.
 import { execFileSync } from 'node:child_process';
-import { cpSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { log } from '../node/testbed.js';
 import { CASES, type CaseName, type CaseResult, runCase, staticPowerLoss } from './cases.js';
@@ -107,15 +106,7 @@ try {
   log(`failed: ${failed.message}`);
 } finally {
   // The pods' own logs (agents, heartbeat sidecars, api-servers) outlive the bed for whoever reads a failure.
-  if (o.logs) {
-    for (const n of ['m1', 'm2', 'm3']) {
-      try {
-        cpSync(join(c.nodeDir(n), 'pod-logs'), join(o.logs, n), { recursive: true });
-      } catch (e) {
-        log(`${n}: pod logs not kept: ${(e as Error).message}`);
-      }
-    }
-  }
+  if (o.logs) log(`logs kept in ${o.logs}:\n${c.keepLogs(o.logs, 0)}`);
   const down = o.keep ? Promise.resolve('') : c.script('down').catch((e) => log(`down failed: ${(e as Error).message}`));
   await down;
 }

@@ -37,11 +37,18 @@ describe('three masters behind a load balancer, on real kubelets', () => {
     await c.selfHost();
     const r = await runCase(c, 'power-loss', 1, { offS: 2, limitS: 420, settleS: 10, holdS: 0, staticLimitS: 2 * (stat.lbServedAfterS as number) });
     console.log(`power loss: ${JSON.stringify(r)}`);
-    expect(r.recovered).toBe(true);
-    expect(r.lbServedAfterS, 'the load balancer answers /readyz again').not.toBeNull();
-    for (const n of r.nodes) {
-      expect(n.parentServedAfterS, `${n.node}: its api-server pod served with its checkpoint retired`).not.toBeNull();
-      expect(n.schedulerBack && n.controllerManagerBack && n.agentBack, `${n.node}: scheduler, controller-manager and agent back`).toBe(true);
+    try {
+      expect(r.recovered).toBe(true);
+      expect(r.lbServedAfterS, 'the load balancer answers /readyz again').not.toBeNull();
+      for (const n of r.nodes) {
+        expect(n.parentServedAfterS, `${n.node}: its api-server pod served with its checkpoint retired`).not.toBeNull();
+        expect(n.schedulerBack && n.controllerManagerBack && n.agentBack, `${n.node}: scheduler, controller-manager and agent back`).toBe(true);
+      }
+    } catch (e) {
+      // The bed's folder goes with `down`: keep its logs, and print what a reader needs first.
+      const dest = process.env.LASTSEEN_KEEP_LOGS ?? `/tmp/lastseen-power-loss-logs-${Date.now()}`;
+      console.log(`power loss failed; every node's logs kept in ${dest}:\n${c.keepLogs(dest)}`);
+      throw e;
     }
     const slowest = Math.max(...r.nodes.map((n) => n.parentServedAfterS as number));
     console.log(
