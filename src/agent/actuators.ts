@@ -20,6 +20,7 @@ import { classifyKubeError } from '../kube/errors.js';
 import { type Actuators, CollectRefusedError, type LiveRead, type ParentView } from './agent.js';
 import { fenceThroughSidecar } from './fence.js';
 import { parentsOnNode } from './parents.js';
+import type { RedirectTable } from './redirect.js';
 
 export const COMPONENT = 'lastseen-agent';
 
@@ -49,10 +50,45 @@ export function sharesPorts(manifest: V1Pod): boolean {
   );
 }
 
+/**
+ * The checkpoint's manifest for `handover: redirect` (docs/decisions/0012): the copy serves on
+ * `copyPort` instead of the parent's `port`. In every container: `--secure-port=<port>` and any
+ * `host:<port>` in an argument (the heartbeat sidecar's probe address) name the copy's port, and
+ * probes on the port move with it. A kube-apiserver copy runs without its endpoint reconciler, so
+ * it never publishes its own port as the `kubernetes` Service's endpoint.
+ */
+export function withCopyPort(manifest: V1Pod, ports: { port: number; copyPort: number }): V1Pod {
+  const { port, copyPort } = ports;
+  const copy = structuredClone(manifest);
+  const arg = (x: string) =>
+    x === `--secure-port=${port}` ? `--secure-port=${copyPort}` : x.replace(new RegExp(`([\\w\\].-]):${port}(?=$|[/?#\\s,])`, 'g'), `$1:${copyPort}`);
+  const probe = (pr: { httpGet?: { port?: unknown }; tcpSocket?: { port?: unknown }; grpc?: { port?: unknown } } | undefined) => {
+    for (const h of [pr?.httpGet, pr?.tcpSocket, pr?.grpc]) if (h && h.port === port) h.port = copyPort;
+  };
+  for (const c of [...(copy.spec?.containers ?? []), ...(copy.spec?.initContainers ?? [])]) {
+    if (c.command) c.command = c.command.map(arg);
+    if (c.args) c.args = c.args.map(arg);
+    probe(c.livenessProbe);
+    probe(c.readinessProbe);
+    probe(c.startupProbe);
+    const all = [...(c.command ?? []), ...(c.args ?? [])];
+    if (all.some((x) => /(^|\/)kube-apiserver$/.test(x))) {
+      const secure = all.some((x) => x.startsWith('--secure-port='));
+      const extra = [...(secure ? [] : [`--secure-port=${copyPort}`]), '--endpoint-reconciler-type=none'];
+      const strip = (xs: string[]) => xs.filter((x) => !x.startsWith('--endpoint-reconciler-type'));
+      if (c.args) c.args = [...strip(c.args), ...extra];
+      else c.command = [...strip(c.command ?? []), ...extra];
+    }
+  }
+  return copy;
+}
+
 /** Where the api-server keeps Events about cluster-scoped objects (as it does for Nodes). */
 export const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
 
 export interface ActuatorDeps {
+  /** The node's redirects (`handover: redirect`); none: this agent cannot redirect. */
+  redirects?: RedirectTable;
   node: string;
   /** The agent pod's own name, reported as the Events' reporting instance. */
   instance: string;
@@ -221,7 +257,10 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
       // A folder removed from under the agent is made again: the kubelet watches its path, and a
       // copy that cannot be written covers nothing.
       await mkdir(d.manifests.dir, { recursive: true });
-      const manifest = exclusive === true ? withoutPortSharing(c.manifest) : c.manifest;
+      const pol = p.state.policy;
+      if (pol.handover === 'redirect' && !pol.redirect) throw new Error(`cannot activate ${p.id}: handover "redirect" without redirect ports in its policy`);
+      const manifest =
+        pol.handover === 'redirect' && pol.redirect ? withCopyPort(c.manifest, pol.redirect) : exclusive === true ? withoutPortSharing(c.manifest) : c.manifest;
       await d.manifests.activate(p.id, manifest);
       d.onManifestWritten?.(p.id, manifest);
     },
@@ -249,6 +288,14 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
       await removeCheckpointBeat(p);
       await d.store.remove(p.id);
     },
+    async redirect(p, on) {
+      const t = d.redirects;
+      if (!t) throw new Error(`cannot redirect for ${p.id}: this agent has no redirect table (nft)`);
+      const r = p.state.policy.redirect;
+      if (on && !r) throw new Error(`cannot redirect for ${p.id}: its policy names no redirect ports`);
+      await t.set(p.id, on && r ? { parent: p.id, port: r.port, toPort: r.copyPort, exceptAddress: r.exceptAddress } : null);
+    },
+    redirectStanding: (id) => d.redirects?.holds(id) ?? false,
     async fence(p, podUid, reason, evenIfStarved) {
       if (!d.heartbeatDir) throw new Error("no heartbeat folder: the agent cannot ask a parent's sidecar to fence it (--heartbeat-dir)");
       return fenceThroughSidecar({ heartbeatDir: d.heartbeatDir }, p, podUid, reason, evenIfStarved);

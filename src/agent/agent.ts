@@ -79,6 +79,14 @@ export interface Actuators<P = unknown> {
   fence(p: ParentView<P>, podUid: string, reason: Reason, evenIfStarved?: boolean): Promise<{ killed: number; detail: string }>;
   event(p: ParentView<P>, e: Extract<Action, { type: 'event' }>): Promise<void>;
   /**
+   * `handover: redirect`: make the node redirect new connections to this parent's port to its
+   * copy's port (`on`), or stop (src/agent/redirect.ts; the ports are the parent's policy's).
+   * None: this agent cannot redirect, and the action fails with a message saying so.
+   */
+  redirect?(p: ParentView<P>, on: boolean, reason: Reason): Promise<void>;
+  /** Whether the node held a redirect for this parent (namespace/key) when the agent started. */
+  redirectStanding?(id: string): boolean;
+  /**
    * List this node's pods afresh, past the pod watch (production: the informer's resync; a watch
    * that stalled is re-opened by it); the list comes back through the pod observer as any other.
    * At most one per LIST_PODS_EVERY_MS, however many holders ask. None: the watch's lists only.
@@ -347,7 +355,8 @@ export class Agent<P = unknown> implements ManifestSubject {
     e = { id, namespace, key, state, pod: null, labels, overrides: eff.applied, overridesSkipped: eff.skipped, wakeAt: null, manifestTicket: 0 };
     this.entries.set(id, e);
     this.o.logger.info({ parent: id, state: state.state, checkpoint: state.checkpoint }, 'tracking parent');
-    this.feed(e, { type: 'tick' });
+    // A redirect an earlier run left on the node is the core's to keep or remove.
+    this.feed(e, this.o.actuators.redirectStanding?.(id) === true ? { type: 'redirected', on: true } : { type: 'tick' });
     for (const b of this.untracked.get(id) ?? []) this.feed(e, { type: 'beat', beat: b });
     this.untracked.delete(id);
     return e;
@@ -505,6 +514,20 @@ export class Agent<P = unknown> implements ManifestSubject {
           ),
         );
         return;
+      case 'redirect': {
+        log.info(
+          { parent: e.id, on: a.on, reason: a.reason.code, message: a.reason.message },
+          a.on ? 'redirecting the node to the copy' : 'removing the redirect to the copy',
+        );
+        const done = A.redirect
+          ? A.redirect(e, a.on, a.reason)
+          : Promise.reject(new Error('this agent cannot redirect (no redirect actuator): use handover release or overlap'));
+        run(
+          'redirect',
+          done.then(() => ({ type: 'redirected', on: a.on }) as Input),
+        );
+        return;
+      }
       case 'collect':
         log.info({ parent: e.id, reason: a.reason.code, message: a.reason.message }, 'collecting checkpoint');
         run(

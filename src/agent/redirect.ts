@@ -203,3 +203,41 @@ export class NftRedirector implements Redirector {
     return redirectsFromListing(json);
   }
 }
+
+/**
+ * The node's redirects as the agent keeps them: read once at its start, then changed one parent at
+ * a time, each change written as the whole table (one transaction), one change at a time.
+ */
+export class RedirectTable {
+  private readonly standing = new Map<string, Redirect>();
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(private readonly r: Redirector) {}
+
+  /** What the node holds now (at the agent's start: what an earlier run left). */
+  async load(): Promise<Redirect[]> {
+    const got = await this.r.read();
+    this.standing.clear();
+    for (const x of got) this.standing.set(x.parent, x);
+    return got;
+  }
+
+  holds(parent: string): boolean {
+    return this.standing.has(parent);
+  }
+
+  /** Make the redirect of `parent` stand (`to`) or go (null). */
+  set(parent: string, to: Redirect | null): Promise<void> {
+    const run = async () => {
+      const next = new Map(this.standing);
+      if (to) next.set(parent, checkRedirect(to));
+      else next.delete(parent);
+      await this.r.set([...next.values()]);
+      this.standing.clear();
+      for (const [k, v] of next) this.standing.set(k, v);
+    };
+    const p = this.queue.then(run, run);
+    this.queue = p.catch(() => undefined);
+    return p;
+  }
+}

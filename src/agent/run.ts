@@ -30,6 +30,7 @@ import { bootStartedAt, getNodeLease, watchKubeletLease } from './observe/kubele
 import { watchManifestFolder } from './observe/manifests.js';
 import type { PolicySource } from './observe/policy-source.js';
 import { v1PodInfo } from './parents.js';
+import { NftRedirector, RedirectTable } from './redirect.js';
 import { type HeldLock, holdNodeLock, LockTurns, type StateProblem } from './run-lock.js';
 import { type Observers, startObservers } from './run-observers.js';
 import { startPolicy } from './run-policy.js';
@@ -257,7 +258,15 @@ async function runAgentTurn(o: AgentRunOptions, turns: LockTurns): Promise<Agent
     stops.push(() => status.stop());
     const handovers = new HandoverFile(stateDir);
     const disk = nodeCheckpointDisk(store, manifests);
+    // The node's redirects (handover: redirect): what an earlier run left is read back; without nft
+    // (or its rights) no parent can use the redirect, and its actions fail saying why.
+    const redirects = new RedirectTable(new NftRedirector());
+    await redirects.load().then(
+      (got) => got.length > 0 && log.info({ redirects: got }, 'redirects found on the node'),
+      (e: unknown) => log.info({ err: (e as Error).message }, 'no redirect table read (handover: redirect needs nft and CAP_NET_ADMIN)'),
+    );
     const unwatched = makeActuators({
+      redirects,
       node: o.node,
       instance: o.podName,
       store,

@@ -46,7 +46,7 @@ export function succeeded(s: ParentState, kind: ActionKind): void {
  */
 export function failed(s: ParentState, input: Extract<Input, { type: 'actionFailed' }>, now: number): ActionKind | null {
   const a = input.action;
-  if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect' && a !== 'fence') return null;
+  if (a !== 'capture' && a !== 'activate' && a !== 'retire' && a !== 'collect' && a !== 'fence' && a !== 'redirect') return null;
   delete s.inflight[a];
   const failures = (s.retry[a]?.failures ?? 0) + 1;
   s.retry[a] = { at: now + backoffMs(failures, { initialMs: ACTION_RETRY_MS, maxMs: ACTION_RETRY_MAX_MS }), failures };

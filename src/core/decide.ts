@@ -5,6 +5,7 @@
 // - handover.ts    retire on return, hand-over windows and back-off, the persisted record
 // - overlap.ts     hand-over beside a port-sharing copy: exits counted, fallback to release
 // - known-bad.ts   no hand-over to a spec on probation (the verdicts: probation.ts)
+// - redirect.ts    hand-over behind the node's redirect to a copy on its own port
 // - fence.ts       a hung parent is fenced
 // - gc.ts          collection only with the api-server's word
 // - last-known-good.ts  capture only from a Ready pod
@@ -64,6 +65,7 @@ import { captureFailed, captureWakes, observeCaptured, reconcileCapture } from '
 import { claimResult, observeManifest } from './manifest.js';
 import { copyRewritten, emptyExitWatch, exitsUnknown, observeCopy, observeExits } from './overlap.js';
 import { PROBATION, recovered as recoveredVerdict } from './probation.js';
+import { emptyRedirect, observeRedirected, reconcileRedirect, redirectWake } from './redirect.js';
 import { answerLiveRead, judgeSilence, silenceWake } from './silence.js';
 import { R } from './transitions.js';
 import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState } from './types.js';
@@ -143,6 +145,7 @@ export function initialState(a: InitialStateArgs): ParentState {
     retry: {},
     beatTrust: emptyTrust(),
     hang: emptyHang(),
+    redirect: emptyRedirect(),
   };
 }
 
@@ -161,6 +164,7 @@ function copy(s: ParentState): ParentState {
     overlapFallback: s.overlapFallback ? { ...s.overlapFallback } : null,
     beatTrust: copyTrust(s.beatTrust),
     hang: copyHang(s.hang),
+    redirect: { ...s.redirect },
   };
   if (c.confirm) c.confirm = { ...c.confirm };
   return c;
@@ -252,6 +256,9 @@ function observe(s: ParentState, input: Input, now: number): void {
     case 'collected':
       observeCollected(s);
       return;
+    case 'redirected':
+      observeRedirected(s, input, now);
+      return;
     case 'actionFailed': {
       const a = failed(s, input, now);
       if (a === 'capture') captureFailed(s);
@@ -318,7 +325,9 @@ function reconcile(s: ParentState, now: number, actions: Action[]): void {
   if (wantActive && !s.checkpoint.active && s.checkpoint.stored) ask(s, 'activate', activate, now, actions);
   else if (wantActive && s.checkpoint.active && s.checkpoint.stored && (s.checkpoint.exclusive === true) !== exclusive)
     ask(s, 'activate', activate, now, actions);
+  // Behind a redirect the copy retires only once the redirect is gone (handover.ts waits for it).
   if (!wantActive && s.checkpoint.active) ask(s, 'retire', { type: 'retire', reason: s.reason }, now, actions);
+  reconcileRedirect(s, now, actions);
   reconcileCapture(s, now, actions);
 }
 
@@ -332,6 +341,7 @@ function wakeAt(s: ParentState, now: number): number | null {
     silenceWake(s),
     ...handoverWakes(s),
     verdictWake(s),
+    redirectWake(s),
     ...fenceWakes(s),
     ...actionWakes(s),
   ].filter((t): t is number => t !== null && t !== undefined && t > now);

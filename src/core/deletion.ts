@@ -32,7 +32,7 @@ export function beatsOfDeletedPod(s: ParentState): boolean {
 
 /** A fresh parent (Healthy, Starting or Pending): whether its pod's deletion is covered now. */
 export function deletionCovers(s: ParentState): boolean {
-  return s.policy.handover === 'overlap' && s.apiReachable && s.checkpoint.stored && beatsOfDeletedPod(s);
+  return s.policy.handover !== 'release' && s.apiReachable && s.checkpoint.stored && beatsOfDeletedPod(s);
 }
 
 export function coverDeletion(s: ParentState, now: number, actions: Action[]): boolean {

@@ -258,6 +258,17 @@ export function judgeFencedNotBack(s: ParentState, now: number, actions: Action[
  */
 function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean | null {
   const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
+  if (s.policy.handover === 'redirect') {
+    // The copy serves on its own port and, once Ready, the redirect sends the node's clients to it:
+    // the hung process is left alone (the kubelet's liveness probe, on the excepted address, judges it).
+    return cover(
+      s,
+      'ParentHung',
+      `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung}); the copy serves behind the redirect`,
+      now,
+      actions,
+    );
+  }
   if (s.policy.handover === 'overlap') {
     const changed = cover(
       s,
@@ -281,6 +292,8 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
  * parent is not fresh: its run of unanswered rounds began after its last answered beat.)
  */
 export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]): void {
+  // Behind the redirect a hung or silent parent receives no new connection: nothing to fence.
+  if (s.policy.handover === 'redirect') return;
   const hung = hungPod(s);
   if (hung !== null) {
     requestFence(s, hung, now, actions);

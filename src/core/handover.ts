@@ -12,6 +12,7 @@ import { beatsOfDeletedPod, deletedPodReason } from './deletion.js';
 import { freshSinceEntered, readyProven } from './freshness.js';
 import { announceKnownBad, forgetVerdict, knownBad, probationEnded, strikeFailedHandover } from './known-bad.js';
 import { announceFallback, forgetFallback, overlapStands } from './overlap.js';
+import { handedBack, stopHandBack } from './redirect.js';
 import { enter, event, holdNote, R } from './transitions.js';
 import type { Action, ParentPolicy, ParentState } from './types.js';
 
@@ -100,6 +101,7 @@ export function capBackoff(s: ParentState, next: ParentPolicy): void {
  * it; else start a hand-over, unless the spec is on probation or the back-off runs.
  */
 export function judgeReturn(s: ParentState, now: number, actions: Action[]): boolean {
+  stopHandBack(s);
   if (!freshSinceEntered(s, now)) return false;
   if (beatsOfDeletedPod(s)) {
     holdNote(s, deletedPodReason(s), actions);
@@ -113,7 +115,9 @@ export function judgeReturn(s: ParentState, now: number, actions: Action[]): boo
     );
     return false;
   }
+  if (s.phase === 'Ready' && s.policy.handover === 'redirect' && !handedBack(s, now, actions)) return false;
   if (s.phase === 'Ready') {
+    stopHandBack(s);
     event(actions, 'Normal', 'CheckpointRetired', `${s.id}: the parent reports Ready again; retiring the checkpoint`);
     resetHandover(s);
     return enter(s, 'Healthy', R('ParentReady', 'the parent reports Ready; checkpoint retired'), now, actions);

@@ -54,9 +54,17 @@ export function announceKnownBad(s: ParentState, now: number, actions: Action[])
   const ports = sharing ? ', its ports still shared (the spec fails as it starts: each try costs its share for a moment),' : ', its ports no longer shared,';
   const reason = R(
     'KnownBadSpec',
-    `rollout held: the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : 'failed a hand-over'} (strike ${kb.strikes}); the checkpoint keeps the node${s.policy.handover === 'overlap' ? ports : ''} until it is tried again ${nextTry(kb, kb.since)} after the verdict, or the spec changes, or the parent reports Ready`,
+    `rollout held: the parent runs spec ${kb.specHash}, which ${s.policy.handover === 'overlap' ? 'exited while starting beside its port-sharing checkpoint' : s.policy.handover === 'redirect' ? 'exited while starting behind the redirect to its checkpoint' : 'failed a hand-over'} (strike ${kb.strikes}); the checkpoint keeps the node${s.policy.handover === 'overlap' ? ports : ''} until it is tried again ${nextTry(kb, kb.since)} after the verdict, or the spec changes, or the parent reports Ready`,
   );
   if (sameReason(s.reason, reason)) return;
+  if (s.policy.handover === 'redirect' && kb.since === now) {
+    event(
+      actions,
+      'Warning',
+      'KnownBadSpec',
+      `${s.id}: pod ${s.pod?.name ?? kb.podUid} (spec ${kb.specHash}) exited while starting behind the redirect to the checkpoint (strike ${kb.strikes}); rollout held: the checkpoint serves the node's clients, next try ${nextTry(kb, now)}, unless the spec changes or reports Ready`,
+    );
+  }
   if (s.policy.handover === 'overlap' && kb.since === now) {
     event(
       actions,

@@ -73,7 +73,7 @@ export function exitsUnknown(s: ParentState): void {
 function exitedBesideSharingCheckpoint(s: ParentState, now: number): 'other spec' | 'own spec' | null {
   const pod = s.pod;
   const base = s.exitWatch.base;
-  if (s.policy.handover !== 'overlap' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return null;
+  if (s.policy.handover === 'release' || s.state !== 'Active' || !s.checkpoint.active || s.checkpoint.exclusive === true) return null;
   if (pod === null || base === null || pod.uid !== base.uid || pod.restarts === undefined) return null;
   // A container lost with its node (reboot) is restarted with the count raised: not an exit here.
   if (pod.restarts <= base.restarts || s.phase === 'Ready' || pod.lastExitUnknown === true) return null;
@@ -83,6 +83,8 @@ function exitedBesideSharingCheckpoint(s: ParentState, now: number): 'other spec
   // kube-apiserver beside its copy after a power cycle can exit after a minute while its copy is
   // Ready within seconds); the kubelet restarts it and the overlap stands.
   if (pod.specHash === s.checkpoint.specHash) {
+    // Behind the redirect the copy never holds the parent's port: an exit is the spec's own trouble.
+    if (s.policy.handover === 'redirect') return null;
     const limit = s.exitWatch.readyAfterMs === null ? null : s.exitWatch.readyAfterMs + OWN_SPEC_BIND_SLACK_MS;
     return pod.lastExitRanMs === undefined || limit === null || pod.lastExitRanMs <= limit ? 'own spec' : null;
   }
@@ -106,9 +108,12 @@ export function observeExits(s: ParentState, now: number): void {
   s.exitWatch.base = s.exitWatch.ready && s.pod !== null && s.pod.restarts !== undefined ? { uid: s.pod.uid, restarts: s.pod.restarts } : null;
 }
 
-/** Under overlap, and the ports shared as far as known: the copy stays until the parent is Ready. */
+/**
+ * Under overlap, and the ports shared as far as known, or behind the redirect: the copy stays until
+ * the parent is Ready.
+ */
 export function overlapStands(s: ParentState): boolean {
-  return s.policy.handover === 'overlap' && s.overlapFallback === null;
+  return s.policy.handover === 'redirect' || (s.policy.handover === 'overlap' && s.overlapFallback === null);
 }
 
 /** The fallback to release is said once (Warning Event and reason). */

@@ -39,9 +39,11 @@ export interface ProbationSchedule {
  * hand-over window (release, which grows per attempt) or its first OVERLAP_EXITS_FOR_VERDICT - 1
  * exits (overlap).
  */
-export const PROBATION: Record<'release' | 'overlap', ProbationSchedule> = {
+export const PROBATION: Record<'release' | 'overlap' | 'redirect', ProbationSchedule> = {
   release: { initialMs: 30 * 60_000, maxMs: 4 * 60 * 60_000 },
   overlap: { initialMs: 30 * 60_000, maxMs: 4 * 60 * 60_000 },
+  // Behind the redirect a bad spec's starts cost no client anything: the verdict only says why.
+  redirect: { initialMs: 30 * 60_000, maxMs: 4 * 60 * 60_000 },
 };
 /** The first probation and the cap of the default (release) schedule. */
 export const PROBATION_INITIAL_MS = PROBATION.release.initialMs;

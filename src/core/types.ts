@@ -121,7 +121,7 @@ export interface CheckpointInfo {
 }
 
 /** The actions that change files on the node (each tracked in flight and retried on its own). */
-export type ActionKind = 'capture' | 'activate' | 'retire' | 'collect' | 'fence';
+export type ActionKind = 'capture' | 'activate' | 'retire' | 'collect' | 'fence' | 'redirect';
 
 /**
  * Why: a CamelCase `code` programs may match (status REASON, metric labels, the simulator's
@@ -322,8 +322,19 @@ export interface ParentStateCommon {
   listPods?: Extract<Action, { type: 'listPods' }>;
   /** A hung parent and its fence (src/core/fence.ts). */
   hang: HangState;
+  /** `handover: redirect`: the node's redirect to the copy (src/core/redirect.ts). */
+  redirect: RedirectState;
   /** The active checkpoint's manifest was found gone or changed, and is not written again yet (src/core/manifest.ts). */
   manifestLost?: ManifestLoss;
+}
+
+export interface RedirectState {
+  /** Whether the node holds the redirect, as last reported (null: not known since the agent started). */
+  on: boolean | null;
+  /** When a report first said it stands no more after it stood (null: it never stood in this run). */
+  offSince: number | null;
+  /** The parent is proven Ready: the redirect goes, the copy's connections drain, then it retires. */
+  handingBack: boolean;
 }
 
 /** Inputs: everything the core can be told. */
@@ -366,6 +377,8 @@ export type Input =
   | { type: 'captured'; specHash: string }
   | { type: 'activated'; exclusive?: boolean }
   | { type: 'retired' }
+  /** The node's redirect to the copy stands (`on`) or not, as carried out or as found at the agent's start. */
+  | { type: 'redirected'; on: boolean }
   | { type: 'collected' }
   | { type: 'actionFailed'; action: Action['type']; error: string }
   /** The fence was carried out: `killed` processes of pod `podUid` ended (0: none hung any more, nothing done). */
@@ -386,6 +399,11 @@ export type Action =
    * port sharing (the checkpoint holds its ports against a known-bad overlap parent).
    */
   | { type: 'activate'; reason: Reason; exclusive?: boolean }
+  /**
+   * `handover: redirect`: make the node redirect new connections to the parent's port to its copy's
+   * port (`on`), or stop (src/core/redirect.ts).
+   */
+  | { type: 'redirect'; on: boolean; reason: Reason }
   /** Remove the checkpoint manifest from the kubelet directory (the copy stays on disk). */
   | { type: 'retire'; reason: Reason }
   /** Delete the checkpoint: manifest and stored copy. */

@@ -32,9 +32,25 @@ export interface ParentPolicy {
    * kube-scheduler, kube-controller-manager), so there is no gap, and a parent that never gets
    * Ready (a bad rollout) never takes the node from the checkpoint.
    */
-  handover: 'release' | 'overlap';
+  handover: 'release' | 'overlap' | 'redirect';
+  /**
+   * `handover: redirect` (docs/decisions/0012): the copy serves on `copyPort`, never on the parent's
+   * `port`; while it is active and Ready and the parent is not proven Ready, the agent redirects new
+   * connections to the node's `port` to `copyPort`, except those to `exceptAddress`, which always
+   * reach the parent itself (its sidecar's and the kubelet's probes go there). No port sharing.
+   */
+  redirect?: RedirectPorts;
   channels: Channel[];
 }
+
+export interface RedirectPorts {
+  port: number;
+  copyPort: number;
+  exceptAddress: string;
+}
+
+/** The loopback address the redirect leaves alone by default: the parent's probes go there. */
+export const DEFAULT_REDIRECT_EXCEPT_ADDRESS = '127.0.0.2';
 
 /**
  * Built-in defaults, and why.
@@ -124,6 +140,11 @@ export function applyPatch(base: ParentPolicy, p: PartialParentPolicyRaw): Paren
     gcGraceMs: p.gcGrace ?? base.gcGraceMs,
     whenApiUnreachable: p.whenApiUnreachable ?? base.whenApiUnreachable,
     handover: p.handover ?? base.handover,
+    ...(p.redirect
+      ? { redirect: { port: p.redirect.port, copyPort: p.redirect.copyPort, exceptAddress: p.redirect.exceptAddress ?? DEFAULT_REDIRECT_EXCEPT_ADDRESS } }
+      : base.redirect
+        ? { redirect: { ...base.redirect } }
+        : {}),
     channels: p.channels ? [...p.channels] : [...base.channels],
   };
 }
@@ -161,6 +182,10 @@ export function crossFieldErrors(p: ParentPolicy, at: string): PolicyError[] {
         'so the agent would have no evidence on the node that the parent is dead and could start its checkpoint beside a healthy parent that holds its ports; ' +
         'add local to channels, or use "hold"',
     );
+  if (p.handover === 'redirect' && !p.redirect)
+    f('redirect', 'handover "redirect" needs redirect.port (the parent\'s port) and redirect.copyPort (where its copy serves instead)');
+  if (p.redirect && p.redirect.port === p.redirect.copyPort)
+    f('redirect.copyPort', `${p.redirect.copyPort} is the parent's own port: the copy needs a port of its own`);
   if (p.handoverBackoff.maxMs < p.handoverBackoff.initialMs)
     f('handoverBackoff.max', `${d(p.handoverBackoff.maxMs)} must be at least handoverBackoff.initial (${d(p.handoverBackoff.initialMs)})`);
   return errs;
@@ -345,6 +370,7 @@ export function toDocument(p: Policy): Record<string, unknown> {
     gcGrace: formatDuration(x.gcGraceMs),
     whenApiUnreachable: x.whenApiUnreachable,
     handover: x.handover,
+    ...(x.redirect ? { redirect: { ...x.redirect } } : {}),
     channels: x.channels,
   });
   return {

@@ -56,7 +56,16 @@ const fields = {
   handoverBackoff: z.strictObject({ initial: duration, max: duration }),
   gcGrace: duration,
   whenApiUnreachable: z.enum(['activate', 'hold'], { error: 'must be "activate" or "hold"' }),
-  handover: z.enum(['release', 'overlap'], { error: 'must be "release" or "overlap"' }),
+  handover: z.enum(['release', 'overlap', 'redirect'], { error: 'must be "release", "overlap" or "redirect"' }),
+  /**
+   * For `handover: redirect`: the parent's port, the port its copy serves on instead, and the
+   * loopback address that always reaches the parent itself (its probes go there).
+   */
+  redirect: z.strictObject({
+    port: z.int().check(z.minimum(1), z.maximum(65_535)),
+    copyPort: z.int().check(z.minimum(1), z.maximum(65_535)),
+    exceptAddress: z.optional(z.ipv4().check(z.refine((a) => a.startsWith('127.'), 'must be a loopback address (127.0.0.0/8)'))),
+  }),
   channels,
 };
 

@@ -84,6 +84,7 @@ function apply(w: World, f: FaultSpec): void {
       n.bootId++;
       const down = n.bootId;
       n.ports.clear();
+      n.redirects.clear();
       n.files.clear();
       w.invariants.nodeRebooted(n);
       w.kubelets.delete(n.name);

@@ -204,8 +204,17 @@ export class Kubelet {
    */
   answeredBy(matches: (spec: PodSpec) => boolean): 'parent' | 'checkpoint' | null {
     let by: 'parent' | 'checkpoint' | null = null;
+    const redirects = this.node.redirects;
     for (const p of this.pods.values()) {
       if (!p.spec || !matches(p.spec)) continue;
+      // Behind a redirect: new connections to the parent's port reach the copy on its own port, and
+      // nothing else listening on that port (the parent, starting, hung or serving). Without one, a
+      // redirect copy listens where no client connects.
+      if (redirects.size > 0 || p.spec.copyFor !== undefined) {
+        const port = p.spec.copyFor ?? p.spec.ports[0];
+        const redirected = port !== undefined && [...redirects.values()].some((r) => r.port === port);
+        if (redirected !== (p.spec.copyFor !== undefined)) continue;
+      }
       if (!this.serving(p)) {
         if (p.bound && p.spec.portSharing && !p.removed && p.state !== 'terminating') return null;
         continue;
@@ -229,7 +238,8 @@ export class Kubelet {
       if (p.source !== 'static' || p.removed || p.manifestFile === null) continue;
       const m = disk.get(p.manifestFile);
       if (!m) this.kill(p, `manifest ${p.manifestFile} removed`);
-      else if (m.spec?.hash !== p.spec?.hash || m.spec?.portSharing !== p.spec?.portSharing) this.kill(p, `manifest ${p.manifestFile} changed`);
+      else if (m.spec?.hash !== p.spec?.hash || m.spec?.portSharing !== p.spec?.portSharing || m.spec?.copyFor !== p.spec?.copyFor)
+        this.kill(p, `manifest ${p.manifestFile} changed`);
     }
     for (const [file, m] of disk) {
       // The same file is the same static pod name: with staticPodsOneAtATime the new pod waits for
@@ -245,7 +255,7 @@ export class Kubelet {
         spec: m.spec,
         // A uid as the channels accept it (letters, digits, dashes): the copy's beats name it.
         uid: `${this.node.name}-static-${++this.nextUid}`,
-        identity: `static/${file}/${m.spec?.hash ?? ''}${m.exclusive ? '/exclusive' : ''}`,
+        identity: `static/${file}/${m.spec?.hash ?? ''}${m.exclusive ? '/exclusive' : ''}${m.spec?.copyFor !== undefined ? '/redirect' : ''}`,
       });
     }
   }

@@ -94,6 +94,7 @@ export function scenarioPolicy(defs: ParentDef[]): Policy {
     gcGrace: p.gcGraceMs,
     whenApiUnreachable: p.whenApiUnreachable,
     handover: p.handover,
+    ...(p.redirect ? { redirect: { ...p.redirect } } : {}),
     channels: [...p.channels],
   });
   return {
@@ -528,15 +529,25 @@ export class SimLastseen implements AgentProcess {
         return this.work(T.actuatorMs, () => {
           const cp = node.disk.checkpoints.get(p.id);
           if (!cp) throw new Error('no stored checkpoint');
-          const x = exclusive === true && cp.spec.portSharing;
+          const r = p.state.policy.handover === 'redirect' ? p.state.policy.redirect : undefined;
+          if (p.state.policy.handover === 'redirect' && !r) throw new Error('handover "redirect" without redirect ports in its policy');
+          const x = exclusive === true && cp.spec.portSharing && !r;
           const before = node.disk.manifests.get(file(p));
           // As ManifestDir.activate: an unchanged manifest is not written again (the kubelet sees nothing).
-          if (before && !before.tampered && before.spec?.hash === cp.spec.hash && (before.exclusive === true) === x) {
+          if (before && !before.tampered && before.spec?.hash === cp.spec.hash && (before.exclusive === true) === x && before.spec?.copyFor === r?.port) {
             this.wrote.set(p.id, before);
             return;
           }
-          // Without port sharing: the same copy with --permit-port-sharing removed.
-          const m: Manifest = x ? { role: 'checkpoint', spec: { ...cp.spec, portSharing: false }, exclusive: true } : { role: 'checkpoint', spec: cp.spec };
+          // Without port sharing: the same copy with --permit-port-sharing removed. Behind a
+          // redirect: the copy on its own port (production's withCopyPort), sharing nothing.
+          const m: Manifest = r
+            ? {
+                role: 'checkpoint',
+                spec: { ...cp.spec, ports: cp.spec.ports.map((x) => (x === r.port ? r.copyPort : x)), portSharing: false, copyFor: r.port },
+              }
+            : x
+              ? { role: 'checkpoint', spec: { ...cp.spec, portSharing: false }, exclusive: true }
+              : { role: 'checkpoint', spec: cp.spec };
           node.disk.manifests.set(file(p), m);
           this.wrote.set(p.id, m);
           w.log(node.name, 'agent', `wrote manifest ${file(p)} (generation ${cp.spec.generation}${x ? ', without port sharing' : ''})`, p.key);
@@ -547,6 +558,17 @@ export class SimLastseen implements AgentProcess {
           node.disk.manifests.delete(file(p));
           w.log(node.name, 'agent', `removed manifest ${file(p)}`, p.key);
         }),
+      // The node's nftables table (src/agent/redirect.ts): one transaction, as fast as a file write.
+      redirect: (p, on) =>
+        this.work(T.actuatorMs, () => {
+          const r = p.state.policy.redirect;
+          if (on && !r) throw new Error('its policy names no redirect ports');
+          w.touch(node);
+          if (on && r) node.redirects.set(p.id, { port: r.port, toPort: r.copyPort });
+          else node.redirects.delete(p.id);
+          w.log(node.name, 'agent', on && r ? `redirected port ${r.port} to the copy's ${r.copyPort}` : 'removed the redirect to the copy', p.key);
+        }),
+      redirectStanding: (id) => node.redirects.has(id),
       collect: (p) => {
         w.invariants.collecting(node, p.key);
         // As the production actuator does: a live read first, and nothing removed unless it

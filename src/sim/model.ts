@@ -30,6 +30,11 @@ export interface PodSpec {
    * it answers, not Ready.
    */
   silentStart?: boolean;
+  /**
+   * A copy written for `handover: redirect`: it serves on a port of its own and stands in for the
+   * parent's port `copyFor`, reached only while the node redirects that port to it.
+   */
+  copyFor?: number;
   /** A bad build crashes at the end of its start instead of becoming Ready. */
   healthy: boolean;
   /** A good build that stumbles: each pod crashes at the end of its first `crashes` starts (absent: 0). */
@@ -133,6 +138,11 @@ export interface SimNode {
   net: NodeNet;
   /** Host ports: port -> the pods holding it (uid -> binds with port sharing). */
   ports: Map<number, Map<string, boolean>>;
+  /**
+   * The node's redirects (`handover: redirect`, src/agent/redirect.ts): parent id -> new connections
+   * to `port` go to `toPort`. Kernel state: gone with a reboot, kept across an agent restart.
+   */
+  redirects: Map<string, { port: number; toPort: number }>;
 }
 
 /** The agent's own manifest, always present: the agent's checkpoint is always active. */

@@ -427,6 +427,44 @@ NAMED['stumbling-rollout'] = {
   expect: { served: true, parentServed: true, checkpointGeneration: 2 },
 };
 
+// The same stories with the api-server behind the node-local redirect (`handover: redirect`,
+// docs/decisions/0012): the copy serves on a port of its own, the parent binds its port alone (no
+// port sharing), and the node sends new connections to the copy while the parent is not proven
+// Ready. Only the parent definition differs (and what each story is expected to show).
+const redirectApiserver = {
+  ...apiserver,
+  portSharing: false,
+  preStop: '20s',
+  terminationGracePeriod: '45s',
+  policy: { ...apiserver.policy, handover: 'redirect', redirect: { port: 6443, copyPort: 16443 } },
+} as const;
+// A bad spec behind the redirect receives no connection: its rollout costs the node's clients
+// nothing (seeds 1..30: 0 s unserved in every seed, where overlap costs 46-101 s).
+const heldRollout = { served: true, parentServed: false, maxUnserved: '5s' } as const;
+const REDIRECT_VARIANTS: Array<[string, string, ScenarioInput['expect']?]> = [
+  ['master-reboot-overlap', 'master-reboot-redirect'],
+  ['bad-rollout-overlap', 'bad-rollout-redirect', heldRollout],
+  ['bad-rollout-silent-overlap', 'bad-rollout-silent-redirect', heldRollout],
+  ['silent-start-overlap', 'silent-start-redirect', heldRollout],
+  ['apiserver-hang', 'apiserver-hang-redirect'],
+  ['reboot-mid-handover', 'reboot-mid-handover-redirect'],
+  ['reboot-loop', 'reboot-loop-redirect'],
+  ['rolling-reboot-local-kubelets', 'rolling-reboot-local-kubelets-redirect'],
+  ['stumbling-rollout', 'stumbling-rollout-redirect'],
+  ['full-cluster-reboot-overlap', 'full-cluster-reboot-redirect'],
+  ['bad-rollout-three-masters-overlap', 'bad-rollout-three-masters-redirect'],
+];
+for (const [from, name, expect] of REDIRECT_VARIANTS) {
+  const base = NAMED[from]!;
+  NAMED[name] = {
+    ...base,
+    name,
+    description: `${from} with the api-server behind the node-local redirect (handover: redirect): its copy serves on a port of its own, and the node sends new connections to it while the parent is not proven Ready.`,
+    parents: base.parents.map((x) => (x.key === 'kube-apiserver' ? redirectApiserver : x)),
+    ...(expect ? { expect } : {}),
+  };
+}
+
 export const SCENARIO_NAMES = Object.keys(NAMED);
 
 export function namedScenario(name: string): Scenario | null {

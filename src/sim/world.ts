@@ -157,6 +157,7 @@ export class World {
         files: new Map(),
         net: { partitioned: false, latencyMs: 0, toApi: NO_DELAY, fromApi: NO_DELAY, watchStalled: false },
         ports: new Map(),
+        redirects: new Map(),
       };
       manifests.touched = () => this.touch(node);
       this.nodeIndex.set(node, this.nodeIndex.size);

@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import { decide, initialState } from './decide.js';
+import { beat, feed, fixtures, POD, POLICY } from './fixtures.test-helpers.js';
+import { OVERLAP_EXITS_FOR_VERDICT } from './probation.js';
+import { REDIRECT_DRAIN_MS } from './redirect.js';
+import type { Action, Input, ParentState } from './types.js';
+
+const REDIRECT = { ...POLICY, handover: 'redirect' as const, redirect: { port: 6443, copyPort: 16443, exceptAddress: '127.0.0.2' } };
+const copyBeat = (phase: 'Starting' | 'Ready') => beat(phase, { role: 'checkpoint', holder: 'copy', holderUid: 'copy-1' });
+const redirects = (actions: Action[]) => actions.filter((a) => a.type === 'redirect').map((a) => a.type === 'redirect' && a.on);
+const kinds = (actions: Action[]) => actions.map((a) => (a.type === 'event' ? `event:${a.reason}` : a.type));
+
+/** A redirect parent Active since 6700 (the node's first answer: no redirect stands). */
+function activeSettled(): ParentState {
+  return feed(structuredClone(fixtures(REDIRECT).Active!.state), [[6750, { type: 'redirected', on: false }]]).state;
+}
+
+/** The same, its copy Ready at 7700 and the redirect standing from 7800. */
+function behindRedirect(): ParentState {
+  const active = activeSettled();
+  const r = feed(active, [
+    [7700, { type: 'beat', beat: copyBeat('Ready') }],
+    [7800, { type: 'redirected', on: true }],
+  ]);
+  return r.state;
+}
+
+describe('hand-over behind the redirect', () => {
+  it('the redirect stands once the copy, as last written, beats Ready; not before', () => {
+    const starting = feed(activeSettled(), [[7000, { type: 'beat', beat: copyBeat('Starting') }]]);
+    expect(redirects(starting.actions)).toEqual([]);
+    const ready = feed(starting.state, [[7700, { type: 'beat', beat: copyBeat('Ready') }]]);
+    expect(redirects(ready.actions)).toEqual([true]);
+  });
+
+  it('a parent starting behind it changes nothing; once it is proven Ready the redirect goes, the copy drains, then retires', () => {
+    const s = behindRedirect();
+    const starting = feed(s, [
+      [9000, { type: 'beat', beat: beat('Starting') }],
+      [10_000, { type: 'beat', beat: beat('Starting') }],
+    ]);
+    expect(kinds(starting.actions)).not.toContain('retire');
+    expect(starting.state.state).toBe('Active');
+    const ready = feed(starting.state, [[11_000, { type: 'beat', beat: beat('Ready') }]]);
+    expect(redirects(ready.actions)).toEqual([false]);
+    expect(kinds(ready.actions)).not.toContain('retire');
+    expect(ready.state.reason.code).toBe('HandingBack');
+    const off = decide(ready.state, { type: 'redirected', on: false }, 11_100);
+    expect(kinds(off.actions)).not.toContain('retire');
+    expect(off.wakeAt).toBe(11_100 + REDIRECT_DRAIN_MS);
+    const drained = feed(off.state, [
+      [11_500, { type: 'beat', beat: beat('Ready') }],
+      [11_100 + REDIRECT_DRAIN_MS, { type: 'tick' }],
+    ]);
+    expect(kinds(drained.actions)).toEqual(expect.arrayContaining(['retire', 'event:CheckpointRetired']));
+    expect(drained.state.state).toBe('Healthy');
+    expect(redirects(drained.actions)).toEqual([]);
+  });
+
+  it('a parent that is not Ready any more during the hand-back gets the redirect back', () => {
+    const s = behindRedirect();
+    const back = feed(s, [
+      [9000, { type: 'beat', beat: beat('Ready') }],
+      [9100, { type: 'redirected', on: false }],
+      [9500, { type: 'beat', beat: beat('Starting') }],
+    ]);
+    expect(redirects(back.actions)).toEqual([false, true]);
+    expect(kinds(back.actions)).not.toContain('retire');
+  });
+
+  it('a hung parent is covered, not fenced: the redirect takes its clients', () => {
+    const healthy = structuredClone(fixtures(REDIRECT).Healthy!.state);
+    const hung = (n: number): Input => ({ type: 'beat', beat: beat('Ready', { channel: 'local', unanswered: true, afterReady: true, sequence: 1000 + n }) });
+    const r = feed(healthy, [
+      [2500, hung(1)],
+      [3500, hung(2)],
+      [4500, hung(3)],
+      [5500, hung(4)],
+    ]);
+    expect(kinds(r.actions)).not.toContain('fence');
+  });
+
+  it("a bad spec's exits behind it are a verdict, said, and never rewrite the copy; the copy's own spec exiting fast is no sign of anything", () => {
+    const s = behindRedirect();
+    s.pod = { ...POD, restarts: 0 };
+    s.phase = 'Starting';
+    const base = feed(s, [[8000, { type: 'pod', pod: { ...POD, specHash: 'h-bad', restarts: 0 } }]]);
+    const exits = feed(base.state, [
+      [8500, { type: 'beat', beat: beat('Starting') }],
+      [9000, { type: 'pod', pod: { ...POD, specHash: 'h-bad', restarts: OVERLAP_EXITS_FOR_VERDICT } }],
+    ]);
+    expect(exits.state.knownBad).toMatchObject({ specHash: 'h-bad', strikes: 1 });
+    expect(kinds(exits.actions)).toContain('event:KnownBadSpec');
+    expect(exits.actions.filter((a) => a.type === 'activate')).toEqual([]);
+    const own = feed(base.state, [[9000, { type: 'pod', pod: { ...POD, restarts: 1, lastExitRanMs: 100 } }]]);
+    expect(own.state.overlapFallback).toBeNull();
+    expect(kinds(own.actions)).not.toContain('event:OverlapUnavailable');
+  });
+
+  it('a redirect found on the node at start is removed for a parent that does not use one; nothing is asked while none is known', () => {
+    const s = initialState({ namespace: 'kube-system', key: 'kube-apiserver', policy: POLICY, now: 0 });
+    expect(redirects(decide(s, { type: 'tick' }, 0).actions)).toEqual([]);
+    expect(redirects(decide(s, { type: 'redirected', on: true }, 0).actions)).toEqual([false]);
+  });
+
+  it('a failed redirect is asked again after the action back-off', () => {
+    const r = feed(activeSettled(), [
+      [7700, { type: 'beat', beat: copyBeat('Ready') }],
+      [7800, { type: 'actionFailed', action: 'redirect', error: 'nft: Operation not permitted' }],
+      [8000, { type: 'tick' }],
+    ]);
+    expect(redirects(r.actions)).toEqual([true]);
+    const later = decide(r.state, { type: 'tick' }, 13_000);
+    expect(redirects(later.actions)).toEqual([true]);
+  });
+});
