@@ -51,7 +51,7 @@ export function sharesPorts(manifest: V1Pod): boolean {
 }
 
 /**
- * The checkpoint's manifest for `handover: redirect` (docs/decisions/0012): the copy serves on
+ * The checkpoint's manifest for `handover: redirect` (docs/decisions/0012-one-listener-per-port.md): the copy serves on
  * `copyPort` instead of the parent's `port`. In every container: `--secure-port=<port>` and any
  * `host:<port>` in an argument (the heartbeat sidecar's probe address) name the copy's port, and
  * probes on the port move with it. A kube-apiserver copy runs without its endpoint reconciler, so

@@ -1,4 +1,4 @@
-// The node-local redirect (docs/decisions/0012): while a parent's copy serves on a port of its own,
+// The node-local redirect (docs/decisions/0012-one-listener-per-port.md): while a parent's copy serves on a port of its own,
 // new connections to the parent's port on the node's own addresses go to the copy's port, and the
 // parent, bound to its port alone, receives nothing until the redirect is removed. One nftables
 // table of the agent's own (`inet lastseen`), rewritten whole in one transaction at every change,

@@ -316,6 +316,7 @@ function step(s: ParentState, now: number, actions: Action[]): boolean {
 
 function reconcile(s: ParentState, now: number, actions: Action[]): void {
   if (s.state === 'Orphaned') {
+    reconcileRedirect(s, now, actions);
     reconcileCollect(s, now, actions);
     return;
   }

@@ -114,3 +114,15 @@ describe('hand-over behind the redirect', () => {
     expect(redirects(later.actions)).toEqual([true]);
   });
 });
+
+describe('the redirect never outlives its copy', () => {
+  it('a parent orphaned while the redirect stands has it removed', () => {
+    const s = behindRedirect();
+    const r = feed(s, [
+      [8000, { type: 'pod', pod: null }],
+      [8000 + 61_000, { type: 'tick' }],
+    ]);
+    expect(r.state.state).toBe('Orphaned');
+    expect(redirects(r.actions)).toContain(false);
+  });
+});

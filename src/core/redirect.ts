@@ -1,4 +1,4 @@
-// Hand-over behind a redirect (`handover: redirect`, docs/decisions/0012). The copy serves on a port
+// Hand-over behind a redirect (`handover: redirect`, docs/decisions/0012-one-listener-per-port.md). The copy serves on a port
 // of its own, so the parent and its copy never share a port; while the copy is active and Ready and
 // the parent is not proven Ready, the node redirects new connections to the parent's port to the
 // copy's. A parent that starts, hangs or fails behind the redirect receives no new connection. The

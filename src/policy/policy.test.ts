@@ -54,6 +54,20 @@ describe('parsePolicy', () => {
     ['unknown field', 'defaults: { windw: 20s }', 'defaults', (t: string) => t],
     ['bad enum', 'defaults: { whenApiUnreachable: panic }', 'defaults.whenApiUnreachable', (t: string) => t],
     ['bad hand-over mode', 'defaults: { handover: swap }', 'defaults.handover', (t: string) => t],
+    ['redirect without its ports', 'defaults: { handover: redirect }', 'defaults.redirect', (t: string) => t],
+    ['redirect to the same port', 'defaults: { handover: redirect, redirect: { port: 6443, copyPort: 6443 } }', 'defaults.redirect.copyPort', (t: string) => t],
+    [
+      'redirect port out of range',
+      'defaults: { handover: redirect, redirect: { port: 6443, copyPort: 70000 } }',
+      'defaults.redirect.copyPort',
+      (t: string) => t,
+    ],
+    [
+      'redirect except address not loopback',
+      'defaults: { handover: redirect, redirect: { port: 6443, copyPort: 16443, exceptAddress: 10.0.0.2 } }',
+      'defaults.redirect.exceptAddress',
+      (t: string) => t,
+    ],
     ['bad channel', 'defaults: { channels: [lease, carrier-pigeon] }', 'defaults.channels[1]', (t: string) => t],
     ['repeated channel', 'defaults: { channels: [lease, lease] }', 'defaults.channels', (t: string) => t],
     ['no channel', 'defaults: { channels: [] }', 'defaults.channels', (t: string) => t],
@@ -76,6 +90,20 @@ describe('parsePolicy', () => {
     if (r.ok) return;
     expect(r.errors.map((e) => e.path)).toContain(path);
     for (const e of r.errors) expect(e.message.length).toBeGreaterThan(5);
+  });
+
+  it('handover redirect with its ports: the except address defaults to 127.0.0.2, and an override inherits the ports', () => {
+    const r = parsePolicyText(
+      `${head}defaults: { handover: redirect, redirect: { port: 6443, copyPort: 16443 } }\noverrides: [{ name: a, selector: { parentKeys: [x] }, policy: { window: 30s } }]\n`,
+    );
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.policy.defaults.redirect).toEqual({ port: 6443, copyPort: 16443, exceptAddress: '127.0.0.2' });
+    expect(policyFor(r.policy, { namespace: 'kube-system', key: 'x', labels: {} }).policy.redirect).toEqual({
+      port: 6443,
+      copyPort: 16443,
+      exceptAddress: '127.0.0.2',
+    });
   });
 
   describe('whenApiUnreachable: activate needs the local channel', () => {

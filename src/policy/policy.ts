@@ -34,7 +34,7 @@ export interface ParentPolicy {
    */
   handover: 'release' | 'overlap' | 'redirect';
   /**
-   * `handover: redirect` (docs/decisions/0012): the copy serves on `copyPort`, never on the parent's
+   * `handover: redirect` (docs/decisions/0012-one-listener-per-port.md): the copy serves on `copyPort`, never on the parent's
    * `port`; while it is active and Ready and the parent is not proven Ready, the agent redirects new
    * connections to the node's `port` to `copyPort`, except those to `exceptAddress`, which always
    * reach the parent itself (its sidecar's and the kubelet's probes go there). No port sharing.

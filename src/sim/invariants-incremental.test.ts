@@ -31,9 +31,12 @@ describe('incremental invariant checks', () => {
     let found = 0;
     const kinds = new Set<string>();
     for (const name of SCENARIO_NAMES) {
-      for (const k of ['v1.5', 'v1.36'] as const) {
+      // The redirect variants differ from their stories only in lastseen's hand-over: the other
+      // strategies and the old kubelet model run the stories themselves already.
+      const variant = name.endsWith('-redirect');
+      for (const k of variant ? (['v1.36'] as const) : (['v1.5', 'v1.36'] as const)) {
         const s = withKubeletModel(namedScenario(name)!, k);
-        for (const strategy of STRATEGIES) {
+        for (const strategy of variant ? (['lastseen'] as const) : STRATEGIES) {
           const opts = { strategy, keepLogs: false, durationMs: 2 * s.spec.duration };
           const full = await runScenario(s, { ...opts, check: 'full' });
           const inc = await runScenario(s, { ...opts, check: 'verify' });

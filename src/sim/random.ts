@@ -10,8 +10,20 @@ const APISERVER = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiU
 const SHARED_APISERVER = { ...APISERVER, portSharing: true, policy: { ...APISERVER.policy, handover: 'overlap' } } as const;
 /** As deploy/components/parent-kube-apiserver writes it: deleted, it serves through a 20 s preStop pause. */
 const SHARED_APISERVER_PRESTOP = { ...SHARED_APISERVER, preStop: '20s', terminationGracePeriod: '45s' } as const;
-/** The shared api-server, with its preStop pause in half the seeds (by seed, not drawn: the schedules stay). */
-const shared = (seed: number) => (Math.floor(seed / 8) % 2 === 1 ? SHARED_APISERVER_PRESTOP : SHARED_APISERVER);
+/**
+ * Behind the node-local redirect (handover: redirect, docs/decisions/0012-one-listener-per-port.md): the copy on a port of
+ * its own; the parent still shares its port with its own successor (a surge).
+ */
+const redirected = (a: typeof SHARED_APISERVER | typeof SHARED_APISERVER_PRESTOP) =>
+  ({ ...a, policy: { ...a.policy, handover: 'redirect', redirect: { port: 6443, copyPort: 16443 } } }) as const;
+/**
+ * The shared api-server, with its preStop pause in half the seeds, and behind the redirect in a
+ * third of them (seed % 3 = 1). By seed, not drawn: the schedules stay those of earlier sweeps.
+ */
+const shared = (seed: number) => {
+  const a = Math.floor(seed / 8) % 2 === 1 ? SHARED_APISERVER_PRESTOP : SHARED_APISERVER;
+  return seed % 3 === 1 ? redirected(a) : a;
+};
 
 /**
  * Both kubelet models, alternating by seed; the masters' kubelets ask their own node's api-server

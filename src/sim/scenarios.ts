@@ -428,12 +428,14 @@ NAMED['stumbling-rollout'] = {
 };
 
 // The same stories with the api-server behind the node-local redirect (`handover: redirect`,
-// docs/decisions/0012): the copy serves on a port of its own, the parent binds its port alone (no
-// port sharing), and the node sends new connections to the copy while the parent is not proven
-// Ready. Only the parent definition differs (and what each story is expected to show).
+// docs/decisions/0012-one-listener-per-port.md): the copy serves on a port of its own, the parent binds its port without
+// the copy beside it, and the node sends new connections to the copy while the parent is not
+// proven Ready. The parent still binds with SO_REUSEPORT, for its own successor: a DaemonSet surge
+// starts the new pod beside the old one. Only the parent definition differs (and what each story
+// is expected to show).
 const redirectApiserver = {
   ...apiserver,
-  portSharing: false,
+  portSharing: true,
   preStop: '20s',
   terminationGracePeriod: '45s',
   policy: { ...apiserver.policy, handover: 'redirect', redirect: { port: 6443, copyPort: 16443 } },
