@@ -124,6 +124,13 @@ export class CoverageWatch {
         ),
       event: (p, e) => a.event(p, e).catch((err: unknown) => fail('event', p, err)),
       fence: (p, podUid, reason, evenIfStarved) => a.fence(p, podUid, reason, evenIfStarved).catch((e: unknown) => fail('fence', p, e)),
+      // Without it a redirect parent's copy serves nobody: its failures must show like any other.
+      ...(a.redirect
+        ? {
+            redirect: (p: ParentView, on: boolean, reason: Parameters<NonNullable<Actuators['redirect']>>[2]) =>
+              a.redirect!(p, on, reason).catch((e: unknown) => fail('redirect', p, e)),
+          }
+        : {}),
     };
   }
 

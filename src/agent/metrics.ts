@@ -52,7 +52,7 @@ export class AgentMetrics {
   readonly collections = new Counter({ name: 'lastseen_collections_total', help: 'Checkpoints garbage-collected', registers: [this.registry] });
   readonly actionFailures = new Counter({
     name: 'lastseen_action_failures_total',
-    help: 'Failed actions (capture, activate, retire, collect, confirm: the live read, event), by action and reason (errno or the api-server answer)',
+    help: 'Failed actions (capture, activate, retire, collect, confirm: the live read, event, fence, redirect), by action and reason (errno or the api-server answer)',
     labelNames: ['action', 'reason'],
     registers: [this.registry],
   });

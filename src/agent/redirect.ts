@@ -146,7 +146,7 @@ export function redirectsFromListing(json: string): Redirect[] {
   const out: Redirect[] = [];
   for (const item of got.data.nftables) {
     const rule = item.rule;
-    if (!rule || rule.chain !== 'prerouting' || rule.comment === CONNTRACK_KEEPER) continue;
+    if (rule?.chain !== 'prerouting' || rule.comment === CONNTRACK_KEEPER) continue;
     const m = /^(\S+) (\S+)$/.exec(rule.comment ?? '');
     const toPort = rule.expr.find((e) => e.redirect)?.redirect?.port;
     const dport = rule.expr
