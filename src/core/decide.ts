@@ -65,7 +65,7 @@ import { captureFailed, captureWakes, observeCaptured, reconcileCapture } from '
 import { claimResult, observeManifest } from './manifest.js';
 import { copyRewritten, emptyExitWatch, exitsUnknown, observeCopy, observeExits } from './overlap.js';
 import { PROBATION, recovered as recoveredVerdict } from './probation.js';
-import { emptyRedirect, observeRedirected, reconcileRedirect, redirectWake } from './redirect.js';
+import { copyChanged, emptyRedirect, observeCopyForRedirect, observeRedirected, reconcileRedirect, redirectWake } from './redirect.js';
 import { answerLiveRead, judgeSilence, silenceWake } from './silence.js';
 import { R } from './transitions.js';
 import type { Action, Beat, CheckpointInfo, Decision, Input, ParentPolicy, ParentState } from './types.js';
@@ -270,8 +270,10 @@ function observe(s: ParentState, input: Input, now: number): void {
 
 /** A beat of the parent (freshness.ts) or of its checkpoint's copy (overlap.ts). */
 function observeBeat(s: ParentState, b: Beat, now: number): void {
-  if (b.role === 'checkpoint') observeCopy(s, b, now);
-  else observeParentBeat(s, b, now);
+  if (b.role === 'checkpoint') {
+    observeCopy(s, b, now);
+    observeCopyForRedirect(s, b, now);
+  } else observeParentBeat(s, b, now);
 }
 
 /** The manifest was written (activated) or removed (retired): the copy starts afresh. */
@@ -284,6 +286,7 @@ function succeededManifest(s: ParentState, input: Extract<Input, { type: 'activa
     s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
   }
   copyRewritten(s, input.type === 'activated' ? now : null);
+  copyChanged(s);
   copyRestarted(s.hang);
 }
 

@@ -126,3 +126,26 @@ describe('the redirect never outlives its copy', () => {
     expect(redirects(r.actions)).toContain(false);
   });
 });
+
+describe("the copy's Ready, whatever its uid", () => {
+  it('a copy written again under the uid of the one before (a static pod is named by its manifest) stands the redirect once a new Ready beat is seen; the old beat seen again does not', () => {
+    const s = behindRedirect();
+    const stale = copyBeat('Ready');
+    const again = feed(s, [
+      [8000, { type: 'beat', beat: stale }],
+      [9000, { type: 'retired' }],
+      [9100, { type: 'redirected', on: false }],
+    ]);
+    // Active again after a reboot or a retire: the manifest written, the same uid beating.
+    const active = structuredClone(again.state) as ParentState;
+    Object.assign(active, { state: 'Active', confirm: null, checkpoint: { ...again.state.checkpoint, active: false } });
+    const written = feed(active, [
+      [10_000, { type: 'activated' }],
+      [10_100, { type: 'beat', beat: stale }],
+    ]);
+    expect(written.state.redirect.copyReadyAt).toBeNull();
+    expect(redirects(written.actions)).toEqual([]);
+    const fresh = feed(written.state, [[11_000, { type: 'beat', beat: copyBeat('Ready') }]]);
+    expect(redirects(fresh.actions)).toEqual([true]);
+  });
+});

@@ -12,7 +12,7 @@
 // Owns `ParentState.redirect`. Pure: times are the observer's monotonic milliseconds.
 import { ask, succeeded } from './actions.js';
 import { holdNote, R } from './transitions.js';
-import type { Action, Input, ParentState, RedirectState } from './types.js';
+import type { Action, Beat, Input, ParentState, RedirectState } from './types.js';
 
 /**
  * From the redirect's removal to the copy's retire: requests the copy accepted just before are
@@ -21,16 +21,34 @@ import type { Action, Input, ParentState, RedirectState } from './types.js';
 export const REDIRECT_DRAIN_MS = 2_000;
 
 export function emptyRedirect(): RedirectState {
-  return { on: null, offSince: null, handingBack: false };
+  return { on: null, offSince: null, handingBack: false, copyReadyAt: null, copyBeat: null };
 }
 
-/** The redirect should stand: the copy active, started from the manifest as last written and Ready, and no hand-back under way. */
+/**
+ * A beat of the copy. Its uid says nothing about which run it is (a static pod's uid is a hash of
+ * its manifest, so the copy after a reboot or a retire has the uid of the one before): a Ready beat
+ * counts if it is a beat not seen before, seen since the manifest was written.
+ */
+export function observeCopyForRedirect(s: ParentState, b: Beat, now: number): void {
+  const print = `${b.channel}/${b.holderUid}/${b.sequence}/${b.renewTime}`;
+  if (print === s.redirect.copyBeat) return;
+  s.redirect.copyBeat = print;
+  if (b.phase !== 'Ready') s.redirect.copyReadyAt = null;
+  else if (s.redirect.copyReadyAt === null) s.redirect.copyReadyAt = now;
+}
+
+/** The manifest was written or removed: the copy must show itself Ready again. */
+export function copyChanged(s: ParentState): void {
+  s.redirect.copyReadyAt = null;
+}
+
+/** The redirect should stand: the copy active and Ready since its manifest was written, and no hand-back under way. */
 export function wantRedirect(s: ParentState): boolean {
   return (
     s.policy.handover === 'redirect' &&
     s.state === 'Active' &&
     s.checkpoint.active &&
-    s.exitWatch.ready &&
+    s.redirect.copyReadyAt !== null &&
     s.checkpointPhase === 'Ready' &&
     !s.redirect.handingBack
   );

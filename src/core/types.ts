@@ -335,6 +335,13 @@ export interface RedirectState {
   offSince: number | null;
   /** The parent is proven Ready: the redirect goes, the copy's connections drain, then it retires. */
   handingBack: boolean;
+  /**
+   * When a Ready beat of the copy was first seen since its manifest was last written or removed
+   * (null: none, or its latest beat is not Ready). A beat counts once: `copyBeat` is the last one's
+   * fingerprint, so a stale Lease listed again is not a new Ready.
+   */
+  copyReadyAt: number | null;
+  copyBeat: string | null;
 }
 
 /** Inputs: everything the core can be told. */
