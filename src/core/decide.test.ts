@@ -742,6 +742,15 @@ describe('decide: rules over time', () => {
         expect(decide(rewritten, copyReady(), 7600).state.exitWatch.ready).toBe(false); // the old copy's late beat
       });
 
+      it('a copy activated again after a retire counts under the same uid (a static pod is named by its manifest)', () => {
+        let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
+        expect(s.exitWatch.ready).toBe(true);
+        s = decide(s, { type: 'retired' }, 7000).state;
+        s = decide(s, { type: 'activated' }, 7100).state;
+        expect(s.exitWatch).toMatchObject({ notHolder: null, ready: false, since: 7100 });
+        expect(decide(s, copyReady(), 7200).state.exitWatch.ready).toBe(true);
+      });
+
       it("an exit of the checkpoint's own spec beside it means the ports are not shared: one warning, then a release hand-over", () => {
         const own = { ...POD, uid: 'u1' };
         // Without a rise (first sighting only) the overlap stands.

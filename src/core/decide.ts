@@ -284,6 +284,11 @@ function succeededManifest(s: ParentState, input: Extract<Input, { type: 'activa
   } else {
     succeeded(s, 'retire');
     s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
+    // The copy is gone. A static pod's uid is a hash of its manifest, so the next activation of the
+    // same copy runs under the same uid: kept as the holder not to count, the new copy's beats would
+    // never count, and under `handover: redirect` the redirect would never stand (the real-node bed:
+    // a second bad rollout of the api-server, the node's port dark until the undo).
+    s.checkpointHolder = null;
   }
   copyRewritten(s, input.type === 'activated' ? now : null);
   copyChanged(s);

@@ -181,8 +181,9 @@ describe('the kustomize base', () => {
       capabilities: { drop: ['ALL'] },
       seccompProfile: { type: 'RuntimeDefault' },
     });
-    // Only what copies of non-root parents need (owner, group and mode of their volumes).
-    expect(c.securityContext.capabilities.add).toEqual(['CHOWN', 'FOWNER', 'DAC_READ_SEARCH']);
+    // Only what copies of non-root parents need (owner, group and mode of their volumes), and
+    // NET_ADMIN for the node-local nftables redirect of `handover: redirect` (the agent is hostNetwork).
+    expect(c.securityContext.capabilities.add).toEqual(['CHOWN', 'FOWNER', 'DAC_READ_SEARCH', 'NET_ADMIN']);
     expect(c.securityContext.privileged).toBe(false);
     expect(c.resources).toEqual({ requests: { cpu: '20m', memory: '128Mi' }, limits: { cpu: '200m', memory: '256Mi' } });
     expect(c.livenessProbe.httpGet).toMatchObject({ path: '/healthz', port: 'health' });

@@ -10,7 +10,9 @@
 // times in a row, and measures when clients are served again. --case starve runs --hogs busy loops
 // at --nice (above the control plane) for --hang seconds, N times: the api-server starved of CPU, which
 // must be neither fenced nor covered (decision 0005). --migrate-req sets the node's
-// net.ipv4.tcp_migrate_req (scripts/node up; down restores it). Needs root; see docs/real-node.md.
+// net.ipv4.tcp_migrate_req (scripts/node up; down restores it). --handover redirect runs the
+// self-hosted api-server without port sharing, its checkpoint on a port of its own behind the agent's
+// nftables redirect (deploy/components/parent-kube-apiserver-redirect). Needs root; see docs/real-node.md.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { Agent } from 'node:https';
@@ -40,6 +42,11 @@ const program = new Command('e2e:reboot')
   .option('--migrate-req <0|1>', "the node's net.ipv4.tcp_migrate_req while it runs", '1')
   .option('--poll <mode>', 'the /readyz poller: fresh (a connection per poll, as new clients) or keepalive (one long-lived client)', 'fresh')
   .option('--out <file>', 'also write every figure, with the date and commit, to this JSON file (bench/real-node.json is what npm run bench reads)')
+  .option(
+    '--handover <mode>',
+    "the self-hosted api-server's hand-over: overlap (port sharing) or redirect (its own port for the copy, the agent's nftables redirect)",
+    'overlap',
+  )
   .option('--keep', 'leave the node up at the end');
 program.parse();
 const o = program.opts<{
@@ -58,8 +65,13 @@ const o = program.opts<{
   quota: string;
   migrateReq: string;
   poll: string;
+  handover: string;
   out?: string;
 }>();
+if (o.handover !== 'overlap' && o.handover !== 'redirect') {
+  console.error(`--handover ${o.handover}: expected overlap or redirect`);
+  process.exit(2);
+}
 if (!['reboot', 'delete-pod', 'bad-rollout', 'hang', 'starve'].includes(o.case)) {
   console.error(`--case ${o.case}: expected reboot, delete-pod, bad-rollout, hang or starve`);
   process.exit(2);
@@ -83,7 +95,7 @@ const pollAgent = o.poll === 'keepalive' ? new Agent({ keepAlive: true, maxSocke
 const withAgent = !o.withoutAgent;
 // The commit the test bed's images are built from (at `node up`, below), not the one checked out when it ends.
 const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-const tb = new Testbed();
+const tb = new Testbed(o.handover === 'redirect' ? 'redirect' : 'overlap');
 const t0 = Date.now();
 const results: RebootResult[] = [];
 const hangs: HangResult[] = [];
@@ -193,6 +205,7 @@ const summary = {
   baseline: !withAgent,
   migrateReq: Number(o.migrateReq),
   poll: o.poll,
+  handover: o.handover,
   load,
   commit,
   kubeletVersion,
@@ -211,6 +224,7 @@ if (o.out) {
         offS: Number(o.off),
         migrateReq: Number(o.migrateReq),
         poll: o.poll,
+        handover: o.handover,
         load,
         reboots: results,
         ...(o.case === 'hang' ? { hangS: Number(o.hang), hangs } : {}),

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments, parseDocument, stringify, type YAMLMap, type YAMLSeq } from 'yaml';
 import { REPO, type TestbedEnv } from './env.js';
 
 const IMAGE = (c: string) => `lastseen.test/${c}:testbed`;
@@ -267,7 +267,7 @@ const RECIPE_PARENTS = ['kube-apiserver', 'kube-scheduler', 'kube-controller-man
  * the image it builds and imports itself (no registry), its ports (the recipes assume 6443, 10259
  * and 10257), and its policy (the recipe's plus the ready-proof demo's override).
  */
-export function selfHostedFromComponents(env: TestbedEnv, policyYaml: string): object[] {
+export function selfHostedFromComponents(env: TestbedEnv, policyYaml: string, handover: Handover = 'overlap'): object[] {
   const bare = RECIPE_PARENTS.map((name) => {
     const ds = selfHosted(env, name, bareCommand(env, name), '', true) as ReturnType<typeof selfHosted>;
     const t = ds.spec.template as { metadata: { labels: Record<string, string>; annotations: Record<string, string> } };
@@ -282,7 +282,8 @@ export function selfHostedFromComponents(env: TestbedEnv, policyYaml: string): o
   try {
     writeFileSync(join(dir, 'control-plane.yaml'), bare.map((o) => stringify(o)).join('---\n'));
     // kustomize takes components by relative path only.
-    const components = ['parent-kube-system', ...RECIPE_PARENTS.map((n) => `parent-${n}`)].map((c) => relative(dir, join(REPO, 'deploy', 'components', c)));
+    const recipes = ['parent-kube-system', ...RECIPE_PARENTS.map((n) => `parent-${n}`), ...(handover === 'redirect' ? ['parent-kube-apiserver-redirect'] : [])];
+    const components = recipes.map((c) => relative(dir, join(REPO, 'deploy', 'components', c)));
     writeFileSync(join(dir, 'kustomization.yaml'), stringify({ resources: ['control-plane.yaml'], components }));
     rendered = execFileSync(env.kubectl, ['kustomize', dir], { encoding: 'utf8', maxBuffer: 16 << 20 });
   } finally {
@@ -302,8 +303,37 @@ export function selfHostedFromComponents(env: TestbedEnv, policyYaml: string): o
     if (probe < 0 || !sidecar.args?.[probe]?.includes(shipped)) throw new Error(`the ${name} recipe's sidecar does not probe port ${ports.shipped}`);
     sidecar.args[probe] = sidecar.args[probe].replace(shipped, `:${ports.testbed(env)}/`);
     for (const e of sidecar.env ?? []) if (e.name === 'KUBERNETES_SERVICE_PORT') e.value = String(env.apiserverPort);
+    if (handover === 'redirect' && name === 'kube-apiserver') {
+      // The recipe's sidecar probes 127.0.0.2 (the address the redirect never moves): the
+      // api-server must accept connections there, so it binds every address, not the loopback one.
+      const main = o.spec?.template.spec.containers?.[0];
+      const at = main?.command?.indexOf('--bind-address=127.0.0.1') ?? -1;
+      if (!main?.command || at < 0) throw new Error('the kube-apiserver DaemonSet has no --bind-address=127.0.0.1 to widen');
+      main.command[at] = '--bind-address=0.0.0.0';
+    }
   }
   return objects;
+}
+
+/** How the test bed's policy hands the self-hosted api-server over (the scheduler and controller-manager stay on overlap). */
+export type Handover = 'overlap' | 'redirect';
+
+/** The copy's own port under `handover: redirect` on the test bed (its api-server port is 16443, the recipe's default copy port). */
+export const REDIRECT_COPY_PORT = 17443;
+
+/**
+ * The test bed's policy with kube-apiserver handed over by redirect: its override gets
+ * `handover: redirect` and the bed's ports (the parent on the bed's api-server port, the copy on
+ * REDIRECT_COPY_PORT; the excepted address is the default, 127.0.0.2).
+ */
+export function redirectPolicy(env: TestbedEnv, policyYaml: string): string {
+  const doc = parseDocument(policyYaml);
+  const overrides = doc.get('overrides') as YAMLSeq<YAMLMap> | undefined;
+  const api = overrides?.items.find((o) => o.get('name') === 'kube-apiserver');
+  if (!api) throw new Error('the test bed policy has no kube-apiserver override');
+  api.setIn(['policy', 'handover'], 'redirect');
+  api.setIn(['policy', 'redirect'], doc.createNode({ port: env.apiserverPort, copyPort: REDIRECT_COPY_PORT }, { flow: true }));
+  return doc.toString();
 }
 
 type RecipeObject = {
@@ -314,6 +344,7 @@ type RecipeObject = {
     template: {
       spec: {
         initContainers?: Array<{ name: string; image?: string; imagePullPolicy?: string; args?: string[]; env?: Array<{ name: string; value?: string }> }>;
+        containers?: Array<{ name: string; command?: string[] }>;
       };
     };
   };

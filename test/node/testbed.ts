@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { manifestFile } from '../../src/core/names.js';
 import { NODE_SCRIPT, REPO, type TestbedEnv, testbedEnv } from './env.js';
-import { selfHostedFromComponents, staticManifests } from './manifests.js';
+import { type Handover, redirectPolicy, selfHostedFromComponents, staticManifests } from './manifests.js';
 
 const run = promisify(execFile);
 export const MANIFESTS = '/etc/kubernetes/manifests';
@@ -46,7 +46,7 @@ function startedSince(c: ContainerStatus | undefined, since: number): boolean {
 
 interface PodJson {
   metadata: { name: string; uid?: string; annotations?: Record<string, string>; deletionTimestamp?: string };
-  status?: { containerStatuses?: ContainerStatus[] };
+  status?: { containerStatuses?: ContainerStatus[]; initContainerStatuses?: ContainerStatus[] };
 }
 
 /** A Testbed for a test file, after checking what every real-node test needs (root, the node's binaries). */
@@ -61,6 +61,20 @@ export function realNodeTestbed(): Testbed {
 
 export class Testbed {
   readonly env: TestbedEnv = testbedEnv();
+
+  /**
+   * How the self-hosted api-server is handed over: `overlap` (the default: it runs with
+   * --permit-port-sharing beside its checkpoint), or `redirect` (deploy/components/parent-kube-apiserver-redirect:
+   * it binds its port alone, on every address, its sidecar probing 127.0.0.2; its checkpoint serves on
+   * REDIRECT_COPY_PORT behind the agent's nftables redirect).
+   */
+  constructor(readonly handover: Handover = 'overlap') {}
+
+  /** The test bed's policy (deploy/overlays/testbed), for this bed's hand-over. */
+  policyYaml(): string {
+    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
+    return this.handover === 'redirect' ? redirectPolicy(this.env, policy) : policy;
+  }
 
   async node(cmd: 'up' | 'down' | 'kill' | 'start' | 'reboot' | 'images' | 'status'): Promise<string> {
     const r = await run(NODE_SCRIPT, [cmd], { maxBuffer: 64 << 20 });
@@ -244,6 +258,11 @@ export class Testbed {
     const docs = parseAllDocuments(rendered)
       .map((d) => d.toJSON())
       .filter((o) => o && (withAgent || o.kind !== 'DaemonSet'));
+    if (this.handover !== 'overlap') {
+      const cm = docs.find((o) => o.kind === 'ConfigMap' && o.metadata?.name === 'lastseen-policy');
+      if (!cm) throw new Error('deploy/overlays/testbed rendered no lastseen-policy ConfigMap');
+      cm.data = { 'policy.yaml': this.policyYaml() };
+    }
     await this.apply(docs);
   }
 
@@ -265,8 +284,18 @@ export class Testbed {
       (await this.kubectl(['get', 'sa', 'default', '-n', 'kube-system', '-o', 'name'])).includes('default'),
     );
     await this.installLastseen(withAgent);
-    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
-    await this.apply(selfHostedFromComponents(this.env, policy));
+    await this.apply(selfHostedFromComponents(this.env, this.policyYaml(), this.handover));
+    if (this.handover === 'redirect') {
+      // The self-hosted api-server binds its port alone (no --permit-port-sharing) and cannot while
+      // the temporary one holds it: as bootkube does, the temporary one goes once the kubelet has
+      // the self-hosted pod (its sidecar started), and the self-hosted one binds on its next start.
+      await this.waitFor('the kubelet starting the kube-apiserver DaemonSet pod', 180, async () =>
+        (await this.apiPods('app.kubernetes.io/name=kube-apiserver')).some((p) => (p.status?.initContainerStatuses ?? []).some((c) => c.state?.running)),
+      );
+      rmSync(join(MANIFESTS, 'bootstrap-kube-apiserver.yaml'), { force: true });
+      log(`bootstrap api-server removed after ${((Date.now() - t0) / 1000).toFixed(1)}s (handover: redirect)`);
+      await this.waitFor('the self-hosted api-server', 420, async () => (await this.readyz()) && (await this.daemonPodServing('kube-apiserver')), 1000);
+    }
     for (const c of CONTROL_PLANE) await this.waitFor(`the ${c} DaemonSet pod`, 180, () => this.daemonPodServing(c));
     log(`self-hosted control plane ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     if (withAgent) {

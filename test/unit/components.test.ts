@@ -187,4 +187,37 @@ describe('parent recipes (deploy/components)', () => {
       rmSync(overlay, { recursive: true, force: true });
     }
   });
+
+  it('parent-kube-apiserver-redirect, after parent-kube-apiserver: no port sharing, the sidecar probing 127.0.0.2, nothing else', () => {
+    const d = mkdtempSync(join(tmpdir(), 'lastseen-components-redirect-'));
+    try {
+      writeFileSync(join(d, 'control-plane.yaml'), stringify(SAMPLE[0]));
+      const render = (names: string[]) => {
+        const components = names.map((c) => relative(d, join(ROOT, 'deploy/components', c)));
+        writeFileSync(join(d, 'kustomization.yaml'), stringify({ resources: ['control-plane.yaml'], components }));
+        return objects(tool(kubectlPath(), ['kustomize', d])).get('DaemonSet kube-system/kube-apiserver') as Workload;
+      };
+      const overlap = render(['parent-kube-system', 'parent-kube-apiserver']);
+      const w = render(['parent-kube-system', 'parent-kube-apiserver', 'parent-kube-apiserver-redirect']);
+      // The last value of a flag wins: the recipe's --permit-port-sharing is turned off after it.
+      expect(w.spec.template.spec.containers[0]?.command).toEqual([
+        ...(overlap.spec.template.spec.containers[0]?.command ?? []),
+        '--permit-port-sharing=false',
+      ]);
+      expect(w.spec.template.spec.initContainers?.[0]?.args).toEqual(
+        overlap.spec.template.spec.initContainers?.[0]?.args?.map((a) =>
+          a === `--probe=${PROBES['kube-apiserver']}` ? '--probe=https://127.0.0.2:6443/readyz' : a,
+        ),
+      );
+      const strip = (x: Workload) => {
+        const c = structuredClone(x);
+        delete c.spec.template.spec.containers[0]?.command;
+        delete c.spec.template.spec.initContainers?.[0]?.args;
+        return c;
+      };
+      expect(strip(w)).toEqual(strip(overlap));
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
 });
