@@ -746,6 +746,7 @@ describe('decide: rules over time', () => {
         let s = decide(fixtures(overlap).Active!.state, copyReady(), 6900).state;
         expect(s.exitWatch.ready).toBe(true);
         s = decide(s, { type: 'retired' }, 7000).state;
+        s = decide(s, copyReady(), 7050).state; // the retired copy, beating through its shutdown
         s = decide(s, { type: 'activated' }, 7100).state;
         expect(s.exitWatch).toMatchObject({ notHolder: null, ready: false, since: 7100 });
         expect(decide(s, copyReady(), 7200).state.exitWatch.ready).toBe(true);

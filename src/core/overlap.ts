@@ -37,7 +37,9 @@ export function emptyExitWatch(): ParentState['exitWatch'] {
  */
 export function observeCopy(s: ParentState, b: Beat, now: number): void {
   s.checkpointPhase = b.phase;
-  s.checkpointHolder = b.holderUid;
+  // A retired copy beats on through its shutdown (a preStop pause): under the same uid as the next
+  // copy of the same spec, it must not become the holder that copy's beats are told apart from.
+  if (s.checkpoint.active) s.checkpointHolder = b.holderUid;
   if (s.checkpoint.active && b.holderUid !== s.exitWatch.notHolder) copyBeatForFence(s.hang, b.phase === 'Ready', now);
   if (b.phase === 'Ready' && !s.exitWatch.ready && b.holderUid !== s.exitWatch.notHolder && s.checkpoint.active && s.checkpoint.exclusive !== true) {
     s.exitWatch.ready = true;
