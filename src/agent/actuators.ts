@@ -52,16 +52,22 @@ export function sharesPorts(manifest: V1Pod): boolean {
 
 /**
  * The checkpoint's manifest for `handover: redirect` (docs/decisions/0012-one-listener-per-port.md): the copy serves on
- * `copyPort` instead of the parent's `port`. In every container: `--secure-port=<port>` and any
- * `host:<port>` in an argument (the heartbeat sidecar's probe address) name the copy's port, and
- * probes on the port move with it. A kube-apiserver copy runs without its endpoint reconciler, so
- * it never publishes its own port as the `kubernetes` Service's endpoint.
+ * `copyPort` instead of the parent's `port`. In every container: `--secure-port=<port>` and the
+ * heartbeat sidecar's `--probe=<url>` with `host:<port>` name the copy's port, and probes on the
+ * port move with it. Nothing else is rewritten: a URL with the port elsewhere (a service-account
+ * issuer such as `https://10.0.0.10:6443`, an audience) is an identity the copy must keep. A
+ * kube-apiserver copy runs without its endpoint reconciler, so it never publishes its own port as
+ * the `kubernetes` Service's endpoint.
  */
 export function withCopyPort(manifest: V1Pod, ports: { port: number; copyPort: number }): V1Pod {
   const { port, copyPort } = ports;
   const copy = structuredClone(manifest);
   const arg = (x: string) =>
-    x === `--secure-port=${port}` ? `--secure-port=${copyPort}` : x.replace(new RegExp(`([\\w\\].-]):${port}(?=$|[/?#\\s,])`, 'g'), `$1:${copyPort}`);
+    x === `--secure-port=${port}`
+      ? `--secure-port=${copyPort}`
+      : x.startsWith('--probe=')
+        ? x.replace(new RegExp(`([\\w\\].-]):${port}(?=$|[/?#])`), `$1:${copyPort}`)
+        : x;
   const probe = (pr: { httpGet?: { port?: unknown }; tcpSocket?: { port?: unknown }; grpc?: { port?: unknown } } | undefined) => {
     for (const h of [pr?.httpGet, pr?.tcpSocket, pr?.grpc]) if (h && h.port === port) h.port = copyPort;
   };

@@ -22,11 +22,24 @@ function apiserver(command: string[]): V1Pod {
 describe('the copy on its own port (handover: redirect)', () => {
   it('moves --secure-port, the sidecar probe address and the probes on the port, and turns the endpoint reconciler off', () => {
     const m = withCopyPort(
-      apiserver(['kube-apiserver', '--secure-port=6443', '--etcd-servers=https://127.0.0.1:2379', '--endpoint-reconciler-type=lease']),
+      apiserver([
+        'kube-apiserver',
+        '--secure-port=6443',
+        '--etcd-servers=https://127.0.0.1:2379',
+        '--service-account-issuer=https://10.0.0.10:6443',
+        '--endpoint-reconciler-type=lease',
+      ]),
       ports,
     );
     const c = m.spec!.containers[0]!;
-    expect(c.command).toEqual(['kube-apiserver', '--secure-port=16443', '--etcd-servers=https://127.0.0.1:2379', '--endpoint-reconciler-type=none']);
+    // The issuer is an identity: tokens the parent issued must still be the copy's.
+    expect(c.command).toEqual([
+      'kube-apiserver',
+      '--secure-port=16443',
+      '--etcd-servers=https://127.0.0.1:2379',
+      '--service-account-issuer=https://10.0.0.10:6443',
+      '--endpoint-reconciler-type=none',
+    ]);
     expect(c.livenessProbe!.httpGet!.port).toBe(16443);
     expect(c.readinessProbe!.httpGet!.port).toBe(16443);
     expect(c.startupProbe!.httpGet!.port, 'another port stays').toBe(8080);
