@@ -5,7 +5,8 @@
 // successor only once it is gone. The heartbeat sidecar is a native sidecar, stopped only after the
 // main container has exited, so its Stopping beat comes when the node's port has already gone dark;
 // the api-server says at once that the pod is being deleted (its deletionTimestamp). Under
-// `handover: overlap` the copy can start beside the stopping pod (the ports are shared), so it is
+// `handover: overlap` the copy can start beside the stopping pod (the ports are shared), and under
+// `redirect` on its own port, so it is
 // activated as soon as the deletion is known; with a preStop pause on the parent's main container
 // as long as its copy needs to get Ready, the port is never dark. Under `release` the copy could not
 // bind before the pod exits: nothing changes there.
@@ -39,7 +40,7 @@ export function coverDeletion(s: ParentState, now: number, actions: Action[]): b
   return cover(
     s,
     'ParentDeleted',
-    `pod ${s.deleting?.name} is being deleted and no other pod of this parent is listed on this node; the checkpoint starts beside it (handover: overlap)`,
+    `pod ${s.deleting?.name} is being deleted and no other pod of this parent is listed on this node; the checkpoint starts beside it (handover: ${s.policy.handover})`,
     now,
     actions,
   );
