@@ -21,7 +21,7 @@
 // Assumes: captures are only asked for by the core from a pod whose own beat said Ready (or that
 // the api-server reports Ready), so "stored" means "from a Ready pod".
 import type { Logger } from 'pino';
-import type { Action } from '../core/types.js';
+import type { Action, Reason } from '../core/types.js';
 import { classifyKubeError } from '../kube/errors.js';
 import type { Actuators, ParentView } from './agent.js';
 import type { AgentMetrics } from './metrics.js';
@@ -127,8 +127,7 @@ export class CoverageWatch {
       // Without it a redirect parent's copy serves nobody: its failures must show like any other.
       ...(a.redirect
         ? {
-            redirect: (p: ParentView, on: boolean, reason: Parameters<NonNullable<Actuators['redirect']>>[2]) =>
-              a.redirect!(p, on, reason).catch((e: unknown) => fail('redirect', p, e)),
+            redirect: (p: ParentView, on: boolean, reason: Reason) => a.redirect!(p, on, reason).catch((e: unknown) => fail('redirect', p, e)),
           }
         : {}),
     };

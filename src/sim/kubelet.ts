@@ -112,6 +112,13 @@ export function livenessOf(spec: PodSpec): Liveness | null {
   return spec.apiServer ? APISERVER_LIVENESS : null;
 }
 
+/** Some redirect of the node takes new connections to `port` (asked per pod, per event: no allocation). */
+function redirectsPort(redirects: SimNode['redirects'], port: number | undefined): boolean {
+  if (port === undefined) return false;
+  for (const r of redirects.values()) if (r.port === port) return true;
+  return false;
+}
+
 export class Kubelet {
   readonly pods = new Map<string, KPod>();
   private connected = false;
@@ -211,9 +218,7 @@ export class Kubelet {
       // nothing else listening on that port (the parent, starting, hung or serving). Without one, a
       // redirect copy listens where no client connects.
       if (redirects.size > 0 || p.spec.copyFor !== undefined) {
-        const port = p.spec.copyFor ?? p.spec.ports[0];
-        const redirected = port !== undefined && [...redirects.values()].some((r) => r.port === port);
-        if (redirected !== (p.spec.copyFor !== undefined)) continue;
+        if (redirectsPort(redirects, p.spec.copyFor ?? p.spec.ports[0]) !== (p.spec.copyFor !== undefined)) continue;
       }
       if (!this.serving(p)) {
         if (p.bound && p.spec.portSharing && !p.removed && p.state !== 'terminating') return null;

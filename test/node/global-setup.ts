@@ -19,7 +19,7 @@ export default function setup(): () => void {
   const r = spawnSync(NODE_SCRIPT, ['ensure'], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 30 * 60_000 });
   if (r.status !== 0)
     throw new Error(
-      `scripts/node ensure failed (exit ${r.status}): it needs Go (https://go.dev/dl) and, as root, apt-get for containerd and runc; see its output above`,
+      `scripts/node ensure failed (exit ${r.status}): it needs Go (https://go.dev/dl) and, as root, apt-get for containerd, runc and nftables; see its output above`,
     );
   return () => {
     spawnSync(NODE_SCRIPT, ['down'], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 });

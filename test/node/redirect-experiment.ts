@@ -204,6 +204,14 @@ const record = (way: Way, event: Trial['event'], trial: number, r: { polls: numb
   log(`${way} ${event} ${trial}: ${r.failed.length} of ${r.polls} polls failed${r.failed.length ? `: ${r.failed.slice(0, 3).join('; ')}` : ''}`);
 };
 
+/** A bad spec starting beside (or behind) the serving copy, until it exits by itself. */
+const badSpecStarts = (args: string[]) => async () => {
+  await sleep(1000);
+  const bad = apiserver('bad', PORT, args, deadEtcd);
+  await new Promise((r) => bad.once('exit', r));
+  await sleep(2000);
+};
+
 try {
   // ---- shared: the copy beside the parent on its port; with the kernel's default
   // tcp_migrate_req (0: a closing listener's queued connections are reset) and with 1 ----
@@ -231,17 +239,7 @@ try {
     for (let i = 1; i <= badTrials; i++) {
       const copy = apiserver('copy', PORT, ['--permit-port-sharing', '--endpoint-reconciler-type=none']);
       await ready('127.0.0.1', PORT);
-      record(
-        way,
-        'bad-spec',
-        i,
-        await polled(async () => {
-          await sleep(1000);
-          const bad = apiserver('bad', PORT, ['--permit-port-sharing'], deadEtcd);
-          await new Promise((r) => bad.once('exit', r));
-          await sleep(2000);
-        }),
-      );
+      record(way, 'bad-spec', i, await polled(badSpecStarts(['--permit-port-sharing'])));
       await stop(copy);
     }
   }
@@ -274,17 +272,7 @@ try {
     const copy = apiserver('copy', COPY_PORT, ['--endpoint-reconciler-type=none']);
     await ready('127.0.0.1', COPY_PORT);
     await redirector.set([rule]);
-    record(
-      'redirect',
-      'bad-spec',
-      i,
-      await polled(async () => {
-        await sleep(1000);
-        const bad = apiserver('bad', PORT, [], deadEtcd);
-        await new Promise((r) => bad.once('exit', r));
-        await sleep(2000);
-      }),
-    );
+    record('redirect', 'bad-spec', i, await polled(badSpecStarts([])));
     await redirector.set([]);
     await stop(copy);
   }
