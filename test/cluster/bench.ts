@@ -23,6 +23,8 @@ interface Run {
   commit: string;
   /** Whom the kubelets asked: their own node's api-server, or the load balancer (every run before it was recorded). */
   kubeletApi?: 'local' | 'lb';
+  /** The self-hosted api-servers' hand-over (every run before it was recorded: overlap). */
+  handover?: 'overlap' | 'redirect';
   source?: string;
   error?: string;
 }
@@ -77,8 +79,14 @@ for (const f of o.add) {
 const summary: Record<string, unknown> = {};
 const byCase = new Map<string, Array<{ r: CaseResult; run: Run }>>();
 // Kubelets on the load balancer and kubelets on their own node's api-server are summed apart: after
-// a power loss they start their static pods 20 s apart (docs/real-cluster.md).
-const summaryName = (r: CaseResult, run: Run) => ((run.kubeletApi ?? 'lb') === 'lb' ? `${r.case} (kubelets via the load balancer)` : r.case);
+// a power loss they start their static pods 20 s apart (docs/real-cluster.md). The redirect
+// hand-over is summed apart from port sharing too.
+const summaryName = (r: CaseResult, run: Run) =>
+  (run.kubeletApi ?? 'lb') === 'lb'
+    ? `${r.case} (kubelets via the load balancer)`
+    : (run.handover ?? 'overlap') === 'redirect'
+      ? `${r.case} (handover: redirect)`
+      : r.case;
 for (const run of runs)
   for (const r of run.cases) {
     const name = summaryName(r, run);

@@ -97,6 +97,8 @@ export interface NodeResult {
   activations: number;
   /** The agent's records about fencing a hung parent (any record whose message names fencing). */
   fenced: number;
+  /** The agent's records of redirecting the node's api-server port to the checkpoint's copy (`handover: redirect`). */
+  redirected: number;
   partitioned: boolean;
   schedulerBack: boolean;
   controllerManagerBack: boolean;
@@ -200,6 +202,7 @@ function nodeResult(c: Cluster, n: string, t0: number, w: Watched | null, partit
     parentServedAfterS: since(w?.parentServedAt.get(n)),
     activations: mine.filter((r) => r.msg === 'activating checkpoint').length,
     fenced: records.filter((r) => /fenc/i.test(r.msg)).length,
+    redirected: mine.filter((r) => r.msg === 'redirecting the node to the copy').length,
     partitioned,
     schedulerBack: w?.schedulerBack.has(n) ?? false,
     controllerManagerBack: w?.controllerManagerBack.has(n) ?? false,
@@ -419,6 +422,7 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         const left = activeCheckpoints(c);
         const ownBackS = ownBackAt === null ? null : round2((ownBackAt - t0) / 1000);
         const fencedVictim = nodes.find((n) => n.node === victim)?.fenced ?? 0;
+        const redirectedVictim = nodes.find((n) => n.node === victim)?.redirected ?? 0;
         return finish(
           name,
           round,
@@ -434,7 +438,15 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
           ],
           [
             goal('the load balancer keeps ≥ 99% during the hang', pct(cut) >= 99, `${pct(cut)}% of ${cut.polls} polls`),
-            goal(`lastseen fences the hung parent on ${victim}`, fencedVictim > 0, `${fencedVictim} fence records on ${victim}`),
+            // Under `handover: redirect` nothing is fenced: the node's new connections go to the copy
+            // while the hung parent is not Ready (docs/decisions/0012-one-listener-per-port.md).
+            c.handover === 'redirect'
+              ? goal(
+                  `lastseen redirects ${victim}'s clients from the hung parent to its copy`,
+                  redirectedVictim > 0,
+                  `${redirectedVictim} redirect records on ${victim}`,
+                )
+              : goal(`lastseen fences the hung parent on ${victim}`, fencedVictim > 0, `${fencedVictim} fence records on ${victim}`),
             goal(`${victim}'s own clients served again within 30 s of the stop`, ownBackS !== null && ownBackS <= 30, `${ownBackS ?? 'never'} s`),
             goal('nothing left active after the thaw', left.length === 0, left.join(', ') || 'none'),
           ],

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { manifestFile } from '../../src/core/names.js';
 import { REPO, type TestbedEnv } from '../node/env.js';
+import { type Handover, redirectPolicy } from '../node/manifests.js';
 import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
 import { clusterSelfHostedObjects, clusterStaticManifests, NODES } from './manifests.js';
 
@@ -87,9 +88,9 @@ export interface AgentRecord {
 }
 
 /** A Cluster for a test file, after checking what it needs (root, the node binaries, haproxy). */
-export function realCluster(): Cluster {
+export function realCluster(handover: Handover = 'overlap'): Cluster {
   if (process.getuid?.() !== 0) throw new Error('the cluster tests need root (namespaces, mounts, cgroups): run them as root, e.g. in CI');
-  const c = new Cluster();
+  const c = new Cluster(handover);
   for (const bin of ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'pause']) {
     if (!existsSync(join(c.env.binDir, bin))) throw new Error(`${bin} is missing from ${c.env.binDir}: run scripts/cluster ensure (needs Go and root)`);
   }
@@ -101,7 +102,13 @@ export class Cluster {
   /** The path every control-plane pod names for the node's folder (scripts/cluster mounts each node's there). */
   readonly podEnv: TestbedEnv;
 
-  constructor() {
+  /**
+   * How the self-hosted api-servers are handed over: `overlap` (port sharing, the default) or
+   * `redirect` (deploy/components/parent-kube-apiserver-redirect; each checkpoint's copy on a port
+   * of its own behind its node's nftables redirect, docs/decisions/0012-one-listener-per-port.md).
+   * The scheduler and controller-manager stay on overlap either way.
+   */
+  constructor(readonly handover: Handover = 'overlap') {
     this.podEnv = {
       dir: join(this.env.dir, 'node'),
       nodeName: 'm1',
@@ -369,9 +376,27 @@ export class Cluster {
     );
   }
 
+  /** The bed's policy (deploy/overlays/testbed's), with kube-apiserver's hand-over as `handover` says. */
+  policyYaml(): string {
+    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
+    return this.handover === 'redirect' ? redirectPolicy(this.podEnv, policy) : policy;
+  }
+
   async installLastseen(): Promise<void> {
     const rendered = await this.kubectl(['kustomize', join(REPO, 'deploy', 'overlays', 'cluster')]);
-    await this.apply(parseAllDocuments(rendered).map((d) => d.toJSON()));
+    const docs = parseAllDocuments(rendered).map((d) => d.toJSON());
+    if (this.handover !== 'overlap') {
+      const cm = docs.find((o) => o?.kind === 'ConfigMap' && o.metadata?.name === 'lastseen-policy');
+      if (!cm) throw new Error('deploy/overlays/cluster rendered no lastseen-policy ConfigMap');
+      cm.data = { 'policy.yaml': this.policyYaml() };
+    }
+    await this.apply(docs);
+  }
+
+  /** The kubelet of node `n` runs the api-server DaemonSet's pod: its heartbeat sidecar has started. */
+  async apiserverPodStarted(n: string): Promise<boolean> {
+    const pods = (await this.apiPods('app.kubernetes.io/name=kube-apiserver')) as Array<PodJson & { status?: { initContainerStatuses?: ContainerStatus[] } }>;
+    return pods.some((p) => p.spec?.nodeName === n && (p.status?.initContainerStatuses ?? []).some((c) => c.state?.running));
   }
 
   /** From the static control plane to the self-hosted one, watched by lastseen; then the static api-servers go. */
@@ -379,8 +404,24 @@ export class Cluster {
     const t0 = Date.now();
     const since = () => ((Date.now() - t0) / 1000).toFixed(1);
     await this.installLastseen();
-    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
-    await this.apply(clusterSelfHostedObjects(this.podEnv, policy));
+    await this.apply(clusterSelfHostedObjects(this.podEnv, this.policyYaml(), this.handover));
+    if (this.handover === 'redirect') {
+      // The self-hosted api-server binds its port alone and cannot while the static one holds it.
+      // Node by node, as bootkube's temporary control plane goes: once the node's kubelet runs the
+      // DaemonSet pod, the static api-server goes and the pod's api-server binds on its next
+      // start (the kubelet's back-off); the load balancer serves through the other two meanwhile.
+      for (const n of NODES) {
+        await this.waitFor(`the kubelet of ${n} starting the kube-apiserver DaemonSet pod`, 300, () => this.apiserverPodStarted(n));
+        this.removeStatic(n, 'bootstrap-kube-apiserver.yaml');
+        await this.waitFor(
+          `${n}'s self-hosted api-server`,
+          420,
+          async () => (await this.readyz(n)) && (await this.daemonPodsServing('kube-apiserver')).has(n),
+          1000,
+        );
+        log(`${n}: static api-server removed, the self-hosted one serves, after ${since()}s (handover: redirect)`);
+      }
+    }
     for (const c of CONTROL_PLANE)
       await this.waitFor(`the ${c} DaemonSet pods on m1, m2, m3`, 600, async () => (await this.daemonPodsServing(c)).size === NODES.length);
     log(`self-hosted DaemonSets serve on three nodes after ${since()}s`);

@@ -1,4 +1,4 @@
-// npm run e2e:cluster -- --case CASE[:ROUNDS][,CASE...] [--rounds N] [--json] [--static-rounds N] [--out FILE]
+// npm run e2e:cluster -- --case CASE[:ROUNDS][,CASE...] [--rounds N] [--json] [--static-rounds N] [--out FILE] [--handover overlap|redirect]
 //
 // Three real nodes (scripts/cluster: kubelets v1.36.3, containerd, haproxy in front of the three
 // api-servers): a static-pod control plane first, power-cycled --static-rounds times to measure the
@@ -24,6 +24,11 @@ const program = new Command('e2e:cluster')
   .option('--settle <seconds>', 'keep measuring this long after every parent serves again', '10')
   .option('--hold <seconds>', 'how long a partition, a hang or a bad rollout lasts', '120')
   .option('--out <file>', 'also write the document, with the date and commit, to this file')
+  .option(
+    '--handover <mode>',
+    "the self-hosted api-servers' hand-over: overlap (port sharing) or redirect (each copy on its own port behind its node's nftables redirect)",
+    'overlap',
+  )
   .option('--keep', 'leave the test bed up at the end')
   .option('--logs <dir>', "copy every node's pod logs here before the bed goes down");
 program.parse();
@@ -39,7 +44,12 @@ const o = program.opts<{
   out?: string;
   keep?: boolean;
   logs?: string;
+  handover: string;
 }>();
+if (o.handover !== 'overlap' && o.handover !== 'redirect') {
+  console.error(`--handover ${o.handover}: expected overlap or redirect`);
+  process.exit(2);
+}
 
 const rounds = Number(o.rounds);
 const staticRounds = Number(o.staticRounds);
@@ -66,7 +76,7 @@ const cases = CASES.filter((c) => wanted.has(c)) as CaseName[];
 const built = process.env.LASTSEEN_CLUSTER_COMMIT ?? execFileSync('git', ['rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
 process.env.LASTSEEN_CLUSTER_COMMIT = built;
 const commit = built === 'worktree' ? `${execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()}-worktree` : built.slice(0, 7);
-const c = realCluster();
+const c = realCluster(o.handover);
 const sampler = new ResourceSampler(c.env.dir);
 const t0 = Date.now();
 const results: CaseResult[] = [];
@@ -122,6 +132,7 @@ const doc = {
   measuredAt: new Date().toISOString(),
   commit,
   kubeletApi: c.env.kubeletApi,
+  handover: c.handover,
   ...(failed ? { error: failed.message } : {}),
 };
 if (o.out) writeFileSync(o.out, `${JSON.stringify(doc, null, 2)}\n`);

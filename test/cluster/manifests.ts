@@ -15,7 +15,7 @@
 //   kustomize), as on the single node: the sidecar, its readiness probe and the port sharing are
 //   what an operator installs.
 import type { TestbedEnv } from '../node/env.js';
-import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, selfHostedFromComponents, staticManifests } from '../node/manifests.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, type Handover, selfHostedFromComponents, staticManifests } from '../node/manifests.js';
 
 export const NODES = ['m1', 'm2', 'm3'] as const;
 export type NodeName = (typeof NODES)[number];
@@ -44,18 +44,20 @@ function clusterApiserverCommand(command: string[]): string[] {
  * Ready only when /readyz says so, as kubeadm's api-server pods are: the DaemonSet controller's
  * rolling update waits for Ready (a spec that never serves stalls the rollout on its first node
  * instead of taking every master), and a hung or cut-off api-server's pod is shown NotReady.
+ * Under `handover: redirect` the probe asks 127.0.0.2, the address the agent's redirect never
+ * moves (as the recipe's sidecar does), so it judges the pod's own api-server, not its checkpoint.
  */
-function apiserverReadiness(command: string[]): object {
+function apiserverReadiness(command: string[], host: string): object {
   const port = Number(command.find((a) => a.startsWith('--secure-port='))?.split('=')[1]);
   if (!Number.isInteger(port)) throw new Error('the kube-apiserver command has no --secure-port flag');
-  return { httpGet: { host: '127.0.0.1', port, path: '/readyz', scheme: 'HTTPS' }, periodSeconds: 2, timeoutSeconds: 2, failureThreshold: 2 };
+  return { httpGet: { host, port, path: '/readyz', scheme: 'HTTPS' }, periodSeconds: 2, timeoutSeconds: 2, failureThreshold: 2 };
 }
 
 /** Every container of the object: api-server flags for three masters, in-cluster clients to the load balancer. */
-function forCluster<T extends { kind?: string; spec?: unknown }>(obj: T): T {
+function forCluster<T extends { kind?: string; spec?: unknown }>(obj: T, probeHost = '127.0.0.1'): T {
   const spec = podSpec(obj);
   if (!spec) return obj;
-  for (const c of spec.containers) if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.readinessProbe = apiserverReadiness(c.command);
+  for (const c of spec.containers) if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.readinessProbe = apiserverReadiness(c.command, probeHost);
   for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) {
     if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.command = clusterApiserverCommand(c.command);
     for (const e of c.env ?? []) {
@@ -101,7 +103,12 @@ export function clusterStaticManifests(env: TestbedEnv, node: string): Record<st
   return out;
 }
 
-/** The self-hosted control plane's DaemonSets made parents by the shipped recipes, and what their heartbeats need, for the three masters. */
-export function clusterSelfHostedObjects(env: TestbedEnv, policyYaml: string): object[] {
-  return selfHostedFromComponents(env, policyYaml).map((o) => forCluster(o as { kind?: string; spec?: unknown }));
+/**
+ * The self-hosted control plane's DaemonSets made parents by the shipped recipes, and what their
+ * heartbeats need, for the three masters. `redirect` adds deploy/components/parent-kube-apiserver-redirect
+ * (the api-server binds its port alone; its probes ask 127.0.0.2); the policy is the caller's.
+ */
+export function clusterSelfHostedObjects(env: TestbedEnv, policyYaml: string, handover: Handover = 'overlap'): object[] {
+  const probeHost = handover === 'redirect' ? '127.0.0.2' : '127.0.0.1';
+  return selfHostedFromComponents(env, policyYaml, handover).map((o) => forCluster(o as { kind?: string; spec?: unknown }, probeHost));
 }
