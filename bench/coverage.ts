@@ -11,6 +11,8 @@
 // - bad-rollout-overlap-30m: share of the 30 minutes after the rollout served (goal >= 99%); the
 //   same with the rollout as a surge (maxSurge 1, maxUnavailable 0) beside it, and with the real
 //   beds' silent bad spec (bad-rollout-silent-overlap: binds at once, exits after 20 s).
+// - the `handover: redirect` variants (docs/decisions/0012-one-listener-per-port.md) of the hang,
+//   the reboot loop and both bad rollouts, by the same measures.
 import { namedScenario, type RunResult, runScenario, withKubeletModel } from '../src/sim/index.js';
 import { NAMED } from '../src/sim/scenarios.js';
 import { parseScenario } from '../src/sim/schema.js';
@@ -37,10 +39,10 @@ async function run(name: string, seed: number, strategy: Strategy, keepLogs = fa
  * maxSurge 1, maxUnavailable 0 (the new pod starts beside the old one, which stays until it is Ready).
  */
 function badRollout30m(name: string) {
-  const silent = name === 'bad-rollout-silent-overlap-30m';
-  if (name !== 'bad-rollout-overlap-30m' && name !== 'bad-rollout-overlap-surge-30m' && !silent) throw new Error(`no scenario ${name}`);
-  const base = NAMED[silent ? 'bad-rollout-silent-overlap' : 'bad-rollout-overlap']!;
-  const surge = name.includes('surge');
+  const m = /^(bad-rollout(?:-silent)?-(?:overlap|redirect))(-surge)?-30m$/.exec(name);
+  const base = m?.[1] === undefined ? undefined : NAMED[m[1]];
+  if (!base) throw new Error(`no scenario ${name}`);
+  const surge = m?.[2] !== undefined;
   const faults = (base.faults ?? []).map((f) => (f.type === 'rollout' && surge ? { ...f, maxSurge: 1, maxUnavailable: 0 } : f));
   const r = parseScenario({ ...base, name, duration: '33m', faults });
   if (!r.ok) throw new Error(r.errors.map((e) => e.message).join('; '));
@@ -57,7 +59,7 @@ const rows: string[] = [];
 const line = (scenario: string, strategy: string, what: string, values: number[], goal: (v: number) => boolean, violations: number) =>
   rows.push(`| ${scenario} | ${strategy} | ${what} | ${fmt(summarize(values))} | ${values.filter(goal).length}/${values.length} | ${violations} |`);
 
-for (const name of ['apiserver-hang', 'apiserver-hang-release']) {
+for (const name of ['apiserver-hang', 'apiserver-hang-release', 'apiserver-hang-redirect']) {
   for (const st of STRATEGIES) {
     const v: number[] = [];
     let bad = 0;
@@ -101,22 +103,22 @@ for (const st of STRATEGIES) {
   line('reboot-mid-handover', st, '... minus a plain reboot, same seed (s)', diff, (x) => x <= 5, bad);
 }
 
-{
+for (const name of ['reboot-loop', 'reboot-loop-redirect']) {
   const base = new Map<number, number>();
   for (const st of ['kubelet-pods', 'lastseen', 'runtime-poll'] as Strategy[]) {
     const v: number[] = [];
     const ratio: number[] = [];
     let bad = 0;
     for (const seed of seeds) {
-      const r = await run('reboot-loop', seed, st);
+      const r = await run(name, seed, st);
       const u = r.outcome.unservedSeconds;
       v.push(u);
       if (st === 'kubelet-pods') base.set(seed, u);
       else ratio.push(u / (base.get(seed) ?? Number.NaN));
       bad += r.invariantViolations.length > 0 ? 1 : 0;
     }
-    line('reboot-loop', st, 'unserved s (whole run)', v, () => true, bad);
-    if (st !== 'kubelet-pods') line('reboot-loop', st, '... / kubelet-pods, same seed', ratio, (x) => x <= 0.8, bad);
+    line(name, st, 'unserved s (whole run)', v, () => true, bad);
+    if (st !== 'kubelet-pods') line(name, st, '... / kubelet-pods, same seed', ratio, (x) => x <= 0.8, bad);
   }
 }
 
@@ -151,6 +153,8 @@ async function served30m(name: string, label: string): Promise<void> {
 await served30m('bad-rollout-overlap-30m', 'bad-rollout-overlap (30 min)');
 await served30m('bad-rollout-overlap-surge-30m', 'bad-rollout-overlap, maxSurge 1 (30 min)');
 await served30m('bad-rollout-silent-overlap-30m', 'bad-rollout-silent-overlap (30 min)');
+await served30m('bad-rollout-redirect-30m', 'bad-rollout-redirect (30 min)');
+await served30m('bad-rollout-silent-redirect-30m', 'bad-rollout-silent-redirect (30 min)');
 
 console.log(`seeds ${seeds[0]}..${seeds[seeds.length - 1]}; p50 / p90 / max; "goal": seeds meeting it; violations: seeds with any\n`);
 console.log('| scenario | strategy | figure | p50 / p90 / max | goal | violations |');
