@@ -25,12 +25,44 @@ function behindRedirect(): ParentState {
   return r.state;
 }
 
+/** Active for a pod being deleted that beat Ready at 6900 (its shutdown pause): the deletion cover. */
+function beingDeleted(): ParentState {
+  const s = activeSettled();
+  return Object.assign(s, { phase: 'Ready' as const, lastChangeAt: 6900, holderUid: 'pod-old', deleting: { uid: 'pod-old', name: 'kube-apiserver-old' } });
+}
+
 describe('hand-over behind the redirect', () => {
-  it('the redirect stands once the copy, as last written, beats Ready; not before', () => {
-    const starting = feed(activeSettled(), [[7000, { type: 'beat', beat: copyBeat('Starting') }]]);
+  it('a parent that may be serving (its last beat Ready and fresh): the redirect stands once the copy, as last written, beats Ready; not before', () => {
+    // A pod being deleted serves on through its shutdown pause and beats Ready meanwhile.
+    const serving = beingDeleted();
+    const starting = feed(serving, [[7000, { type: 'beat', beat: copyBeat('Starting') }]]);
     expect(redirects(starting.actions)).toEqual([]);
     const ready = feed(starting.state, [[7700, { type: 'beat', beat: copyBeat('Ready') }]]);
     expect(redirects(ready.actions)).toEqual([true]);
+  });
+
+  it("a parent's Ready that is no longer fresh does not hold the redirect back once the copy beats", () => {
+    const serving = beingDeleted();
+    const window = serving.policy.windowMs;
+    const fresh = feed(serving, [[7000, { type: 'beat', beat: copyBeat('Starting') }]]);
+    expect(redirects(fresh.actions)).toEqual([]);
+    const stale = feed(fresh.state, [[6900 + window + 1, { type: 'beat', beat: copyBeat('Starting') }]]);
+    expect(redirects(stale.actions)).toEqual([true]);
+  });
+
+  it('nothing says the parent serves (silent, as after a power cycle): the redirect stands from the copy\'s first beat, before its Ready', () => {
+    const s = activeSettled();
+    expect(s.phase === 'Ready' && s.lastChangeAt !== null && 7000 - s.lastChangeAt <= s.policy.windowMs).toBe(false);
+    const quiet = feed(s, [[6900, { type: 'tick' }]]);
+    expect(redirects(quiet.actions)).toEqual([]);
+    const starting = feed(quiet.state, [[7000, { type: 'beat', beat: copyBeat('Starting') }]]);
+    expect(redirects(starting.actions)).toEqual([true]);
+    // A parent starting behind it changes nothing.
+    const parent = feed(starting.state, [
+      [7100, { type: 'redirected', on: true }],
+      [7500, { type: 'beat', beat: beat('Starting') }],
+    ]);
+    expect(redirects(parent.actions)).toEqual([]);
   });
 
   it('a parent starting behind it changes nothing; once it is proven Ready the redirect goes, the copy drains, then retires', () => {

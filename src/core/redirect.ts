@@ -1,7 +1,9 @@
 // Hand-over behind a redirect (`handover: redirect`, docs/decisions/0012-one-listener-per-port.md). The copy serves on a port
 // of its own, so the parent and its copy never share a port; while the copy is active and Ready and
 // the parent is not proven Ready, the node redirects new connections to the parent's port to the
-// copy's. A parent that starts, hangs or fails behind the redirect receives no new connection. The
+// copy's. When nothing says the parent may be serving (its last beat is not Ready, or not fresh: a
+// power cycle, a hang, a parent gone), the redirect stands from the copy's first beat instead: a
+// client then waits for the copy's start, not for the probe round after it that proves it Ready. A parent that starts, hangs or fails behind the redirect receives no new connection. The
 // hand-back, once the parent is proven Ready (its own sidecar probes it on an address the redirect
 // leaves alone): the redirect goes first, the copy's connections get REDIRECT_DRAIN_MS to finish,
 // then the copy retires.
@@ -11,6 +13,7 @@
 //
 // Owns `ParentState.redirect`. Pure: times are the observer's monotonic milliseconds.
 import { ask, succeeded } from './actions.js';
+import { judgingWindowMs } from './freshness.js';
 import { holdNote, R } from './transitions.js';
 import type { Action, Beat, Input, ParentState, RedirectState } from './types.js';
 
@@ -21,7 +24,7 @@ import type { Action, Beat, Input, ParentState, RedirectState } from './types.js
 export const REDIRECT_DRAIN_MS = 2_000;
 
 export function emptyRedirect(): RedirectState {
-  return { on: null, offSince: null, handingBack: false, copyReadyAt: null, copyBeat: null };
+  return { on: null, offSince: null, handingBack: false, copyReadyAt: null, copyHeardAt: null, copyBeat: null };
 }
 
 /**
@@ -33,6 +36,7 @@ export function observeCopyForRedirect(s: ParentState, b: Beat, now: number): vo
   const print = `${b.channel}/${b.holderUid}/${b.sequence}/${b.renewTime}`;
   if (print === s.redirect.copyBeat) return;
   s.redirect.copyBeat = print;
+  s.redirect.copyHeardAt ??= now;
   if (b.phase !== 'Ready') s.redirect.copyReadyAt = null;
   else if (s.redirect.copyReadyAt === null) s.redirect.copyReadyAt = now;
 }
@@ -40,18 +44,27 @@ export function observeCopyForRedirect(s: ParentState, b: Beat, now: number): vo
 /** The manifest was written or removed: the copy must show itself Ready again. */
 export function copyChanged(s: ParentState): void {
   s.redirect.copyReadyAt = null;
+  s.redirect.copyHeardAt = null;
 }
 
-/** The redirect should stand: the copy active and Ready since its manifest was written, and no hand-back under way. */
-export function wantRedirect(s: ParentState): boolean {
-  return (
-    s.policy.handover === 'redirect' &&
-    s.state === 'Active' &&
-    s.checkpoint.active &&
-    s.redirect.copyReadyAt !== null &&
-    s.checkpointPhase === 'Ready' &&
-    !s.redirect.handingBack
-  );
+/**
+ * The parent may be serving its port: its last beat said Ready and is fresh (within the window it
+ * is judged by). A pod being deleted serves on through its shutdown pause and beats Ready meanwhile.
+ */
+function parentMayServe(s: ParentState, now: number): boolean {
+  return s.phase === 'Ready' && s.lastChangeAt !== null && now - s.lastChangeAt <= judgingWindowMs(s);
+}
+
+/**
+ * The redirect should stand: the copy active, no hand-back under way, and either the copy Ready
+ * since its manifest was written, or the copy heard from since then (it is starting) while nothing
+ * says the parent may serve. In the second case clients meet a copy that is starting instead of a
+ * port nobody serves (or a hung parent), and are served the moment it is Ready.
+ */
+export function wantRedirect(s: ParentState, now: number): boolean {
+  if (s.policy.handover !== 'redirect' || s.state !== 'Active' || !s.checkpoint.active || s.redirect.handingBack) return false;
+  if (s.redirect.copyReadyAt !== null && s.checkpointPhase === 'Ready') return true;
+  return s.redirect.copyHeardAt !== null && !parentMayServe(s, now);
 }
 
 /** The agent carried out a redirect action, or found the node's redirect at its start. */
@@ -63,7 +76,7 @@ export function observeRedirected(s: ParentState, input: Extract<Input, { type: 
 
 /** Bring the node's redirect in line with the state. Nothing is asked of an agent whose parent never used one. */
 export function reconcileRedirect(s: ParentState, now: number, actions: Action[]): void {
-  const want = wantRedirect(s);
+  const want = wantRedirect(s, now);
   if (s.redirect.on === want) return;
   if (s.redirect.on === null && !want && s.policy.handover !== 'redirect') return;
   // Unknown, and the copy not heard from yet: a redirect an earlier run left may be serving it.

@@ -341,6 +341,8 @@ export interface RedirectState {
    * fingerprint, so a stale Lease listed again is not a new Ready.
    */
   copyReadyAt: number | null;
+  /** When a beat of the copy (any phase) not seen before was first seen since its manifest was last written or removed (null: none). */
+  copyHeardAt: number | null;
   copyBeat: string | null;
 }
 
