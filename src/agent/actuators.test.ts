@@ -367,3 +367,51 @@ describe('events through the real client', () => {
     kube.close();
   });
 });
+
+describe('capture under handover: redirect', () => {
+  const pod = (probe: string): V1Pod => ({
+    metadata: { name: 'demo-n1', namespace: 'ns', uid: 'pod-1' },
+    spec: {
+      nodeName: NODE,
+      initContainers: [{ name: 'lastseen-heartbeat', image: 'x', args: ['heartbeat', `--probe=${probe}`] }],
+      containers: [{ name: 'demo', image: 'example.invalid/demo:1' }],
+    },
+  });
+
+  async function captureWith(handover: 'redirect' | 'overlap', probe: string): Promise<string[]> {
+    const dir = await mkdtemp(join(tmpdir(), 'lastseen-capture-'));
+    const events: string[] = [];
+    const kube = {
+      core: { createNamespacedEvent: async (x: { body: { reason?: string; type?: string } }) => void events.push(`${x.body.type} ${x.body.reason}`) },
+    };
+    try {
+      const a = makeActuators({
+        node: NODE,
+        instance: 'agent',
+        store: new Store({ stateDir: dir }),
+        manifests: unused.manifests,
+        kube: () => kube as unknown as KubeClient,
+        logger: pino({ level: 'silent' }),
+      });
+      const policy = {
+        ...defaultPolicy().defaults,
+        handover,
+        ...(handover === 'redirect' ? { redirect: { port: 6443, copyPort: 16443, exceptAddress: '127.0.0.2' } } : {}),
+      };
+      const view = { ...parent, pod: pod(probe), state: { ...parent.state, policy } };
+      await a.capture(view, { uid: 'pod-1', name: 'demo-n1' } as never, { code: 'ParentReady', message: 'x' });
+      return events;
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  it("says, with a Warning Event at the capture, when the parent's probe would be redirected to its checkpoint", async () => {
+    expect(await captureWith('redirect', 'https://127.0.0.1:6443/readyz')).toEqual(['Warning ProbeRedirected']);
+  });
+
+  it('says nothing when the probe goes to the excepted address, or the parent is not behind a redirect', async () => {
+    expect(await captureWith('redirect', 'https://127.0.0.2:6443/readyz')).toEqual([]);
+    expect(await captureWith('overlap', 'https://127.0.0.1:6443/readyz')).toEqual([]);
+  });
+});

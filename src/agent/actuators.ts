@@ -21,6 +21,7 @@ import { type Actuators, CollectRefusedError, type LiveRead, type ParentView } f
 import { fenceThroughSidecar } from './fence.js';
 import { parentsOnNode } from './parents.js';
 import type { RedirectTable } from './redirect.js';
+import { redirectedProbes } from './redirect-probes.js';
 
 export const COMPONENT = 'lastseen-agent';
 
@@ -255,6 +256,20 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
       );
       const written = await d.store.save(p.id, r.capture, r.data);
       d.logger.info({ parent: p.id, specHash: r.capture.specHash, written, warnings: r.warnings }, 'checkpoint captured');
+      // Behind a redirect, the parent's own probes must reach the parent (redirect-probes.ts): said at each capture of a spec whose probes do not.
+      const policy = p.state.policy;
+      const redirected = policy.handover === 'redirect' && policy.redirect ? redirectedProbes(pod, policy.redirect) : [];
+      if (redirected.length > 0) {
+        const message = `${p.id}: spec ${r.capture.specHash}: ${redirected.join('; ')}`;
+        d.logger.warn(
+          { parent: p.id, specHash: r.capture.specHash, probes: redirected },
+          'probes of the parent that the redirect would send to its checkpoint',
+        );
+        const involved = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name, namespace: p.namespace, uid: pod.metadata?.uid };
+        await recordEvent(p.namespace, p.key, involved, { type: 'event', eventType: 'Warning', reason: 'ProbeRedirected', message }).catch((e: unknown) =>
+          d.logger.warn({ parent: p.id, err: (e as Error).message }, 'could not record the ProbeRedirected Event'),
+        );
+      }
       return { specHash: r.capture.specHash };
     },
     async activate(p, _reason, exclusive) {
