@@ -50,7 +50,7 @@ describe('hand-over behind the redirect', () => {
     expect(redirects(stale.actions)).toEqual([true]);
   });
 
-  it('nothing says the parent serves (silent, as after a power cycle): the redirect stands from the copy\'s first beat, before its Ready', () => {
+  it("nothing says the parent serves (silent, as after a power cycle): the redirect stands from the copy's first beat, before its Ready", () => {
     const s = activeSettled();
     expect(s.phase === 'Ready' && s.lastChangeAt !== null && 7000 - s.lastChangeAt <= s.policy.windowMs).toBe(false);
     const quiet = feed(s, [[6900, { type: 'tick' }]]);
