@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { feed, fixtures } from './fixtures.test-helpers.js';
+import { beat, feed, fixtures, POLICY } from './fixtures.test-helpers.js';
 import type { ManifestFile } from './manifest.js';
 import type { Action, Input } from './types.js';
 
@@ -130,5 +130,30 @@ describe('claims only once the result is known (src/core/manifest.ts)', () => {
     const collected = feed(o.state, [[63_100, { type: 'collected' }]]);
     expect(kinds(collected.actions)).toEqual(['event:CheckpointCollected']);
     expect(collected.state.checkpoint).toEqual({ stored: false, active: false, specHash: null });
+  });
+});
+
+describe('a restored manifest runs under the uid of the copy before it', () => {
+  // A static pod's uid is a hash of its manifest: the copy written again after a removal has the
+  // uid of the one the kubelet stopped. Its beats must count (its Ready opens the exit watch and
+  // the hang watch), or an overlap parent's exits and hangs beside it are never judged.
+  const overlap = fixtures({ ...POLICY, handover: 'overlap' }).Active!;
+  const copy = (phase: 'Starting' | 'Ready') => beat(phase, { role: 'checkpoint', holder: 'copy', holderUid: 'copy-1' });
+
+  it('removed and written again: the same uid beating Ready counts as the new copy', () => {
+    const ready = feed(overlap.state, [[7000, { type: 'beat', beat: copy('Ready') }]]);
+    expect(ready.state.exitWatch.ready).toBe(true);
+    const restored = feed(ready.state, [
+      [8000, seen('absent')],
+      [8100, { type: 'activated' }],
+    ]);
+    expect(restored.state.checkpoint.active).toBe(true);
+    expect(restored.state.exitWatch.ready).toBe(false);
+    const again = feed(restored.state, [
+      [9000, { type: 'beat', beat: copy('Starting') }],
+      [9500, { type: 'beat', beat: copy('Ready') }],
+    ]);
+    expect(again.state.exitWatch.ready).toBe(true);
+    expect(again.state.hang.copyReadyAt).toBe(9500);
   });
 });

@@ -21,6 +21,7 @@
 // activation is a Warning `ActivationFailed` with the error, once per run of failures;
 // `CheckpointCollected` only after the collection, whose live read may still cancel it.
 //
+// Owns `ParentState.manifestLost`; clears `checkpointHolder` when the copy is found gone.
 // Pure: times are the observer's monotonic milliseconds.
 import type { Action, Input, ParentState } from './types.js';
 
@@ -63,6 +64,10 @@ export function observeManifest(s: ParentState, file: ManifestFile, now: number,
     if (file !== 'ours') {
       if (!s.checkpoint.active) return; // not written yet, or its write failed: the retry writes it
       s.checkpoint = { ...s.checkpoint, active: false, exclusive: false };
+      // The kubelet stops that copy, and the one written again has its uid (a static pod's uid is a
+      // hash of its manifest): kept as the holder not to count, the new copy's beats never would
+      // (no exit watch, no hang watch beside it), as at a retire (decide.ts).
+      s.checkpointHolder = null;
       s.manifestLost = { file, at: now };
       event(
         actions,
