@@ -19,6 +19,8 @@
 // - `overlap`: the checkpoint is activated (reason ParentHung) and the hung process fenced at once:
 //   its share of the port fails its clients either way, and waiting for the copy to be proven
 //   Ready beside it never ends on a real node (coverHung says why).
+// - `redirect`: the same. The redirect sends new connections to the copy, but established ones
+//   (the node's kubelet's, which the copy's own start waits on) stay with the hung process.
 // - `release`: the hung process holds the whole port, so no copy can ever prove itself first. The
 //   fence is the cover: the kubelet restarts the parent's container (its sidecar still runs), and
 //   the parent gets a fresh start (startupGrace) to be seen again; if it cannot, the ordinary rules
@@ -259,15 +261,20 @@ export function judgeFencedNotBack(s: ParentState, now: number, actions: Action[
 function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean | null {
   const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
   if (s.policy.handover === 'redirect') {
-    // The copy serves on its own port and, once Ready, the redirect sends the node's clients to it:
-    // the hung process is left alone (the kubelet's liveness probe, on the excepted address, judges it).
-    return cover(
+    // The copy serves on its own port and, once Ready, the redirect sends new connections to it. But
+    // a redirect moves no established connection: the node's kubelet keeps its HTTP/2 connection to
+    // the hung api-server, and its start of the copy (a static pod: the mirror pod is created
+    // first, through that connection) waited 35 s for it to be declared lost on the three-node
+    // bed. Fenced at once, as under overlap: the kubelet's next connection is redirected.
+    const changed = cover(
       s,
       'ParentHung',
       `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung}); the copy serves behind the redirect`,
       now,
       actions,
     );
+    requestFence(s, podUid, now, actions);
+    return changed;
   }
   if (s.policy.handover === 'overlap') {
     const changed = cover(
@@ -288,12 +295,12 @@ function coverHung(s: ParentState, podUid: string, now: number, actions: Action[
 }
 
 /**
- * Active: fence a hung parent (in both modes: see coverHung), once per FENCE_REPEAT_MS. (A hung
+ * Active: fence a hung parent (in every mode: see coverHung), once per FENCE_REPEAT_MS. (A hung
  * parent is not fresh: its run of unanswered rounds began after its last answered beat.)
  */
 export function fenceBesideCopy(s: ParentState, now: number, actions: Action[]): void {
-  // Behind the redirect a hung or silent parent receives no new connection: nothing to fence.
-  if (s.policy.handover === 'redirect') return;
+  // (Behind the redirect a start that hangs receives no connection, established or new: only a
+  // hang after Ready is fenced there; startHungPod is for overlap alone.)
   const hung = hungPod(s);
   if (hung !== null) {
     requestFence(s, hung, now, actions);
@@ -325,7 +332,7 @@ function requestFence(s: ParentState, podUid: string, now: number, actions: Acti
       )
     : R(
         'ParentHung',
-        `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds${starved ? `, waiting for a CPU, for ~${secs(now - s.hang.since!.at)}` : ''}; fencing it${s.policy.handover === 'overlap' ? ' (the checkpoint serves)' : ' (the kubelet restarts it)'}`,
+        `pod ${podUid}'s process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds${starved ? `, waiting for a CPU, for ~${secs(now - s.hang.since!.at)}` : ''}; fencing it${s.policy.handover === 'release' ? ' (the kubelet restarts it)' : ' (the checkpoint serves)'}`,
       );
   // A starved process is fenced only past HANG_STARVED_MS: the sidecar is told so, or its own
   // check (the process still waits for a CPU) would refuse.
@@ -363,7 +370,7 @@ export function fencedEvent(s: ParentState, input: Extract<Input, { type: 'fence
       actions,
       'Warning',
       'ParentFenced',
-      `${s.id}: pod ${input.podUid} held its port without answering; its main process was stopped (${input.detail}) so ${s.policy.handover === 'overlap' ? 'the checkpoint serves alone until the kubelet restarts it' : 'the kubelet restarts it on a free port'}`,
+      `${s.id}: pod ${input.podUid} held its port without answering; its main process was stopped (${input.detail}) so ${s.policy.handover === 'overlap' ? 'the checkpoint serves alone until the kubelet restarts it' : s.policy.handover === 'redirect' ? "its established connections (the kubelet's among them) end, and new ones go to the checkpoint until the kubelet restarts it" : 'the kubelet restarts it on a free port'}`,
     );
     holdNote(s, R('ParentFenced', `pod ${input.podUid}: ${input.detail}`), actions);
   } else {

@@ -100,7 +100,7 @@ describe('hand-over behind the redirect', () => {
     expect(kinds(back.actions)).not.toContain('retire');
   });
 
-  it('a hung parent is covered, not fenced: the redirect takes its clients', () => {
+  it("a hung parent is covered and fenced at once: the redirect takes new clients, the fence ends the established ones (the kubelet's)", () => {
     const healthy = structuredClone(fixtures(REDIRECT).Healthy!.state);
     const hung = (n: number): Input => ({ type: 'beat', beat: beat('Ready', { channel: 'local', unanswered: true, afterReady: true, sequence: 1000 + n }) });
     const r = feed(healthy, [
@@ -109,7 +109,10 @@ describe('hand-over behind the redirect', () => {
       [4500, hung(3)],
       [5500, hung(4)],
     ]);
-    expect(kinds(r.actions)).not.toContain('fence');
+    expect(r.state.state).toBe('Active');
+    expect(r.state.reason.code).toBe('ParentHung');
+    expect(kinds(r.actions)).toEqual(expect.arrayContaining(['activate', 'fence']));
+    expect(r.actions.filter((a) => a.type === 'fence')).toHaveLength(1);
   });
 
   it("a bad spec's exits behind it are a verdict, said, and never rewrite the copy; the copy's own spec exiting fast is no sign of anything", () => {
