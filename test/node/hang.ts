@@ -69,6 +69,7 @@ export async function hangOnce(tb: Testbed, opts: { hangS: number; limitS: numbe
   process.kill(pid, 'SIGSTOP');
   log(`kube-apiserver pid ${pid} (pod ${podUid}) stopped for ${opts.hangS}s`);
   const end = t0 + opts.hangS * 1000;
+  const redirect = tb.handover === 'redirect';
   const since = (t: number) => round((t - t0) / 1000);
   let fencedAt: number | null = null;
   let parentServedAt: number | null = null;
@@ -98,17 +99,19 @@ export async function hangOnce(tb: Testbed, opts: { hangS: number; limitS: numbe
       }
     }
     // The DaemonSet pod's restarted api-server serving, its checkpoint retired (polled only after a
-    // fence: before it the stopped process is still the pod's, and counts as its container).
-    if (fencedAt !== null && parentServedAt === null) {
+    // fence: before it the stopped process is still the pod's, and counts as its container). Behind
+    // the redirect nothing is fenced: the same process, once continued, serves again and is handed back.
+    const handBack = redirect && fencedAt === null && continued;
+    if ((fencedAt !== null || handBack) && parentServedAt === null) {
       try {
-        if (!tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver', fencedAt)) && (await tb.readyz()))
+        if (!tb.checkpointActive('kube-apiserver') && (await tb.daemonPodServing('kube-apiserver', fencedAt ?? 0)) && (await tb.readyz()))
           parentServedAt = Date.now();
       } catch {
         // the api-server went away between two polls: try again
       }
     }
     if (continued && parentServedAt !== null && Date.now() - parentServedAt >= opts.settleS * 1000) break;
-    if (continued && fencedAt === null && Date.now() >= end + opts.settleS * 1000) break;
+    if (continued && fencedAt === null && !redirect && Date.now() >= end + opts.settleS * 1000) break;
     await sleep(200);
   }
   if (!continued) {
