@@ -251,9 +251,7 @@ if (o.json) {
     console.log(
       `  failed polls from ${SERVED_AGAIN_GOAL_S} s to the hang's end: ${hangs.map((h) => `${h.failedAfterGoal} of ${h.pollsAfterGoal}`).join(', ')}`,
     );
-    console.log(
-      `  fenced (the stopped process killed): ${spread(hangs.map((h) => h.fencedAfterS))} after the stop${o.handover === 'redirect' ? ' (none expected behind the redirect)' : ''}`,
-    );
+    console.log(`  fenced (the stopped process killed): ${spread(hangs.map((h) => h.fencedAfterS))} after the stop`);
     console.log(`  parent serves, checkpoint retired: ${spread(hangs.map((h) => h.parentServedAfterS))} after the stop`);
     console.log(`  load average at each end: ${load.map((l) => l.join(' ')).join('; ')}`);
   }

@@ -100,7 +100,8 @@ export async function hangOnce(tb: Testbed, opts: { hangS: number; limitS: numbe
     }
     // The DaemonSet pod's restarted api-server serving, its checkpoint retired (polled only after a
     // fence: before it the stopped process is still the pod's, and counts as its container). Behind
-    // the redirect nothing is fenced: the same process, once continued, serves again and is handed back.
+    // the redirect, a process that was not fenced (its fence refused or not yet due) serves again,
+    // once continued, and is handed back: that counts too.
     const handBack = redirect && fencedAt === null && continued;
     if ((fencedAt !== null || handBack) && parentServedAt === null) {
       try {
