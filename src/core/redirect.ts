@@ -3,8 +3,9 @@
 // the parent is not proven Ready, the node redirects new connections to the parent's port to the
 // copy's. When nothing says the parent may be serving (its last beat is not Ready, or not fresh: a
 // power cycle, a hang, a parent gone), the redirect stands from the copy's first beat instead: a
-// client then waits for the copy's start, not for the probe round after it that proves it Ready. A parent that starts, hangs or fails behind the redirect receives no new connection. The
-// hand-back, once the parent is proven Ready (its own sidecar probes it on an address the redirect
+// client then waits for the copy's start, not for the probe round after it that proves it Ready.
+// A parent that starts, hangs or fails behind the redirect receives no new connection (a hung one
+// is fenced too: fence.ts). The hand-back, once the parent is proven Ready (its own sidecar probes it on an address the redirect
 // leaves alone): the redirect goes first, the copy's connections get REDIRECT_DRAIN_MS to finish,
 // then the copy retires.
 //
