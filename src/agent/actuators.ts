@@ -266,7 +266,8 @@ export function makeActuators(d: ActuatorDeps): Actuators<V1Pod> & {
           'probes of the parent that the redirect would send to its checkpoint',
         );
         const involved = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name, namespace: p.namespace, uid: pod.metadata?.uid };
-        await recordEvent(p.namespace, p.key, involved, { type: 'event', eventType: 'Warning', reason: 'ProbeRedirected', message }).catch((e: unknown) =>
+        // Not awaited: the capture is done, and an Event waits for the api-server (kept while it does not answer).
+        void recordEvent(p.namespace, p.key, involved, { type: 'event', eventType: 'Warning', reason: 'ProbeRedirected', message }).catch((e: unknown) =>
           d.logger.warn({ parent: p.id, err: (e as Error).message }, 'could not record the ProbeRedirected Event'),
         );
       }
