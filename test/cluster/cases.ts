@@ -438,8 +438,8 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
           ],
           [
             goal('the load balancer keeps ≥ 99% during the hang', pct(cut) >= 99, `${pct(cut)}% of ${cut.polls} polls`),
-            // Under `handover: redirect` nothing is fenced: the node's new connections go to the copy
-            // while the hung parent is not Ready (docs/decisions/0012-one-listener-per-port.md).
+            // Under `handover: redirect` what serves the node's clients is the redirect to the copy
+            // (the hung process is fenced too, counted in `fenced`: docs/decisions/0012-one-listener-per-port.md).
             c.handover === 'redirect'
               ? goal(
                   `lastseen redirects ${victim}'s clients from the hung parent to its copy`,

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { manifestFile } from '../../src/core/names.js';
 import { REPO, type TestbedEnv } from '../node/env.js';
-import { type Handover, redirectPolicy } from '../node/manifests.js';
+import { type Handover, heartbeatStarted, testbedPolicy, withPolicy } from '../node/manifests.js';
 import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
 import { clusterSelfHostedObjects, clusterStaticManifests, NODES } from './manifests.js';
 
@@ -378,25 +378,20 @@ export class Cluster {
 
   /** The bed's policy (deploy/overlays/testbed's), with kube-apiserver's hand-over as `handover` says. */
   policyYaml(): string {
-    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
-    return this.handover === 'redirect' ? redirectPolicy(this.podEnv, policy) : policy;
+    return testbedPolicy(this.podEnv, this.handover);
   }
 
   async installLastseen(): Promise<void> {
     const rendered = await this.kubectl(['kustomize', join(REPO, 'deploy', 'overlays', 'cluster')]);
     const docs = parseAllDocuments(rendered).map((d) => d.toJSON());
-    if (this.handover !== 'overlap') {
-      const cm = docs.find((o) => o?.kind === 'ConfigMap' && o.metadata?.name === 'lastseen-policy');
-      if (!cm) throw new Error('deploy/overlays/cluster rendered no lastseen-policy ConfigMap');
-      cm.data = { 'policy.yaml': this.policyYaml() };
-    }
+    if (this.handover !== 'overlap') withPolicy(docs, this.policyYaml(), 'deploy/overlays/cluster');
     await this.apply(docs);
   }
 
   /** The kubelet of node `n` runs the api-server DaemonSet's pod: its heartbeat sidecar has started. */
   async apiserverPodStarted(n: string): Promise<boolean> {
     const pods = (await this.apiPods('app.kubernetes.io/name=kube-apiserver')) as Array<PodJson & { status?: { initContainerStatuses?: ContainerStatus[] } }>;
-    return pods.some((p) => p.spec?.nodeName === n && (p.status?.initContainerStatuses ?? []).some((c) => c.state?.running));
+    return pods.some((p) => p.spec?.nodeName === n && heartbeatStarted(p));
   }
 
   /** From the static control plane to the self-hosted one, watched by lastseen; then the static api-servers go. */

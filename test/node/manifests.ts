@@ -3,7 +3,7 @@
 // real ones as DaemonSet pods (hostNetwork) with the `lastseen heartbeat` sidecar; then the
 // temporary ones go, and the only way back after a reboot is lastseen. etcd stays a static pod.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parseAllDocuments, parseDocument, stringify, type YAMLMap, type YAMLSeq } from 'yaml';
@@ -334,6 +334,24 @@ export function redirectPolicy(env: TestbedEnv, policyYaml: string): string {
   api.setIn(['policy', 'handover'], 'redirect');
   api.setIn(['policy', 'redirect'], doc.createNode({ port: env.apiserverPort, copyPort: REDIRECT_COPY_PORT }, { flow: true }));
   return doc.toString();
+}
+
+/** The test beds' policy (deploy/overlays/testbed/policy.yaml), kube-apiserver handed over as `handover` says. */
+export function testbedPolicy(env: TestbedEnv, handover: Handover): string {
+  const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
+  return handover === 'redirect' ? redirectPolicy(env, policy) : policy;
+}
+
+/** Rendered deploy objects (`from`: the overlay, for the error) with their lastseen-policy ConfigMap holding `policyYaml`. */
+export function withPolicy(docs: Array<{ kind?: string; metadata?: { name?: string }; data?: unknown }>, policyYaml: string, from: string): void {
+  const cm = docs.find((o) => o?.kind === 'ConfigMap' && o.metadata?.name === 'lastseen-policy');
+  if (!cm) throw new Error(`${from} rendered no lastseen-policy ConfigMap`);
+  cm.data = { 'policy.yaml': policyYaml };
+}
+
+/** A pod whose lastseen-heartbeat sidecar (an init container that keeps running) has started: its kubelet runs the pod. */
+export function heartbeatStarted(p: { status?: { initContainerStatuses?: Array<{ state?: { running?: unknown } }> } }): boolean {
+  return (p.status?.initContainerStatuses ?? []).some((c) => c.state?.running);
 }
 
 type RecipeObject = {

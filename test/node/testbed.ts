@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { manifestFile } from '../../src/core/names.js';
 import { NODE_SCRIPT, REPO, type TestbedEnv, testbedEnv } from './env.js';
-import { type Handover, redirectPolicy, selfHostedFromComponents, staticManifests } from './manifests.js';
+import { type Handover, heartbeatStarted, selfHostedFromComponents, staticManifests, testbedPolicy, withPolicy } from './manifests.js';
 
 const run = promisify(execFile);
 export const MANIFESTS = '/etc/kubernetes/manifests';
@@ -72,8 +72,7 @@ export class Testbed {
 
   /** The test bed's policy (deploy/overlays/testbed), for this bed's hand-over. */
   policyYaml(): string {
-    const policy = readFileSync(join(REPO, 'deploy', 'overlays', 'testbed', 'policy.yaml'), 'utf8');
-    return this.handover === 'redirect' ? redirectPolicy(this.env, policy) : policy;
+    return testbedPolicy(this.env, this.handover);
   }
 
   async node(cmd: 'up' | 'down' | 'kill' | 'start' | 'reboot' | 'images' | 'status'): Promise<string> {
@@ -258,11 +257,7 @@ export class Testbed {
     const docs = parseAllDocuments(rendered)
       .map((d) => d.toJSON())
       .filter((o) => o && (withAgent || o.kind !== 'DaemonSet'));
-    if (this.handover !== 'overlap') {
-      const cm = docs.find((o) => o.kind === 'ConfigMap' && o.metadata?.name === 'lastseen-policy');
-      if (!cm) throw new Error('deploy/overlays/testbed rendered no lastseen-policy ConfigMap');
-      cm.data = { 'policy.yaml': this.policyYaml() };
-    }
+    if (this.handover !== 'overlap') withPolicy(docs, this.policyYaml(), 'deploy/overlays/testbed');
     await this.apply(docs);
   }
 
@@ -290,7 +285,7 @@ export class Testbed {
       // the temporary one holds it: as bootkube does, the temporary one goes once the kubelet has
       // the self-hosted pod (its sidecar started), and the self-hosted one binds on its next start.
       await this.waitFor('the kubelet starting the kube-apiserver DaemonSet pod', 180, async () =>
-        (await this.apiPods('app.kubernetes.io/name=kube-apiserver')).some((p) => (p.status?.initContainerStatuses ?? []).some((c) => c.state?.running)),
+        (await this.apiPods('app.kubernetes.io/name=kube-apiserver')).some(heartbeatStarted),
       );
       rmSync(join(MANIFESTS, 'bootstrap-kube-apiserver.yaml'), { force: true });
       log(`bootstrap api-server removed after ${((Date.now() - t0) / 1000).toFixed(1)}s (handover: redirect)`);
