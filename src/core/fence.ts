@@ -260,27 +260,17 @@ export function judgeFencedNotBack(s: ParentState, now: number, actions: Action[
  */
 function coverHung(s: ParentState, podUid: string, now: number, actions: Action[]): boolean | null {
   const secsHung = secs(now - s.hang.since!.at + (s.declaredIntervalMs ?? s.policy.intervalMs));
-  if (s.policy.handover === 'redirect') {
-    // The copy serves on its own port and, once Ready, the redirect sends new connections to it. But
-    // a redirect moves no established connection: the node's kubelet keeps its HTTP/2 connection to
-    // the hung api-server, and its start of the copy (a static pod: the mirror pod is created
-    // first, through that connection) waited 35 s for it to be declared lost on the three-node
-    // bed. Fenced at once, as under overlap: the kubelet's next connection is redirected.
+  if (s.policy.handover !== 'release') {
+    // Under `redirect` the copy serves on its own port and, once Ready, the redirect sends new
+    // connections to it. But a redirect moves no established connection: the node's kubelet keeps
+    // its HTTP/2 connection to the hung api-server, and its start of the copy (a static pod: the
+    // mirror pod is created first, through that connection) waited 35 s for it to be declared lost
+    // on the three-node bed. So both modes fence at once; the kubelet's next connection reaches the copy.
+    const behind = s.policy.handover === 'redirect' ? '; the copy serves behind the redirect' : '';
     const changed = cover(
       s,
       'ParentHung',
-      `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung}); the copy serves behind the redirect`,
-      now,
-      actions,
-    );
-    requestFence(s, podUid, now, actions);
-    return changed;
-  }
-  if (s.policy.handover === 'overlap') {
-    const changed = cover(
-      s,
-      'ParentHung',
-      `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung})`,
+      `the parent's process holds its port but has not answered its sidecar's probe for ${s.hang.rounds} rounds (~${secsHung})${behind}`,
       now,
       actions,
     );
