@@ -421,7 +421,8 @@ export class Kubelet {
       this.after(Math.min(GATE_POLL_MS, until - now), () => this.behindGate(p, until, true));
       return;
     }
-    if (waited) this.world.log(this.node.name, 'kubelet', `pod ${p.name}: its sidecar's postStart hook returned: ${v.open ? v.why : 'its --max passed'}`, spec.key);
+    if (waited)
+      this.world.log(this.node.name, 'kubelet', `pod ${p.name}: its sidecar's postStart hook returned: ${v.open ? v.why : 'its --max passed'}`, spec.key);
     this.startContainer(p);
   }
 
