@@ -24,7 +24,6 @@ const subcommands: Record<string, () => Promise<{ register: (p: Command) => void
   ready: () => import('./ready.js'),
   simulate: () => import('./simulate.js'),
   status: () => import('./status.js'),
-  'wait-checkpoint': () => import('./wait-checkpoint.js'),
 };
 
 async function main(): Promise<void> {

@@ -86,7 +86,6 @@ function apply(w: World, f: FaultSpec): void {
       n.ports.clear();
       n.redirects.clear();
       n.files.clear();
-      n.fileTimes.clear();
       w.invariants.nodeRebooted(n);
       w.kubelets.delete(n.name);
       w.agents.delete(n.name);

@@ -29,9 +29,6 @@
 //   api-server pod (it had failed to bind prior) - even though it could successfully start now").
 //   Exits while connected are noticed and restarted on the crash-loop back-off as usual. Static pods
 //   (checkpoint copies, the agent) come from the manifest folder and are always restarted.
-import { localBeatText } from '../channels/local.js';
-import { localBeatFile } from '../core/names.js';
-import { GATE_POLL_MS, judgeGate } from '../heartbeat/checkpoint-gate.js';
 import { type KubeletModel, noticeDelayMs } from './kubelet-model.js';
 import type { PodRole, PodSpec, SimNode } from './model.js';
 import { AGENT_MANIFEST, T } from './model.js';
@@ -396,34 +393,7 @@ export class Kubelet {
     this.world.log(this.node.name, 'kubelet', `pod ${p.name} (${p.source}${p.spec ? `, gen ${p.spec.generation}` : ''}) added`, p.spec?.key);
     if (p.spec && p.role !== 'agent') p.sidecar = this.world.startSidecar(this.node, p);
     this.report(p);
-    const gateMs = p.source === 'api' && p.role === 'parent' ? (p.spec?.waitForCheckpointMs ?? 0) : 0;
-    this.after(p.source === 'api' ? this.model.apiPodStartMs : this.model.staticPodStartMs, () =>
-      gateMs > 0 ? this.behindGate(p, this.world.q.now + gateMs, false) : this.startContainer(p),
-    );
-  }
-
-  /**
-   * The sidecar's postStart hook `wait-checkpoint` (src/cli/wait-checkpoint.ts): production's judge
-   * of the copy's beat file on the node's tmpfs, every GATE_POLL_MS, until it opens or `until`.
-   * The kubelet starts the main container when the hook returns.
-   */
-  private behindGate(p: KPod, until: number, waited: boolean): void {
-    if (p.removed || p.state !== 'waiting') return;
-    const spec = p.spec!;
-    const file = localBeatFile(spec.namespace, spec.key, 'checkpoint');
-    const beat = this.node.files.get(file);
-    const target = { node: this.node.name, namespace: spec.namespace, key: spec.key };
-    const reading = beat ? { text: localBeatText({ ...target, role: beat.role }, beat), mtimeMs: this.node.fileTimes.get(file) ?? 0 } : null;
-    const now = this.world.q.now;
-    const v = judgeGate(reading, target, now);
-    if (!v.open && now < until) {
-      if (!waited) this.world.log(this.node.name, 'kubelet', `pod ${p.name}: its sidecar's postStart hook waits: ${v.why}`, spec.key);
-      this.after(Math.min(GATE_POLL_MS, until - now), () => this.behindGate(p, until, true));
-      return;
-    }
-    if (waited)
-      this.world.log(this.node.name, 'kubelet', `pod ${p.name}: its sidecar's postStart hook returned: ${v.open ? v.why : 'its --max passed'}`, spec.key);
-    this.startContainer(p);
+    this.after(p.source === 'api' ? this.model.apiPodStartMs : this.model.staticPodStartMs, () => this.startContainer(p));
   }
 
   private startContainer(p: KPod): void {

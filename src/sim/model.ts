@@ -51,12 +51,6 @@ export interface PodSpec {
    * the grace period, which it uses up). 0: none; a checkpoint copy has none.
    */
   preStopMs: number;
-  /**
-   * The sidecar's postStart wait (`wait-checkpoint --max`): the main container of a pod created by
-   * the api-server starts once this node's checkpoint of the key is not starting, at most this long
-   * after the sidecar. 0: none. A copy's own sidecar waits for nothing (LASTSEEN_ROLE=checkpoint).
-   */
-  waitForCheckpointMs: number;
 }
 
 export type PodRole = Role | 'agent';
@@ -141,8 +135,6 @@ export interface SimNode {
   disk: NodeDisk;
   /** /run/lastseen/heartbeats (tmpfs): file name -> beat. Wiped on reboot. */
   files: Map<string, Beat>;
-  /** When each of those files was last written (the event queue's time): its mtime. */
-  fileTimes: Map<string, number>;
   net: NodeNet;
   /** Host ports: port -> the pods holding it (uid -> binds with port sharing). */
   ports: Map<number, Map<string, boolean>>;

@@ -8,11 +8,8 @@ type FaultInput = NonNullable<ScenarioInput['faults']>[number];
 /** The api-server parent of both sweeps: as deploy/base/policy.yaml has it, or sharing its port with the overlap hand-over. */
 const APISERVER = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiUnreachable: 'activate' } } as const;
 const SHARED_APISERVER = { ...APISERVER, portSharing: true, policy: { ...APISERVER.policy, handover: 'overlap' } } as const;
-/**
- * As deploy/components/parent-kube-apiserver writes it: deleted, it serves through a 20 s preStop
- * pause; its containers wait (at most 60 s) while the node's copy of it starts.
- */
-const SHARED_APISERVER_PRESTOP = { ...SHARED_APISERVER, preStop: '20s', terminationGracePeriod: '45s', waitForCheckpoint: '60s' } as const;
+/** As deploy/components/parent-kube-apiserver writes it: deleted, it serves through a 20 s preStop pause. */
+const SHARED_APISERVER_PRESTOP = { ...SHARED_APISERVER, preStop: '20s', terminationGracePeriod: '45s' } as const;
 /**
  * Behind the node-local redirect (handover: redirect, docs/decisions/0012-one-listener-per-port.md): the copy on a port of
  * its own; the parent still shares its port with its own successor (a surge).

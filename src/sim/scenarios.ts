@@ -11,15 +11,13 @@ const apiserver = { key: 'kube-apiserver', kind: 'apiserver', policy: { whenApiU
 /**
  * The api-server as deploy/components/parent-kube-apiserver makes it: port sharing, `handover:
  * overlap`, and a 20 s preStop pause (grace 45 s): deleted, it serves on while its copy starts
- * beside it (src/core/deletion.ts); its containers wait (at most 60 s) while the node's copy of it
- * starts (src/heartbeat/checkpoint-gate.ts).
+ * beside it (src/core/deletion.ts).
  */
 const sharedApiserver = {
   ...apiserver,
   portSharing: true,
   preStop: '20s',
   terminationGracePeriod: '45s',
-  waitForCheckpoint: '60s',
   policy: { ...apiserver.policy, handover: 'overlap' },
 } as const;
 /** A node-level DaemonSet (a CNI agent): losing the api-server is not its death. */
@@ -440,7 +438,6 @@ const redirectApiserver = {
   portSharing: true,
   preStop: '20s',
   terminationGracePeriod: '45s',
-  waitForCheckpoint: '60s',
   policy: { ...apiserver.policy, handover: 'redirect', redirect: { port: 6443, copyPort: 16443 } },
 } as const;
 // A bad spec behind the redirect receives no connection: its rollout costs the node's clients

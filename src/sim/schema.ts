@@ -73,13 +73,6 @@ const parent = z.strictObject({
    * has none (sanitize drops it).
    */
   preStop: duration().optional(),
-  /**
-   * The heartbeat sidecar's postStart hook `wait-checkpoint --max=D` (the parent recipes'): a pod of
-   * this parent created by the api-server starts its main container only when this node's
-   * checkpoint of it is not starting (src/heartbeat/checkpoint-gate.ts), at most D later. Default
-   * none.
-   */
-  waitForCheckpoint: duration().optional(),
   /** Policy fields, in the policy document's syntax (`window: 20s`, `whenApiUnreachable: activate`). */
   policy: z.record(z.string(), z.unknown()).default({}),
   /**
@@ -385,8 +378,6 @@ export interface ParentDef {
   gracePeriodMs: number;
   /** The main container's preStop pause (0: none). */
   preStopMs: number;
-  /** The sidecar's wait for a starting checkpoint before the main container starts (0: none). */
-  waitForCheckpointMs: number;
   policy: ParentPolicy;
   /** The sidecar's beat period, declared in its beats (the policy's interval unless `beatInterval` is set). */
   beatIntervalMs: number;
@@ -439,7 +430,6 @@ export function parseScenario(doc: unknown): ScenarioResult {
       stopMs: p.stopTime ?? STOP_MS[p.kind],
       gracePeriodMs: p.terminationGracePeriod,
       preStopMs: p.preStop ?? 0,
-      waitForCheckpointMs: p.waitForCheckpoint ?? 0,
       policy: pr.policy.defaults,
       beatIntervalMs: p.beatInterval ?? pr.policy.defaults.intervalMs,
     });

@@ -156,7 +156,6 @@ function localWriter(world: World, node: SimNode, pod: KPod, role: Role): BeatWr
     write: (beat: Beat) => {
       if (pod.hung && pod.hungWhole) return SENT;
       node.files.set(file, beat);
-      node.fileTimes.set(file, world.q.now);
       world.onLocalBeat(node);
       if (role === 'parent') world.invariants.parentBeat(node, spec.key, beat.phase, true);
       return SENT;

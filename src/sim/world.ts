@@ -88,7 +88,6 @@ export function specFor(def: ParentDef, generation: number, healthy: boolean, st
     stopMs: def.stopMs,
     gracePeriodMs: def.gracePeriodMs,
     preStopMs: def.preStopMs,
-    waitForCheckpointMs: def.waitForCheckpointMs,
   };
 }
 
@@ -156,7 +155,6 @@ export class World {
           handovers: new Map(),
         },
         files: new Map(),
-        fileTimes: new Map(),
         net: { partitioned: false, latencyMs: 0, toApi: NO_DELAY, fromApi: NO_DELAY, watchStalled: false },
         ports: new Map(),
         redirects: new Map(),

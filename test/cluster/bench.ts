@@ -1,4 +1,4 @@
-// npm exec -- tsx test/cluster/bench.ts --add RUN.json [--add RUN.json...] [--sim FILE]
+// npm exec -- tsx test/cluster/bench.ts --add RUN.json [--add RUN.json...] [--source CMD] [--variant TEXT] [--sim FILE]
 //
 // Gathers `npm run e2e:cluster -- --out RUN.json` documents into bench/cluster.json: every run as
 // measured (with its commit, load average, static-pod limit and resources), and per case the
@@ -25,6 +25,8 @@ interface Run {
   kubeletApi?: 'local' | 'lb';
   /** The self-hosted api-servers' hand-over (every run before it was recorded: overlap). */
   handover?: 'overlap' | 'redirect';
+  /** What this run tried that the shipped code does not do (`--variant`): summed apart. */
+  variant?: string;
   source?: string;
   error?: string;
 }
@@ -40,9 +42,10 @@ const FILE = join(REPO, 'bench', 'cluster.json');
 const program = new Command('cluster-bench')
   .option('--add <file...>', 'e2e:cluster --out documents to add', [])
   .option('--source <text>', 'the command that measured the added runs')
+  .option('--variant <text>', 'the added runs tried something the shipped code does not do (summed apart, under this name)')
   .option('--sim <file>', 'simulator lines: CASE {json}');
 program.parse();
-const o = program.opts<{ add: string[]; source?: string; sim?: string }>();
+const o = program.opts<{ add: string[]; source?: string; variant?: string; sim?: string }>();
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 function stats(xs: Array<number | null | undefined>): { n: number; min: number; median: number; max: number; missing: number } | null {
@@ -71,6 +74,7 @@ for (const f of o.add) {
   const r = JSON.parse(readFileSync(f, 'utf8')) as Run;
   if (!Array.isArray(r.cases) || typeof r.measuredAt !== 'string') throw new Error(`${f}: not an e2e:cluster --out document (no cases or measuredAt)`);
   if (o.source) r.source = o.source;
+  if (o.variant) r.variant = o.variant;
   const at = runs.findIndex((x) => x.measuredAt === r.measuredAt);
   if (at >= 0) runs[at] = r;
   else runs.push(r);
@@ -80,13 +84,16 @@ const summary: Record<string, unknown> = {};
 const byCase = new Map<string, Array<{ r: CaseResult; run: Run }>>();
 // Kubelets on the load balancer and kubelets on their own node's api-server are summed apart: after
 // a power loss they start their static pods 20 s apart (docs/real-cluster.md). The redirect
-// hand-over is summed apart from port sharing too.
+// hand-over is summed apart from port sharing too, and a run of an experiment (`--variant`) apart
+// from the shipped code's.
 const summaryName = (r: CaseResult, run: Run) =>
-  (run.kubeletApi ?? 'lb') === 'lb'
-    ? `${r.case} (kubelets via the load balancer)`
-    : (run.handover ?? 'overlap') === 'redirect'
-      ? `${r.case} (handover: redirect)`
-      : r.case;
+  `${
+    (run.kubeletApi ?? 'lb') === 'lb'
+      ? `${r.case} (kubelets via the load balancer)`
+      : (run.handover ?? 'overlap') === 'redirect'
+        ? `${r.case} (handover: redirect)`
+        : r.case
+  }${run.variant ? ` (${run.variant})` : ''}`;
 for (const run of runs)
   for (const r of run.cases) {
     const name = summaryName(r, run);

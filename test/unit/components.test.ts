@@ -120,12 +120,6 @@ describe('parent recipes (deploy/components)', () => {
       `--ready-file=${readyFile}`,
     ]);
     expect(hb.volumeMounts).toContainEqual({ name: 'lastseen-ready', mountPath: '/run/lastseen/ready' });
-    // The parent's own containers wait while this node's copy of it starts: the sidecar's postStart
-    // hook (src/cli/wait-checkpoint.ts), bounded, reading the node's heartbeat folder it mounts.
-    expect((hb as { lifecycle?: unknown }).lifecycle).toEqual({
-      postStart: { exec: { command: ['/nodejs/bin/node', '--max-semi-space-size=1', '/app/lastseen-heartbeat.mjs', 'wait-checkpoint', '--max=60s'] } },
-    });
-    expect(hb.volumeMounts).toContainEqual({ name: 'lastseen-heartbeats', mountPath: '/run/lastseen/heartbeats' });
     expect(pod.volumes?.find((v) => v.name === 'lastseen-ready')?.emptyDir).toEqual({ medium: 'Memory', sizeLimit: '1Mi' });
     // The main container gets no probe from the recipe: its own stay as they were.
     expect(pod.containers[0]!.readinessProbe).toBeUndefined();
