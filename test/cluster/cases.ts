@@ -91,6 +91,8 @@ export interface NodeResult {
   node: string;
   /** The node's own api-server port answers /readyz (whoever serves it: the checkpoint, first). */
   apiServedAfterS: number | null;
+  /** power-loss: the node's own port's failed polls (every 500 ms) until it first answered, and why. */
+  ownDark?: DarkStretch[];
   /** The node's api-server DaemonSet pod serves (new containers, Ready, /readyz) with its checkpoint retired. */
   parentServedAfterS: number | null;
   /** The agent's `activating checkpoint` records for the api-server on this node. */
@@ -214,7 +216,14 @@ function nodeResult(c: Cluster, n: string, t0: number, w: Watched | null, partit
 }
 
 function pollers(c: Cluster): { lb: Poller; direct: Map<string, Poller> } {
-  return { lb: new Poller(() => c.readyzAnswer(), 100), direct: new Map(NODES.map((n) => [n, new Poller(() => c.readyz(n), 500)])) };
+  return { lb: new Poller(() => c.readyzAnswer(), 100), direct: new Map(NODES.map((n) => [n, new Poller(() => c.readyzAnswer(n), 500)])) };
+}
+
+/** A poller's failed polls from `t0` until its first answer, as dark stretches (all of them when it never answered). */
+function untilFirstAnswer(poller: Poller, t0: number): DarkStretch[] {
+  const first = poller.firstOk(t0);
+  const stretches = poller.darkStretches(t0);
+  return first === null ? stretches : stretches.filter((d) => d.fromS <= (first - t0) / 1000);
 }
 
 async function stopAll(p: { lb: Poller; direct: Map<string, Poller> }): Promise<void> {
@@ -309,7 +318,8 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         const t0 = await powerCycle(c, NODES, o.offS);
         const w = await watchRecovery(c, p.direct, { nodes: NODES, t0, limitS: o.limitS, settleS: o.settleS, othersSince: t0, parentSince: t0 });
         await stopAll(p);
-        const nodes = NODES.map((n) => nodeResult(c, n, t0, w));
+        // Why each node's own port failed until it first answered: what its copy waited on.
+        const nodes = NODES.map((n) => ({ ...nodeResult(c, n, t0, w), ownDark: untilFirstAnswer(p.direct.get(n)!, t0) }));
         const lbAt = lbFigures(p.lb, t0).lbServedAfterS;
         const limit = o.staticLimitS ?? null;
         return finish(

@@ -84,7 +84,8 @@ export function etcdCommand(env: TestbedEnv, node: string): string[] {
     '--initial-cluster-token=lastseen-cluster',
     '--heartbeat-interval=250',
     '--election-timeout=2500',
-    '--log-level=warn',
+    // LASTSEEN_CLUSTER_ETCD_LOG=info for the members' elections and slow applies (warn: only the latter).
+    `--log-level=${process.env.LASTSEEN_CLUSTER_ETCD_LOG ?? 'warn'}`,
   ];
 }
 
