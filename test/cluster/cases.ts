@@ -448,15 +448,19 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
           ],
           [
             goal('the load balancer keeps ≥ 99% during the hang', pct(cut) >= 99, `${pct(cut)}% of ${cut.polls} polls`),
-            // Under `handover: redirect` what serves the node's clients is the redirect to the copy
-            // (the hung process is fenced too, counted in `fenced`: docs/decisions/0012-one-listener-per-port.md).
-            c.handover === 'redirect'
-              ? goal(
-                  `lastseen redirects ${victim}'s clients from the hung parent to its copy`,
-                  redirectedVictim > 0,
-                  `${redirectedVictim} redirect records on ${victim}`,
-                )
-              : goal(`lastseen fences the hung parent on ${victim}`, fencedVictim > 0, `${fencedVictim} fence records on ${victim}`),
+            // The hung process is fenced in both modes (src/core/fence.ts): its established
+            // connections, the kubelet's among them, end only with it. Under `handover: redirect`
+            // new connections go to the copy (docs/decisions/0012-one-listener-per-port.md).
+            goal(`lastseen fences the hung parent on ${victim}`, fencedVictim > 0, `${fencedVictim} fence records on ${victim}`),
+            ...(c.handover === 'redirect'
+              ? [
+                  goal(
+                    `lastseen redirects ${victim}'s clients from the hung parent to its copy`,
+                    redirectedVictim > 0,
+                    `${redirectedVictim} redirect records on ${victim}`,
+                  ),
+                ]
+              : []),
             goal(`${victim}'s own clients served again within 30 s of the stop`, ownBackS !== null && ownBackS <= 30, `${ownBackS ?? 'never'} s`),
             goal('nothing left active after the thaw', left.length === 0, left.join(', ') || 'none'),
           ],
