@@ -1,8 +1,9 @@
 // What the three-master cases do to the test bed and what they measure (docs/real-cluster.md).
 // Every time is in seconds from the case's moment zero: the kubelets' start after a power cycle
 // (the earliest of the nodes started together), else the moment the disruption was made.
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
 import type { Cluster } from './cluster.js';
 import { NODES } from './manifests.js';
@@ -153,6 +154,8 @@ interface WatchOpts {
   othersSince: number;
   /** The api-server pod must have started after this moment (0: running is enough). */
   parentSince: number;
+  /** Copy each node's api-server checkpoint's pod logs here when its port first answers (the kubelet removes them at the retire). */
+  copyLogsTo?: string;
 }
 
 interface Watched {
@@ -171,7 +174,10 @@ async function watchRecovery(c: Cluster, direct: Map<string, Poller>, o: WatchOp
   while (Date.now() < deadline) {
     for (const n of o.nodes) {
       const first = direct.get(n)?.firstOk(o.t0);
-      if (first && !w.apiServedAt.has(n)) w.apiServedAt.set(n, first);
+      if (first && !w.apiServedAt.has(n)) {
+        w.apiServedAt.set(n, first);
+        if (o.copyLogsTo) keepCopyLogs(c, n, join(o.copyLogsTo, n));
+      }
     }
     try {
       const s = await c.snapshot();
@@ -192,6 +198,17 @@ async function watchRecovery(c: Cluster, direct: Map<string, Poller>, o: WatchOp
     await sleep(1000);
   }
   return w;
+}
+
+/** The node's api-server checkpoint's pod-log folders (static pod `kube-apiserver-<suffix>-<node>`), copied to `dest`. */
+function keepCopyLogs(c: Cluster, n: string, dest: string): void {
+  const root = join(c.nodeDir(n), 'pod-logs');
+  try {
+    for (const d of readdirSync(root))
+      if (d.startsWith('kube-system_kube-apiserver-') && d.includes(`-${n}_`)) cpSync(join(root, d), join(dest, d), { recursive: true });
+  } catch (e) {
+    log(`${n}: the checkpoint's logs were not kept: ${(e as Error).message}`);
+  }
 }
 
 function nodeResult(c: Cluster, n: string, t0: number, w: Watched | null, partitioned = false): NodeResult {
@@ -308,6 +325,8 @@ export interface CaseOpts {
   holdS: number;
   /** Twice the static-pod control plane's time to answer after a power loss (power-loss's goal; null: not measured). */
   staticLimitS?: number | null;
+  /** power-loss: keep each node's api-server checkpoint's logs under this folder (`<dir>/<node>/`), as its port first answers. */
+  copyLogsTo?: string;
 }
 
 export async function runCase(c: Cluster, name: CaseName, round: number, o: CaseOpts): Promise<CaseResult> {
@@ -316,7 +335,8 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
     switch (name) {
       case 'power-loss': {
         const t0 = await powerCycle(c, NODES, o.offS);
-        const w = await watchRecovery(c, p.direct, { nodes: NODES, t0, limitS: o.limitS, settleS: o.settleS, othersSince: t0, parentSince: t0 });
+        const copyLogsTo = o.copyLogsTo ? join(o.copyLogsTo, `power-loss-${round}`) : undefined;
+        const w = await watchRecovery(c, p.direct, { nodes: NODES, t0, limitS: o.limitS, settleS: o.settleS, othersSince: t0, parentSince: t0, copyLogsTo });
         await stopAll(p);
         // Why each node's own port failed until it first answered: what its copy waited on.
         const nodes = NODES.map((n) => ({ ...nodeResult(c, n, t0, w), ownDark: untilFirstAnswer(p.direct.get(n)!, t0) }));

@@ -8,6 +8,7 @@
 // nodes, so it comes last). Prints one JSON document with --json. Needs root; see docs/real-cluster.md.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command } from 'commander';
 import { log } from '../node/testbed.js';
 import { CASES, type CaseName, type CaseResult, runCase, staticPowerLoss } from './cases.js';
@@ -30,7 +31,10 @@ const program = new Command('e2e:cluster')
     'overlap',
   )
   .option('--keep', 'leave the test bed up at the end')
-  .option('--logs <dir>', "copy every node's pod logs here before the bed goes down");
+  .option(
+    '--logs <dir>',
+    "copy every node's pod logs here before the bed goes down (and, in power-loss, each api-server checkpoint's logs to DIR/copies as its port first answers)",
+  );
 program.parse();
 const o = program.opts<{
   case: string;
@@ -103,7 +107,14 @@ try {
   const staticLimitS = measured.length ? Math.round(2 * median(measured) * 100) / 100 : null;
   for (const name of cases) {
     for (let i = 1; i <= (wanted.get(name) ?? rounds) && !(name === 'master-lost' && i > 1); i++) {
-      const r = await runCase(c, name, i, { offS: Number(o.off), limitS: Number(o.limit), settleS: Number(o.settle), holdS: Number(o.hold), staticLimitS });
+      const r = await runCase(c, name, i, {
+        offS: Number(o.off),
+        limitS: Number(o.limit),
+        settleS: Number(o.settle),
+        holdS: Number(o.hold),
+        staticLimitS,
+        ...(o.logs ? { copyLogsTo: join(o.logs, 'copies') } : {}),
+      });
       results.push(r);
       log(`${name} ${i}: ${JSON.stringify(r)}`);
       // What is measured so far, in case the run is cut short.
