@@ -200,12 +200,17 @@ async function watchRecovery(c: Cluster, direct: Map<string, Poller>, o: WatchOp
   return w;
 }
 
-/** The node's api-server checkpoint's pod-log folders (static pod `kube-apiserver-<suffix>-<node>`), copied to `dest`. */
+/**
+ * The node's api-server checkpoint's pod-log folders (static pod `kube-apiserver-<suffix>-<node>`)
+ * and its etcd member's, copied to `dest` (the bed's `--logs` keeps only the last two runs of each
+ * container, and nothing of a retired copy).
+ */
 function keepCopyLogs(c: Cluster, n: string, dest: string): void {
   const root = join(c.nodeDir(n), 'pod-logs');
   try {
     for (const d of readdirSync(root))
-      if (d.startsWith('kube-system_kube-apiserver-') && d.includes(`-${n}_`)) cpSync(join(root, d), join(dest, d), { recursive: true });
+      if ((d.startsWith('kube-system_kube-apiserver-') && d.includes(`-${n}_`)) || d.startsWith(`kube-system_etcd-${n}_`))
+        cpSync(join(root, d), join(dest, d), { recursive: true });
   } catch (e) {
     log(`${n}: the checkpoint's logs were not kept: ${(e as Error).message}`);
   }
