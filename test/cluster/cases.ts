@@ -1,7 +1,8 @@
 // What the three-master cases do to the test bed and what they measure (docs/real-cluster.md).
 // Every time is in seconds from the case's moment zero: the kubelets' start after a power cycle
 // (the earliest of the nodes started together), else the moment the disruption was made.
-import { cpSync, existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { cp, readdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CONTROL_PLANE, log, sleep } from '../node/testbed.js';
@@ -154,7 +155,7 @@ interface WatchOpts {
   othersSince: number;
   /** The api-server pod must have started after this moment (0: running is enough). */
   parentSince: number;
-  /** Copy each node's api-server checkpoint's pod logs here when its port first answers (the kubelet removes them at the retire). */
+  /** Copy each node's api-server checkpoint's and etcd member's pod logs here when its port first answers (the kubelet removes a copy's at the retire). */
   copyLogsTo?: string;
 }
 
@@ -176,7 +177,8 @@ async function watchRecovery(c: Cluster, direct: Map<string, Poller>, o: WatchOp
       const first = direct.get(n)?.firstOk(o.t0);
       if (first && !w.apiServedAt.has(n)) {
         w.apiServedAt.set(n, first);
-        if (o.copyLogsTo) keepCopyLogs(c, n, join(o.copyLogsTo, n));
+        // Not awaited: the copy must not hold up the watch or the pollers it measures with.
+        if (o.copyLogsTo) void keepCopyLogs(c, n, join(o.copyLogsTo, n));
       }
     }
     try {
@@ -205,12 +207,12 @@ async function watchRecovery(c: Cluster, direct: Map<string, Poller>, o: WatchOp
  * and its etcd member's, copied to `dest` (the bed's `--logs` keeps only the last two runs of each
  * container, and nothing of a retired copy).
  */
-function keepCopyLogs(c: Cluster, n: string, dest: string): void {
+async function keepCopyLogs(c: Cluster, n: string, dest: string): Promise<void> {
   const root = join(c.nodeDir(n), 'pod-logs');
   try {
-    for (const d of readdirSync(root))
+    for (const d of await readdir(root))
       if ((d.startsWith('kube-system_kube-apiserver-') && d.includes(`-${n}_`)) || d.startsWith(`kube-system_etcd-${n}_`))
-        cpSync(join(root, d), join(dest, d), { recursive: true });
+        await cp(join(root, d), join(dest, d), { recursive: true });
   } catch (e) {
     log(`${n}: the checkpoint's logs were not kept: ${(e as Error).message}`);
   }
@@ -330,7 +332,7 @@ export interface CaseOpts {
   holdS: number;
   /** Twice the static-pod control plane's time to answer after a power loss (power-loss's goal; null: not measured). */
   staticLimitS?: number | null;
-  /** power-loss: keep each node's api-server checkpoint's logs under this folder (`<dir>/<node>/`), as its port first answers. */
+  /** power-loss: keep each node's api-server checkpoint's and etcd member's logs under this folder (`<dir>/power-loss-<round>/<node>/`), as its port first answers. */
   copyLogsTo?: string;
 }
 

@@ -33,7 +33,7 @@ const program = new Command('e2e:cluster')
   .option('--keep', 'leave the test bed up at the end')
   .option(
     '--logs <dir>',
-    "copy every node's pod logs here before the bed goes down (and, in power-loss, each api-server checkpoint's logs to DIR/copies as its port first answers)",
+    "copy every node's pod logs here before the bed goes down (and, in power-loss, each api-server checkpoint's and etcd member's logs to DIR/copies as the node's port first answers)",
   );
 program.parse();
 const o = program.opts<{
