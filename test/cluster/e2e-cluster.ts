@@ -144,6 +144,8 @@ const doc = {
   commit,
   kubeletApi: c.env.kubeletApi,
   handover: c.handover,
+  // The control-plane pods' CPU requests (test/cluster/manifests.ts): kubeadm's, or none (BestEffort).
+  requests: process.env.LASTSEEN_CLUSTER_REQUESTS === 'none' ? 'none' : 'kubeadm',
   ...(failed ? { error: failed.message } : {}),
 };
 if (o.out) writeFileSync(o.out, `${JSON.stringify(doc, null, 2)}\n`);

@@ -23,7 +23,13 @@ export const LB_IP = '10.213.0.10';
 export const LB_PORT = 6443;
 export const nodeIp = (n: string) => `10.213.0.1${n.slice(1)}`;
 
-type Container = { name: string; command?: string[]; env?: Array<{ name: string; value?: string }>; readinessProbe?: object };
+type Container = {
+  name: string;
+  command?: string[];
+  env?: Array<{ name: string; value?: string }>;
+  readinessProbe?: object;
+  resources?: { requests?: Record<string, string> };
+};
 type PodSpec = { containers: Container[]; initContainers?: Container[] };
 
 function podSpec(obj: { kind?: string; spec?: unknown }): PodSpec | null {
@@ -53,12 +59,35 @@ function apiserverReadiness(command: string[], host: string): object {
   return { httpGet: { host, port, path: '/readyz', scheme: 'HTTPS' }, periodSeconds: 2, timeoutSeconds: 2, failureThreshold: 2 };
 }
 
-/** Every container of the object: api-server flags for three masters, in-cluster clients to the load balancer. */
+/**
+ * The CPU kubeadm's manifests request for each control-plane component. Without a request a pod is
+ * BestEffort: on the kubelet's cgroups its whole QoS class weighs 2 shares against the Burstable
+ * class's sum of requests (the agent's 20m and each sidecar's 10m make it 50), so while any of
+ * those run, etcd and the api-servers get a twenty-fifth of the node: a starvation no kubeadm
+ * cluster has. `LASTSEEN_CLUSTER_REQUESTS=none` leaves them BestEffort, as every run before
+ * 2026-12-07 had them.
+ */
+const KUBEADM_CPU: Record<string, string> = {
+  '/usr/local/bin/etcd': '100m',
+  '/usr/local/bin/kube-apiserver': '250m',
+  '/usr/local/bin/kube-controller-manager': '200m',
+  '/usr/local/bin/kube-scheduler': '100m',
+};
+
+function withKubeadmRequests(c: Container): void {
+  if (process.env.LASTSEEN_CLUSTER_REQUESTS === 'none') return;
+  const cpu = c.command?.[0] && KUBEADM_CPU[c.command[0]];
+  if (!cpu || c.resources?.requests) return;
+  c.resources = { ...c.resources, requests: { cpu, ...(c.command?.[0] === '/usr/local/bin/etcd' ? { memory: '100Mi' } : {}) } };
+}
+
+/** Every container of the object: api-server flags for three masters, in-cluster clients to the load balancer, kubeadm's requests. */
 function forCluster<T extends { kind?: string; spec?: unknown }>(obj: T, probeHost = '127.0.0.1'): T {
   const spec = podSpec(obj);
   if (!spec) return obj;
   for (const c of spec.containers) if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.readinessProbe = apiserverReadiness(c.command, probeHost);
   for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) {
+    withKubeadmRequests(c);
     if (c.command?.[0] === '/usr/local/bin/kube-apiserver') c.command = clusterApiserverCommand(c.command);
     for (const e of c.env ?? []) {
       if (e.name === 'KUBERNETES_SERVICE_HOST') e.value = LB_IP;
