@@ -25,6 +25,10 @@ interface Run {
   kubeletApi?: 'local' | 'lb';
   /** The self-hosted api-servers' hand-over (every run before it was recorded: overlap). */
   handover?: 'overlap' | 'redirect';
+  /** Rolling reboots of the static-pod control plane (`--static-rolling`): its load balancer's failed polls. */
+  staticRolling?: Array<{ polls: number; failedPolls: number; failedPct: number; failedS: number; durationS: number }>;
+  /** The bed's control-plane CPU requests: kubeadm's, or none (every run before it was recorded). Summed together: no difference measured (docs/real-cluster.md). */
+  requests?: 'kubeadm' | 'none';
   /** What this run tried that the shipped code does not do (`--variant`): summed apart. */
   variant?: string;
   source?: string;

@@ -126,6 +126,8 @@ export interface CaseResult {
   /** The load balancer's failed polls as stretches, seconds from moment zero, with why they failed. */
   lbDark: DarkStretch[];
   durationS: number;
+  /** Moment zero as a wall-clock time, to line the case up with the nodes' logs. */
+  startedAt: string;
   /** The machine's load average (1, 5, 15 min) at the case's end: the bed shares two cores with everyone's work. */
   loadAvg: [number, number, number];
   nodes: NodeResult[];
@@ -279,6 +281,43 @@ async function powerCycle(c: Cluster, nodes: readonly string[], offS: number): P
   return Math.min(...nodes.map((n) => c.kubeletStartedAt(n)));
 }
 
+/** What the load balancer's polls saw over a static-pod control plane's rolling reboot. */
+export interface StaticRoll {
+  polls: number;
+  failedPolls: number;
+  failedPct: number;
+  failedS: number;
+  durationS: number;
+  lbDark: DarkStretch[];
+}
+
+/**
+ * The static-pod control plane rolled as `rolling-reboot` rolls lastseen's: each node power-cycled
+ * in turn, the next once its own api-server answers again, then `settleS` more. What its load
+ * balancer's polls lose is what the bed's power-offs cost any control plane (a dead backend until
+ * haproxy's checks take it out, an etcd member lost, a leader elected again), beside which
+ * lastseen's roll is judged.
+ */
+export async function staticRollingReboot(c: Cluster, offS: number, settleS: number): Promise<StaticRoll> {
+  const p = pollers(c);
+  const t0 = Date.now();
+  for (const n of NODES) {
+    await powerCycle(c, [n], offS);
+    await c.waitFor(`${n}'s static api-server after its power cycle`, 600, () => c.readyz(n));
+  }
+  await sleep(settleS * 1000);
+  await stopAll(p);
+  const roll = p.lb.between(t0);
+  return {
+    polls: roll.polls,
+    failedPolls: roll.failed,
+    failedPct: round2(100 - pct(roll)),
+    failedS: roll.failedS,
+    durationS: round2((Date.now() - t0) / 1000),
+    lbDark: p.lb.darkStretches(t0),
+  };
+}
+
 /** The static-pod control plane power-cycled: when the load balancer and each node's api-server answer again. */
 export async function staticPowerLoss(c: Cluster, offS = 2): Promise<{ lbServedAfterS: number | null; nodes: Record<string, number | null> }> {
   const p = pollers(c);
@@ -309,6 +348,7 @@ function finish(name: CaseName, round: number, t0: number, lb: Poller, nodes: No
     recovered,
     ...lbFigures(lb, t0),
     durationS: round2((Date.now() - t0) / 1000),
+    startedAt: new Date(t0).toISOString(),
     loadAvg,
     nodes,
     notes,

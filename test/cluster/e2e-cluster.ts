@@ -1,4 +1,4 @@
-// npm run e2e:cluster -- --case CASE[:ROUNDS][,CASE...] [--rounds N] [--json] [--static-rounds N] [--out FILE] [--handover overlap|redirect]
+// npm run e2e:cluster -- --case CASE[:ROUNDS][,CASE...] [--rounds N] [--json] [--static-rounds N] [--static-rolling N] [--out FILE] [--handover overlap|redirect]
 //
 // Three real nodes (scripts/cluster: kubelets v1.36.3, containerd, haproxy in front of the three
 // api-servers): a static-pod control plane first, power-cycled --static-rounds times to measure the
@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { log } from '../node/testbed.js';
-import { CASES, type CaseName, type CaseResult, runCase, staticPowerLoss } from './cases.js';
+import { CASES, type CaseName, type CaseResult, runCase, type StaticRoll, staticPowerLoss, staticRollingReboot } from './cases.js';
 import { realCluster } from './cluster.js';
 import { ResourceSampler } from './resources.js';
 
@@ -19,6 +19,7 @@ const program = new Command('e2e:cluster')
   .option('--case <names>', `one or more of ${CASES.join(', ')}, comma-separated, each optionally :ROUNDS`, 'power-loss')
   .option('--rounds <n>', 'rounds of each case', '1')
   .option('--static-rounds <n>', 'power cycles of the static-pod control plane (the limit; 0: not measured)', '1')
+  .option('--static-rolling <n>', "rolling reboots of the static-pod control plane, beside which rolling-reboot's failed polls are judged (0: none)", '0')
   .option('--json', 'print one JSON document on stdout')
   .option('--off <seconds>', 'how long a powered-off node stays off', '2')
   .option('--limit <seconds>', 'how long to wait for a recovery', '420')
@@ -40,6 +41,7 @@ const o = program.opts<{
   case: string;
   rounds: string;
   staticRounds: string;
+  staticRolling: string;
   json?: boolean;
   off: string;
   limit: string;
@@ -57,9 +59,10 @@ if (o.handover !== 'overlap' && o.handover !== 'redirect') {
 
 const rounds = Number(o.rounds);
 const staticRounds = Number(o.staticRounds);
+const staticRolling = Number(o.staticRolling);
 // --static-rounds 0 skips the limit's measurement (the cases other than power-loss do not need it).
-if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(staticRounds) || staticRounds < 0) {
-  console.error('--rounds must be a whole number ≥ 1, --static-rounds one ≥ 0');
+if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(staticRounds) || staticRounds < 0 || !Number.isInteger(staticRolling) || staticRolling < 0) {
+  console.error('--rounds must be a whole number ≥ 1, --static-rounds and --static-rolling ones ≥ 0');
   process.exit(2);
 }
 // CASE or CASE:ROUNDS (that case's own rounds).
@@ -85,6 +88,7 @@ const sampler = new ResourceSampler(c.env.dir);
 const t0 = Date.now();
 const results: CaseResult[] = [];
 const staticRuns: Array<{ lbServedAfterS: number | null; nodes: Record<string, number | null> }> = [];
+const staticRolls: StaticRoll[] = [];
 let failed: Error | null = null;
 const median = (xs: number[]) => {
   const s = xs.slice().sort((a, b) => a - b);
@@ -101,6 +105,11 @@ try {
     const r = await staticPowerLoss(c, Number(o.off));
     log(`static power loss ${i}: ${JSON.stringify(r)}`);
     staticRuns.push(r);
+  }
+  for (let i = 1; i <= staticRolling; i++) {
+    const r = await staticRollingReboot(c, Number(o.off), Number(o.settle));
+    log(`static rolling reboot ${i}: ${r.failedPolls} of ${r.polls} polls failed (${r.failedPct}%), ${r.failedS} s, in ${r.durationS} s`);
+    staticRolls.push(r);
   }
   await c.selfHost();
   const measured = staticRuns.map((r) => r.lbServedAfterS).filter((x): x is number => x !== null);
@@ -137,6 +146,7 @@ const doc = {
   cases: results,
   staticS: staticRuns.map((r) => r.lbServedAfterS),
   staticNodesS: staticRuns.map((r) => r.nodes),
+  ...(staticRolls.length ? { staticRolling: staticRolls } : {}),
   staticLimitS: staticTimes.length ? Math.round(2 * median(staticTimes) * 100) / 100 : null,
   resources,
   totalS: Math.round((Date.now() - t0) / 1000),
