@@ -27,7 +27,7 @@ interface Run {
   handover?: 'overlap' | 'redirect';
   /** Rolling reboots of the static-pod control plane (`--static-rolling`): its load balancer's failed polls. */
   staticRolling?: Array<{ polls: number; failedPolls: number; failedPct: number; failedS: number; durationS: number }>;
-  /** The bed's control-plane CPU requests: kubeadm's, or none (every run before it was recorded). Summed together: no difference measured (docs/real-cluster.md). */
+  /** The bed's control-plane CPU requests: kubeadm's, or none (every run before it was recorded). Summed apart: behind the redirect they decide the power loss (docs/real-cluster.md). */
   requests?: 'kubeadm' | 'none';
   /** What this run tried that the shipped code does not do (`--variant`): summed apart. */
   variant?: string;
@@ -88,8 +88,9 @@ const summary: Record<string, unknown> = {};
 const byCase = new Map<string, Array<{ r: CaseResult; run: Run }>>();
 // Kubelets on the load balancer and kubelets on their own node's api-server are summed apart: after
 // a power loss they start their static pods 20 s apart (docs/real-cluster.md). The redirect
-// hand-over is summed apart from port sharing too, and a run of an experiment (`--variant`) apart
-// from the shipped code's.
+// hand-over is summed apart from port sharing too, a bed whose control-plane pods request kubeadm's
+// CPU apart from one whose pods are BestEffort (every run before 2026-12-07), and a run of an
+// experiment (`--variant`) apart from the shipped code's.
 const summaryName = (r: CaseResult, run: Run) =>
   `${
     (run.kubeletApi ?? 'lb') === 'lb'
@@ -97,7 +98,7 @@ const summaryName = (r: CaseResult, run: Run) =>
       : (run.handover ?? 'overlap') === 'redirect'
         ? `${r.case} (handover: redirect)`
         : r.case
-  }${run.variant ? ` (${run.variant})` : ''}`;
+  }${run.requests === 'kubeadm' ? " (kubeadm's CPU requests)" : ''}${run.variant ? ` (${run.variant})` : ''}`;
 for (const run of runs)
   for (const r of run.cases) {
     const name = summaryName(r, run);
