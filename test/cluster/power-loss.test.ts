@@ -70,9 +70,8 @@ describe('three masters behind a load balancer, on real kubelets', () => {
       .filter((p) => /^\d+$/.test(p))
       .filter((p) => {
         try {
-          const net = readlinkSync(`/proc/${p}/ns/net`);
-          const mnt = readlinkSync(`/proc/${p}/ns/mnt`);
-          return ids.some((i) => net.endsWith(i) || mnt.endsWith(i));
+          const own = ['net', 'mnt', 'uts'].map((k) => readlinkSync(`/proc/${p}/ns/${k}`));
+          return ids.some((i) => own.some((l) => l.endsWith(i)));
         } catch {
           return false;
         }
