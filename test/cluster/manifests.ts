@@ -62,8 +62,8 @@ function apiserverReadiness(command: string[], host: string): object {
 /**
  * The CPU kubeadm's manifests request for each control-plane component. Without a request a pod is
  * BestEffort: on the kubelet's cgroups its whole QoS class weighs 2 shares against the Burstable
- * class's sum of requests (the agent's and its copy's 20m and each sidecar's 10m: 81 shares on the
- * bed), so while any of those run, etcd and the api-servers get a fortieth of the node: a
+ * class's sum of requests (lastseen's: the agent's 20m, each sidecar's 10m; 81 shares when read on
+ * the bed), so while any of those run, etcd and the api-servers get a fortieth of the node: a
  * starvation no kubeadm cluster has. `LASTSEEN_CLUSTER_REQUESTS=none` leaves them BestEffort, as every run before
  * 2026-12-07 had them.
  */
