@@ -13,6 +13,7 @@ import { Command } from 'commander';
 import { log } from '../node/testbed.js';
 import { CASES, type CaseName, type CaseResult, runCase, type StaticRoll, staticPowerLoss, staticRollingReboot } from './cases.js';
 import { realCluster } from './cluster.js';
+import { controlPlaneRequests } from './manifests.js';
 import { ResourceSampler } from './resources.js';
 
 const program = new Command('e2e:cluster')
@@ -63,6 +64,14 @@ const staticRolling = Number(o.staticRolling);
 // --static-rounds 0 skips the limit's measurement (the cases other than power-loss do not need it).
 if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(staticRounds) || staticRounds < 0 || !Number.isInteger(staticRolling) || staticRolling < 0) {
   console.error('--rounds must be a whole number ≥ 1, --static-rounds and --static-rolling ones ≥ 0');
+  process.exit(2);
+}
+// Refused here, before the bed comes up, rather than when the first manifest is written.
+let requests: ReturnType<typeof controlPlaneRequests>;
+try {
+  requests = controlPlaneRequests();
+} catch (e) {
+  console.error((e as Error).message);
   process.exit(2);
 }
 // CASE or CASE:ROUNDS (that case's own rounds).
@@ -155,7 +164,7 @@ const doc = {
   kubeletApi: c.env.kubeletApi,
   handover: c.handover,
   // The control-plane pods' CPU requests (test/cluster/manifests.ts): kubeadm's, or none (BestEffort).
-  requests: process.env.LASTSEEN_CLUSTER_REQUESTS === 'none' ? 'none' : 'kubeadm',
+  requests,
   ...(failed ? { error: failed.message } : {}),
 };
 if (o.out) writeFileSync(o.out, `${JSON.stringify(doc, null, 2)}\n`);

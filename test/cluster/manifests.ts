@@ -60,25 +60,33 @@ function apiserverReadiness(command: string[], host: string): object {
 }
 
 /**
- * The CPU kubeadm's manifests request for each control-plane component. Without a request a pod is
+ * What kubeadm's manifests request for each control-plane component. Without a request a pod is
  * BestEffort: on the kubelet's cgroups its whole QoS class weighs 2 shares against the Burstable
  * class's sum of requests (lastseen's: the agent's 20m, each sidecar's 10m; 81 shares when read on
  * the bed), so while any of those run, etcd and the api-servers get a fortieth of the node: a
- * starvation no kubeadm cluster has. `LASTSEEN_CLUSTER_REQUESTS=none` leaves them BestEffort, as every run before
- * 2026-12-07 had them.
+ * starvation no kubeadm cluster has.
  */
-const KUBEADM_CPU: Record<string, string> = {
-  '/usr/local/bin/etcd': '100m',
-  '/usr/local/bin/kube-apiserver': '250m',
-  '/usr/local/bin/kube-controller-manager': '200m',
-  '/usr/local/bin/kube-scheduler': '100m',
+const KUBEADM_REQUESTS: Record<string, Record<string, string>> = {
+  '/usr/local/bin/etcd': { cpu: '100m', memory: '100Mi' },
+  '/usr/local/bin/kube-apiserver': { cpu: '250m' },
+  '/usr/local/bin/kube-controller-manager': { cpu: '200m' },
+  '/usr/local/bin/kube-scheduler': { cpu: '100m' },
 };
 
+/**
+ * The bed's control-plane requests: kubeadm's, or none (`LASTSEEN_CLUSTER_REQUESTS=none`: BestEffort
+ * pods, as every run before 2026-12-07 had them). Any other value is refused, not taken for either.
+ */
+export function controlPlaneRequests(): 'kubeadm' | 'none' {
+  const v = process.env.LASTSEEN_CLUSTER_REQUESTS ?? 'kubeadm';
+  if (v !== 'kubeadm' && v !== 'none') throw new Error(`LASTSEEN_CLUSTER_REQUESTS=${v}: expected kubeadm or none`);
+  return v;
+}
+
 function withKubeadmRequests(c: Container): void {
-  if (process.env.LASTSEEN_CLUSTER_REQUESTS === 'none') return;
-  const cpu = c.command?.[0] && KUBEADM_CPU[c.command[0]];
-  if (!cpu || c.resources?.requests) return;
-  c.resources = { ...c.resources, requests: { cpu, ...(c.command?.[0] === '/usr/local/bin/etcd' ? { memory: '100Mi' } : {}) } };
+  const requests = c.command?.[0] && KUBEADM_REQUESTS[c.command[0]];
+  if (!requests || c.resources?.requests || controlPlaneRequests() === 'none') return;
+  c.resources = { ...c.resources, requests: { ...requests } };
 }
 
 /** Every container of the object: api-server flags for three masters, in-cluster clients to the load balancer, kubeadm's requests. */
