@@ -29,6 +29,8 @@ interface Run {
   staticRolling?: Array<{ polls: number; failedPolls: number; failedPct: number; failedS: number; durationS: number }>;
   /** The bed's control-plane CPU requests: kubeadm's, or none (every run before it was recorded). Summed apart: behind the redirect they decide the power loss (docs/real-cluster.md). */
   requests?: 'kubeadm' | 'none';
+  /** How rolling-reboot took each node down: orderly (SIGTERM first) or power-off (every run before it was recorded). */
+  rollReboot?: 'orderly' | 'power-off';
   /** What this run tried that the shipped code does not do (`--variant`): summed apart. */
   variant?: string;
   source?: string;
@@ -90,7 +92,8 @@ const byCase = new Map<string, Array<{ r: CaseResult; run: Run }>>();
 // a power loss they start their static pods 20 s apart (docs/real-cluster.md). The redirect
 // hand-over is summed apart from port sharing too, a bed whose control-plane pods request kubeadm's
 // CPU apart from one whose pods are BestEffort (every run before 2026-12-07), and a run of an
-// experiment (`--variant`) apart from the shipped code's.
+// experiment (`--variant`) apart from the shipped code's, and a rolling reboot of orderly shutdowns
+// apart from one of power-offs.
 const summaryName = (r: CaseResult, run: Run) =>
   `${
     (run.kubeletApi ?? 'lb') === 'lb'
@@ -98,7 +101,7 @@ const summaryName = (r: CaseResult, run: Run) =>
       : (run.handover ?? 'overlap') === 'redirect'
         ? `${r.case} (handover: redirect)`
         : r.case
-  }${run.requests === 'kubeadm' ? " (kubeadm's CPU requests)" : ''}${run.variant ? ` (${run.variant})` : ''}`;
+  }${run.requests === 'kubeadm' ? " (kubeadm's CPU requests)" : ''}${r.case === 'rolling-reboot' && run.rollReboot === 'orderly' ? ' (orderly shutdowns)' : ''}${run.variant ? ` (${run.variant})` : ''}`;
 for (const run of runs)
   for (const r of run.cases) {
     const name = summaryName(r, run);

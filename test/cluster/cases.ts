@@ -273,9 +273,18 @@ function lbFigures(
   };
 }
 
-/** Power off the given nodes at once, `offS` later power them on at once; moment zero is the earliest kubelet start. */
-async function powerCycle(c: Cluster, nodes: readonly string[], offS: number): Promise<number> {
-  await c.script('kill', ...nodes);
+/**
+ * How a rolled node goes down: `power-off` (SIGKILL of everything, as a power loss) or `orderly`
+ * (`scripts/cluster shutdown`: SIGTERM first, as systemd's shutdown at a `reboot`, so etcd hands its
+ * leadership on and kube-apiserver closes its listener; what a rolling OS update does). The first
+ * is the default.
+ */
+export const ROLL_REBOOTS = ['orderly', 'power-off'] as const;
+export type RollReboot = (typeof ROLL_REBOOTS)[number];
+
+/** Power off the given nodes at once (after an orderly shutdown if asked), `offS` later power them on at once; moment zero is the earliest kubelet start. */
+async function powerCycle(c: Cluster, nodes: readonly string[], offS: number, how: RollReboot = 'power-off'): Promise<number> {
+  await c.script(how === 'orderly' ? 'shutdown' : 'kill', ...nodes);
   await sleep(offS * 1000);
   await c.script('start', ...nodes);
   return Math.min(...nodes.map((n) => c.kubeletStartedAt(n)));
@@ -298,11 +307,11 @@ export interface StaticRoll {
  * haproxy's checks take it out, an etcd member lost, a leader elected again), beside which
  * lastseen's roll is judged.
  */
-export async function staticRollingReboot(c: Cluster, offS: number, settleS: number): Promise<StaticRoll> {
+export async function staticRollingReboot(c: Cluster, offS: number, settleS: number, how: RollReboot): Promise<StaticRoll> {
   const p = pollers(c);
   const t0 = Date.now();
   for (const n of NODES) {
-    await powerCycle(c, [n], offS);
+    await powerCycle(c, [n], offS, how);
     await c.waitFor(`${n}'s static api-server after its power cycle`, 600, () => c.readyz(n));
   }
   await sleep(settleS * 1000);
@@ -372,6 +381,8 @@ export interface CaseOpts {
   holdS: number;
   /** Twice the static-pod control plane's time to answer after a power loss (power-loss's goal; null: not measured). */
   staticLimitS?: number | null;
+  /** rolling-reboot: how each node goes down (default the first of ROLL_REBOOTS). */
+  rollReboot?: RollReboot;
   /** power-loss: keep each node's api-server checkpoint's and etcd member's logs under this folder (`<dir>/power-loss-<round>/<node>/`), as its port first answers. */
   copyLogsTo?: string;
 }
@@ -416,7 +427,7 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         const nodes: NodeResult[] = [];
         const notes: string[] = [];
         for (const n of NODES) {
-          const tn = await powerCycle(c, [n], o.offS);
+          const tn = await powerCycle(c, [n], o.offS, o.rollReboot ?? ROLL_REBOOTS[0]);
           const w = await watchRecovery(c, p.direct, { nodes: [n], t0: tn, limitS: o.limitS, settleS: 0, othersSince: tn, parentSince: tn });
           const r = nodeResult(c, n, tn, w);
           nodes.push(r);

@@ -1,4 +1,4 @@
-// npm run e2e:cluster -- --case CASE[:ROUNDS][,CASE...] [--rounds N] [--json] [--static-rounds N] [--static-rolling N] [--out FILE] [--handover overlap|redirect]
+// npm run e2e:cluster -- --case CASE[:ROUNDS][,CASE...] [--rounds N] [--json] [--static-rounds N] [--static-rolling N] [--roll-reboot orderly|power-off] [--out FILE] [--handover overlap|redirect]
 //
 // Three real nodes (scripts/cluster: kubelets v1.36.3, containerd, haproxy in front of the three
 // api-servers): a static-pod control plane first, power-cycled --static-rounds times to measure the
@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { log } from '../node/testbed.js';
-import { CASES, type CaseName, type CaseResult, runCase, type StaticRoll, staticPowerLoss, staticRollingReboot } from './cases.js';
+import { CASES, type CaseName, type CaseResult, ROLL_REBOOTS, type RollReboot, runCase, type StaticRoll, staticPowerLoss, staticRollingReboot } from './cases.js';
 import { realCluster } from './cluster.js';
 import { controlPlaneRequests } from './manifests.js';
 import { ResourceSampler } from './resources.js';
@@ -21,6 +21,11 @@ const program = new Command('e2e:cluster')
   .option('--rounds <n>', 'rounds of each case', '1')
   .option('--static-rounds <n>', 'power cycles of the static-pod control plane (the limit; 0: not measured)', '1')
   .option('--static-rolling <n>', "rolling reboots of the static-pod control plane, beside which rolling-reboot's failed polls are judged (0: none)", '0')
+  .option(
+    '--roll-reboot <how>',
+    "how rolling-reboot (and --static-rolling) takes each node down: orderly (SIGTERM first, as a rolling OS update's reboot) or power-off (SIGKILL, as a power loss)",
+    ROLL_REBOOTS[0],
+  )
   .option('--json', 'print one JSON document on stdout')
   .option('--off <seconds>', 'how long a powered-off node stays off', '2')
   .option('--limit <seconds>', 'how long to wait for a recovery', '420')
@@ -43,6 +48,7 @@ const o = program.opts<{
   rounds: string;
   staticRounds: string;
   staticRolling: string;
+  rollReboot: string;
   json?: boolean;
   off: string;
   limit: string;
@@ -57,6 +63,12 @@ if (o.handover !== 'overlap' && o.handover !== 'redirect') {
   console.error(`--handover ${o.handover}: expected overlap or redirect`);
   process.exit(2);
 }
+
+if (!(ROLL_REBOOTS as readonly string[]).includes(o.rollReboot)) {
+  console.error(`--roll-reboot ${o.rollReboot}: expected ${ROLL_REBOOTS.join(' or ')}`);
+  process.exit(2);
+}
+const rollReboot = o.rollReboot as RollReboot;
 
 const rounds = Number(o.rounds);
 const staticRounds = Number(o.staticRounds);
@@ -116,7 +128,7 @@ try {
     staticRuns.push(r);
   }
   for (let i = 1; i <= staticRolling; i++) {
-    const r = await staticRollingReboot(c, Number(o.off), Number(o.settle));
+    const r = await staticRollingReboot(c, Number(o.off), Number(o.settle), rollReboot);
     log(`static rolling reboot ${i}: ${r.failedPolls} of ${r.polls} polls failed (${r.failedPct}%), ${r.failedS} s, in ${r.durationS} s`);
     staticRolls.push(r);
   }
@@ -131,6 +143,7 @@ try {
         settleS: Number(o.settle),
         holdS: Number(o.hold),
         staticLimitS,
+        rollReboot,
         ...(o.logs ? { copyLogsTo: join(o.logs, 'copies') } : {}),
       });
       results.push(r);
@@ -165,6 +178,8 @@ const doc = {
   handover: c.handover,
   // The control-plane pods' CPU requests (test/cluster/manifests.ts): kubeadm's, or none (BestEffort).
   requests,
+  // How rolling-reboot and the static roll took each node down.
+  rollReboot,
   ...(failed ? { error: failed.message } : {}),
 };
 if (o.out) writeFileSync(o.out, `${JSON.stringify(doc, null, 2)}\n`);
