@@ -11,7 +11,17 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { log } from '../node/testbed.js';
-import { CASES, type CaseName, type CaseResult, ROLL_REBOOTS, type RollReboot, runCase, type StaticRoll, staticPowerLoss, staticRollingReboot } from './cases.js';
+import {
+  CASES,
+  type CaseName,
+  type CaseResult,
+  ROLL_REBOOTS,
+  type RollReboot,
+  runCase,
+  type StaticRoll,
+  staticPowerLoss,
+  staticRollingReboot,
+} from './cases.js';
 import { realCluster } from './cluster.js';
 import { controlPlaneRequests } from './manifests.js';
 import { ResourceSampler } from './resources.js';
