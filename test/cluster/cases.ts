@@ -282,9 +282,14 @@ function lbFigures(
 export const ROLL_REBOOTS = ['orderly', 'power-off'] as const;
 export type RollReboot = (typeof ROLL_REBOOTS)[number];
 
-/** Power off the given nodes at once (after an orderly shutdown if asked), `offS` later power them on at once; moment zero is the earliest kubelet start. */
-async function powerCycle(c: Cluster, nodes: readonly string[], offS: number, how: RollReboot = 'power-off'): Promise<number> {
-  await c.script(how === 'orderly' ? 'shutdown' : 'kill', ...nodes);
+/**
+ * Power off the given nodes at once (after an orderly shutdown if asked; `said` gets what each
+ * shutdown took and what it had to kill), `offS` later power them on at once; moment zero is the
+ * earliest kubelet start.
+ */
+async function powerCycle(c: Cluster, nodes: readonly string[], offS: number, how: RollReboot = 'power-off', said?: string[]): Promise<number> {
+  const out = await c.script(how === 'orderly' ? 'shutdown' : 'kill', ...nodes);
+  said?.push(...out.split('\n').filter((l) => l.trim()));
   await sleep(offS * 1000);
   await c.script('start', ...nodes);
   return Math.min(...nodes.map((n) => c.kubeletStartedAt(n)));
@@ -298,6 +303,8 @@ export interface StaticRoll {
   failedS: number;
   durationS: number;
   lbDark: DarkStretch[];
+  /** Orderly shutdowns: what each node's took, and what was still running at the grace's end. */
+  shutdowns: string[];
 }
 
 /**
@@ -310,8 +317,9 @@ export interface StaticRoll {
 export async function staticRollingReboot(c: Cluster, offS: number, settleS: number, how: RollReboot): Promise<StaticRoll> {
   const p = pollers(c);
   const t0 = Date.now();
+  const shutdowns: string[] = [];
   for (const n of NODES) {
-    await powerCycle(c, [n], offS, how);
+    await powerCycle(c, [n], offS, how, shutdowns);
     await c.waitFor(`${n}'s static api-server after its power cycle`, 600, () => c.readyz(n));
   }
   await sleep(settleS * 1000);
@@ -324,6 +332,7 @@ export async function staticRollingReboot(c: Cluster, offS: number, settleS: num
     failedS: roll.failedS,
     durationS: round2((Date.now() - t0) / 1000),
     lbDark: p.lb.darkStretches(t0),
+    shutdowns,
   };
 }
 
@@ -427,7 +436,7 @@ export async function runCase(c: Cluster, name: CaseName, round: number, o: Case
         const nodes: NodeResult[] = [];
         const notes: string[] = [];
         for (const n of NODES) {
-          const tn = await powerCycle(c, [n], o.offS, o.rollReboot ?? ROLL_REBOOTS[0]);
+          const tn = await powerCycle(c, [n], o.offS, o.rollReboot ?? ROLL_REBOOTS[0], notes);
           const w = await watchRecovery(c, p.direct, { nodes: [n], t0: tn, limitS: o.limitS, settleS: 0, othersSince: tn, parentSince: tn });
           const r = nodeResult(c, n, tn, w);
           nodes.push(r);

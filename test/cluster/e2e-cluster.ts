@@ -22,7 +22,7 @@ import {
   staticPowerLoss,
   staticRollingReboot,
 } from './cases.js';
-import { realCluster } from './cluster.js';
+import { DEFAULT_HANDOVER, realCluster } from './cluster.js';
 import { controlPlaneRequests } from './manifests.js';
 import { ResourceSampler } from './resources.js';
 
@@ -44,8 +44,8 @@ const program = new Command('e2e:cluster')
   .option('--out <file>', 'also write the document, with the date and commit, to this file')
   .option(
     '--handover <mode>',
-    "the self-hosted api-servers' hand-over: overlap (port sharing) or redirect (each copy on its own port behind its node's nftables redirect)",
-    'overlap',
+    "the self-hosted api-servers' hand-over: redirect (each copy on its own port behind its node's nftables redirect) or overlap (port sharing)",
+    DEFAULT_HANDOVER,
   )
   .option('--keep', 'leave the test bed up at the end')
   .option(
@@ -139,7 +139,7 @@ try {
   }
   for (let i = 1; i <= staticRolling; i++) {
     const r = await staticRollingReboot(c, Number(o.off), Number(o.settle), rollReboot);
-    log(`static rolling reboot ${i}: ${r.failedPolls} of ${r.polls} polls failed (${r.failedPct}%), ${r.failedS} s, in ${r.durationS} s`);
+    log(`static rolling reboot ${i}: ${r.failedPolls} of ${r.polls} polls failed (${r.failedPct}%), ${r.failedS} s, in ${r.durationS} s${r.shutdowns.length ? ` (${r.shutdowns.join('; ')})` : ''}`);
     staticRolls.push(r);
   }
   await c.selfHost();

@@ -146,7 +146,7 @@ export function clusterStaticManifests(env: TestbedEnv, node: string): Record<st
  * heartbeats need, for the three masters. `redirect` adds deploy/components/parent-kube-apiserver-redirect
  * (the api-server binds its port alone; its probes ask 127.0.0.2); the policy is the caller's.
  */
-export function clusterSelfHostedObjects(env: TestbedEnv, policyYaml: string, handover: Handover = 'overlap'): object[] {
+export function clusterSelfHostedObjects(env: TestbedEnv, policyYaml: string, handover: Handover): object[] {
   const probeHost = handover === 'redirect' ? '127.0.0.2' : '127.0.0.1';
   return selfHostedFromComponents(env, policyYaml, handover).map((o) => forCluster(o as { kind?: string; spec?: unknown }, probeHost));
 }
