@@ -139,7 +139,9 @@ try {
   }
   for (let i = 1; i <= staticRolling; i++) {
     const r = await staticRollingReboot(c, Number(o.off), Number(o.settle), rollReboot);
-    log(`static rolling reboot ${i}: ${r.failedPolls} of ${r.polls} polls failed (${r.failedPct}%), ${r.failedS} s, in ${r.durationS} s${r.shutdowns.length ? ` (${r.shutdowns.join('; ')})` : ''}`);
+    log(
+      `static rolling reboot ${i}: ${r.failedPolls} of ${r.polls} polls failed (${r.failedPct}%), ${r.failedS} s, in ${r.durationS} s${r.shutdowns.length ? ` (${r.shutdowns.join('; ')})` : ''}`,
+    );
     staticRolls.push(r);
   }
   await c.selfHost();
