@@ -276,8 +276,8 @@ function lbFigures(
 /**
  * How a rolled node goes down: `power-off` (SIGKILL of everything, as a power loss) or `orderly`
  * (`scripts/cluster shutdown`: SIGTERM first, as systemd's shutdown at a `reboot`, so etcd hands its
- * leadership on and kube-apiserver closes its listener; what a rolling OS update does). The first
- * is the default.
+ * leadership on and kube-apiserver starts its graceful termination; what a rolling OS update does).
+ * The first is the default.
  */
 export const ROLL_REBOOTS = ['orderly', 'power-off'] as const;
 export type RollReboot = (typeof ROLL_REBOOTS)[number];
@@ -308,11 +308,11 @@ export interface StaticRoll {
 }
 
 /**
- * The static-pod control plane rolled as `rolling-reboot` rolls lastseen's: each node power-cycled
- * in turn, the next once its own api-server answers again, then `settleS` more. What its load
- * balancer's polls lose is what the bed's power-offs cost any control plane (a dead backend until
- * haproxy's checks take it out, an etcd member lost, a leader elected again), beside which
- * lastseen's roll is judged.
+ * The static-pod control plane rolled as `rolling-reboot` rolls lastseen's: each node rebooted
+ * (`how`) in turn, the next once its own api-server answers again, then `settleS` more. What its load
+ * balancer's polls lose is what the bed's reboots cost any control plane (a dead or terminating
+ * backend until haproxy's checks take it out, an etcd member lost, a leader elected again), beside
+ * which lastseen's roll is judged.
  */
 export async function staticRollingReboot(c: Cluster, offS: number, settleS: number, how: RollReboot): Promise<StaticRoll> {
   const p = pollers(c);
