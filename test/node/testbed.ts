@@ -37,7 +37,7 @@ function failedChecks(body: string): string {
   return (body.split('\n')[0] ?? '').slice(0, 200);
 }
 
-type ContainerStatus = { name: string; ready: boolean; state?: { running?: { startedAt?: string } } };
+type ContainerStatus = { name: string; ready: boolean; restartCount?: number; state?: { running?: { startedAt?: string } } };
 
 /** A container running since `since` (ms; container start times have whole seconds). */
 function startedSince(c: ContainerStatus | undefined, since: number): boolean {
@@ -195,6 +195,23 @@ export class Testbed {
       .map((l) => l.replace(/^\S+ (stdout|stderr) [FP] /, ''));
   }
 
+  /**
+   * The fatal lines (klog's `F` level, e.g. a post-start hook that gave up) that any pod of `name`
+   * in kube-system logged in `container`, every restart's: why a parent exited, for a failure's message.
+   */
+  fatalLines(name: string, container = name): string[] {
+    const root = join(this.env.dir, 'pod-logs');
+    if (!existsSync(root)) return [];
+    return readdirSync(root)
+      .filter((d) => d.startsWith(`kube-system_${name}-`))
+      .flatMap((d) => {
+        const [namespace, pod, uid] = d.split('_') as [string, string, string];
+        return this.containerLog(namespace, pod, uid, container)
+          .filter((l) => /^F\d{4} /.test(l))
+          .map((l) => `${pod}: ${l}`);
+      });
+  }
+
   /** What every agent pod on the node logged about `parent` since `since` (ms since the epoch), oldest first. */
   agentRecords(parent: string, since: number): Array<{ time: number; msg: string; from?: string; to?: string; reason?: string; message?: string }> {
     const root = join(this.env.dir, 'pod-logs');
@@ -327,6 +344,40 @@ export interface RebootResult {
   agentActivatedAfterS: number | null;
   /** The agent's transitions and noted reasons for the api-server, "<s from t0> <from>-><to> <reason>" (empty without the agent). */
   decisions: string[];
+  /**
+   * The longest stretch, in seconds, of failed polls naming the api-server's service repair
+   * (`poststarthook/start-service-ip-repair-controllers`) no more than 5 s apart; null: none did.
+   * Normally a second or two of a start; about 60 when a kube-apiserver lost that repair's first
+   * run (repairStallS).
+   */
+  repairStallS: number | null;
+}
+
+/** The /readyz check of kube-apiserver's service repair post-start hook, as its failure names it. */
+export const REPAIR_HOOK = 'poststarthook/start-service-ip-repair-controllers';
+/** Failed polls naming the hook further apart than this belong to two starts. */
+const REPAIR_STALL_GAP_S = 5;
+
+/**
+ * A kube-apiserver that starts while another listens on its port (the overlap hand-over: a copy
+ * beside a deleted pod in its pause, a parent beside its copy) reaches the other one with about
+ * half of its own loopback connections, and fails TLS there (each process makes its own loopback
+ * certificate). When that request is its service repair's first list of Services, the repair waits
+ * its 3-minute interval, the post-start hook gives up after 1 minute and the process exits 255:
+ * its share of the port answers `/readyz` 500 for that minute. The span of failed polls that name
+ * the hook tells that stall from the usual second or two of a start.
+ */
+export function repairStallS(darkAfterServed: Array<[number, number]>, darkWhy: string[][]): number | null {
+  // Each start's failures, apart: the copy's start and its successor's are 20 s or more apart,
+  // while a stalled share fails about every other poll for its whole minute.
+  let longest: number | null = null;
+  let run: [number, number] | null = null;
+  darkAfterServed.forEach(([from, to], i) => {
+    if (!(darkWhy[i] ?? []).some((w) => w.includes(REPAIR_HOOK))) return;
+    run = run && from - run[1] <= REPAIR_STALL_GAP_S ? [run[0], to] : [from, to];
+    longest = Math.max(longest ?? 0, round(run[1] - run[0]));
+  });
+  return longest;
 }
 
 /** What a case does to the node; resolves to the moment measurement starts from (ms since the epoch). */
@@ -489,6 +540,7 @@ export async function rebootOnce(
     controllerManagerBack,
     agentBack,
     decisions,
+    repairStallS: repairStallS(darkAfterServed, darkWhy),
   };
 }
 
