@@ -187,6 +187,7 @@ const summary = {
     agentActivatedAfterS: r.agentActivatedAfterS,
     failedAfterServed: r.failedAfterServed,
     recovered: r.recovered,
+    repairStallS: r.repairStallS,
   })),
   ...(o.case === 'hang'
     ? {
