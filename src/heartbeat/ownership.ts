@@ -110,3 +110,54 @@ export function portOwnership(port: number, opts: OwnershipOptions = {}): Owners
   }
   return { port, listeners, ours, visibleProcesses: visible, unreadable };
 }
+
+/** Whose process accepted a connection: this pod's, another's, or not known. */
+export type AcceptedBy = 'ours' | 'theirs' | null;
+
+/**
+ * Which process holds the accepted end of a connection to `port` made from local port `peerPort`
+ * (a probe's, while it is still open): 'ours' when its inode is an open file of one of `pids` (the
+ * pod's own processes that hold the port's listeners), 'theirs' when the kernel lists the accepted
+ * socket but none of them holds it (another listener of a shared port took the connection), null
+ * when that cannot be told (no such socket, or more than one, or `pids`' files unreadable).
+ * The server's end is looked up by its ports alone, in tcp and tcp6 (a dual-stack listener's
+ * connections are written there, with mapped addresses); a connection the process has not
+ * accepted yet has inode 0 and does not count.
+ */
+export function acceptedBy(port: number, peerPort: number, pids: readonly number[], opts: OwnershipOptions = {}): AcceptedBy {
+  const proc = opts.procRoot ?? '/proc';
+  const inodes: string[] = [];
+  for (const family of ['tcp', 'tcp6'] as const) {
+    let text: string;
+    try {
+      text = readFileSync(join(proc, 'net', family), 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10 || f[3] === TCP_LISTEN) continue;
+      const local = Number.parseInt(f[1]?.split(':')[1] ?? '', 16);
+      const remote = Number.parseInt(f[2]?.split(':')[1] ?? '', 16);
+      if (local === port && remote === peerPort && /^\d+$/.test(f[9]!) && f[9] !== '0') inodes.push(f[9]!);
+    }
+  }
+  if (inodes.length !== 1) return null;
+  const wanted = `socket:[${inodes[0]}]`;
+  for (const pid of pids) {
+    let fds: string[];
+    try {
+      fds = readdirSync(join(proc, String(pid), 'fd'));
+    } catch {
+      return null;
+    }
+    for (const fd of fds) {
+      try {
+        if (readlinkSync(join(proc, String(pid), 'fd', fd)) === wanted) return 'ours';
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return 'theirs';
+}

@@ -8,8 +8,8 @@
 import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import type { ProbeResult } from './beat.js';
-import type { OwnershipOptions } from './ownership.js';
-import { proveReady } from './ready-proof.js';
+import { type AcceptedBy, acceptedBy, type OwnershipOptions } from './ownership.js';
+import { type AttributedResult, proveReady } from './ready-proof.js';
 
 export type ProbeSpec = { kind: 'none' } | { kind: 'http'; url: URL } | { kind: 'tcp'; host: string; port: number };
 
@@ -53,10 +53,27 @@ export function makeProbe(spec: ProbeSpec, opts: ProbeOptions): Probe {
   if (spec.kind === 'tcp') return () => proveReady({ ...base, kind: 'tcp', port: spec.port, once: (t) => probeTcp(spec.host, spec.port, t) });
   const ca = spec.url.protocol === 'https:' && opts.caFile ? readFileSync(opts.caFile) : undefined;
   const port = spec.url.port ? Number(spec.url.port) : spec.url.protocol === 'https:' ? 443 : 80;
-  return () => proveReady({ ...base, kind: 'http', port, once: (t) => probeHttp(spec.url, t, ca, opts.insecure === true) });
+  return () =>
+    proveReady({
+      ...base,
+      kind: 'http',
+      port,
+      once: (t, pids) => probeHttp(spec.url, t, ca, opts.insecure === true, pids ? (local) => acceptedBy(port, local, pids, opts.ownership) : undefined),
+    });
 }
 
-async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, insecure: boolean): Promise<ProbeResult> {
+/**
+ * One GET. With `attribute`, the connection is kept open until its answer has been attributed to
+ * the process that accepted it (`attribute(our local port)`, while the server still holds its end:
+ * the request asks for keep-alive, then the client closes).
+ */
+async function probeHttp(
+  url: URL,
+  timeoutMs: number,
+  ca: Buffer | undefined,
+  insecure: boolean,
+  attribute?: (localPort: number) => AcceptedBy,
+): Promise<AttributedResult> {
   // node:https only for an https probe: loading TLS costs a sidecar about 6 MiB of RSS.
   // getBuiltinModule, not an ES import: see src/kube/light-client.ts.
   const lib = url.protocol === 'https:' ? process.getBuiltinModule('node:https') : process.getBuiltinModule('node:http');
@@ -64,7 +81,7 @@ async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, in
     const options: import('node:https').RequestOptions = {
       method: 'GET',
       signal: AbortSignal.timeout(timeoutMs),
-      headers: { 'user-agent': 'lastseen-heartbeat', accept: '*/*' },
+      headers: { 'user-agent': 'lastseen-heartbeat', accept: '*/*', ...(attribute ? { connection: 'keep-alive' } : {}) },
       agent: false,
       ...(url.protocol === 'https:' ? { ca, rejectUnauthorized: !insecure } : {}),
     };
@@ -74,9 +91,12 @@ async function probeHttp(url: URL, timeoutMs: number, ca: Buffer | undefined, in
     // or wholly stuck process never gets that far: the kernel accepts, nobody answers.
     let handshake = false;
     const req = lib.request(url, options, (res) => {
+      const owner = attribute && res.socket.localPort !== undefined ? attribute(res.socket.localPort) : null;
       res.resume();
+      if (attribute) req.destroy();
       const code = res.statusCode ?? 0;
-      resolve(code >= 200 && code < 400 ? { ok: true } : { ok: false, error: `GET ${url.href}: HTTP ${code}` });
+      const r: ProbeResult = code >= 200 && code < 400 ? { ok: true } : { ok: false, error: `GET ${url.href}: HTTP ${code}` };
+      resolve(owner ? { ...r, owner } : r);
     });
     if (url.protocol === 'https:') req.on('socket', (sock) => sock.once('secureConnect', () => (handshake = true)));
     req.on('error', (e: NodeJS.ErrnoException) => {

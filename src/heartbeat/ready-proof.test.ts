@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -5,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProbeResult } from './beat.js';
-import { type Ownership, parseListeners, portOwnership } from './ownership.js';
+import { acceptedBy, type Ownership, parseListeners, portOwnership } from './ownership.js';
 import { makeProbe, parseProbe } from './probe.js';
-import { FALSE_READY_PER_ROUND, ownershipProblem, probesNeeded, proveReady } from './ready-proof.js';
+import { type AttributedResult, FALSE_READY_PER_ROUND, ownershipProblem, probesNeeded, proveReady } from './ready-proof.js';
 
 // /proc/net/tcp as the kernel writes it: a listener on 127.0.0.1:16443 (0x402B), one on
 // 0.0.0.0:10359 (0x287F), an established connection to 16443 (state 01), and a header.
@@ -111,6 +112,19 @@ describe('portOwnership over a fixture /proc', () => {
     const o = portOwnership(port);
     expect(o.listeners).toHaveLength(1);
     expect(o.ours).toEqual([{ inode: o.listeners[0]!.inode, pid: process.pid }]);
+  });
+});
+
+describe('acceptedBy over a fixture /proc', () => {
+  // TCP's line 2: 127.0.0.1:16443 accepted a connection from local port 50000 (0xC350), inode 5003.
+  it('the accepted end among the pod own files is ours; listed but not held, theirs; not found, unknown', () => {
+    expect(acceptedBy(16443, 50000, [7], { procRoot: fakeProc({ 7: ['socket:[5001]', 'socket:[5003]'] }) })).toBe('ours');
+    expect(acceptedBy(16443, 50000, [7], { procRoot: fakeProc({ 7: ['socket:[5001]'] }) })).toBe('theirs');
+    expect(acceptedBy(16443, 50001, [7], { procRoot: fakeProc({ 7: ['socket:[5003]'] }) })).toBeNull();
+    expect(acceptedBy(16443, 50000, [7], { procRoot: fakeProc({ 7: 'unreadable' }) })).toBeNull();
+    // Not yet accepted (inode 0): not known.
+    const queued = TCP.replace(' 5003 ', ' 0 ');
+    expect(acceptedBy(16443, 50000, [7], { procRoot: fakeProc({ 7: ['socket:[5003]'] }, queued) })).toBeNull();
   });
 });
 
@@ -244,6 +258,56 @@ describe('proveReady', () => {
     expect(p.calls()).toBe(1);
   });
 
+  describe('sharing the port, with each answer attributed to the listener that took it', () => {
+    const attributed = (answers: (i: number) => AttributedResult) => {
+      const asked: Array<readonly number[] | undefined> = [];
+      let calls = 0;
+      return {
+        once: async (_t: number, pids?: readonly number[]) => {
+          asked.push(pids);
+          return answers(++calls);
+        },
+        calls: () => calls,
+        asked,
+      };
+    };
+
+    it("a co-listener's failures are passed over, and our own answer decides the round", async () => {
+      // A copy stalled beside a Ready parent: 500 from it, 200 from ours.
+      const p = attributed((i) => (i < 4 ? { ok: false, error: 'GET https://127.0.0.1/readyz: HTTP 500', owner: 'theirs' } : { ok: true, owner: 'ours' }));
+      expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: p.once, ownership: () => own(2, 1) })).toEqual({ ok: true });
+      expect(p.calls()).toBe(4);
+      expect(p.asked[0]).toEqual([7]);
+    });
+
+    it('our own listener failing is Starting at once, whatever the others answer', async () => {
+      const p = attributed((i) => (i === 1 ? { ok: true, owner: 'theirs' } : { ok: false, error: 'GET https://127.0.0.1/readyz: HTTP 500', owner: 'ours' }));
+      expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: p.once, ownership: () => own(2, 1) })).toEqual({
+        ok: false,
+        error: "GET https://127.0.0.1/readyz: HTTP 500 (probe 2, answered by this pod: port 443 is shared by 2 listeners, 1 of them this pod's)",
+      });
+    });
+
+    it('only the others answering is Starting, and says so', async () => {
+      let t = 0;
+      const p = attributed(() => {
+        t += 10;
+        return { ok: true, owner: 'theirs' };
+      });
+      const r = await proveReady({ port: 443, kind: 'http', timeoutMs: 100, now: () => t, once: p.once, ownership: () => own(2, 1) });
+      expect(r).toEqual({
+        ok: false,
+        error: "0 of 20 probes answered within 100ms, 10 more by the port's other listeners (port 443 is shared by 2 listeners)",
+      });
+    });
+
+    it('alone on its port nothing is attributed (one answer is enough)', async () => {
+      const p = attributed(() => ({ ok: true }));
+      expect(await proveReady({ port: 443, kind: 'http', timeoutMs: 1000, once: p.once, ownership: () => own(1, 1) })).toEqual({ ok: true });
+      expect(p.asked).toEqual([undefined]);
+    });
+  });
+
   it('the round keeps to its timeout', async () => {
     let t = 0;
     const slow = async (): Promise<ProbeResult> => {
@@ -279,6 +343,52 @@ describe('makeProbe with the ownership proof', () => {
     // The same port with the pod's own process holding it is Ready.
     const ours = fakeProc({ 1: ['/dev/null'], 7: ['socket:[9001]'] }, tcp, null);
     expect(await makeProbe(spec.spec, { timeoutMs: 1000, ownership: { procRoot: ours, selfPid: 42 } })()).toEqual({ ok: true });
+  });
+
+  /**
+   * A real SO_REUSEPORT pair: this process's server and another process's on one port, each
+   * answering with `status`. The fixture /proc shows the real socket tables and this process alone
+   * (as a pod's PID namespace would), so the other process is another pod's.
+   */
+  async function sharedPort(oursStatus: number, theirsStatus: number): Promise<{ port: number; proc: string }> {
+    const server: Server = createServer((_q, r) => {
+      r.statusCode = oursStatus;
+      r.end('ours');
+    });
+    await new Promise<void>((r) => server.listen({ port: 0, host: '127.0.0.1', reusePort: true }, () => r()));
+    closers.push(() => server.close());
+    const port = (server.address() as AddressInfo).port;
+    const code = `require('node:http').createServer((q, r) => { r.statusCode = ${theirsStatus}; r.end('theirs'); }).listen({ port: ${port}, host: '127.0.0.1', reusePort: true }, () => console.log('up'))`;
+    const other = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    closers.push(() => other.kill('SIGKILL'));
+    await new Promise<void>((resolve, reject) => {
+      other.stdout.once('data', () => resolve());
+      other.once('exit', (c) => reject(new Error(`the other listener exited with ${c}`)));
+    });
+    const proc = mkdtempSync(join(tmpdir(), 'lastseen-proc-'));
+    dirs.push(proc);
+    mkdirSync(join(proc, 'net'));
+    symlinkSync('/proc/net/tcp', join(proc, 'net', 'tcp'));
+    symlinkSync('/proc/net/tcp6', join(proc, 'net', 'tcp6'));
+    symlinkSync(`/proc/${process.pid}`, join(proc, String(process.pid)));
+    return { port, proc };
+  }
+
+  it('a real shared port: another process answering 500 beside our Ready server does not hold us back', async () => {
+    const { port, proc } = await sharedPort(200, 500);
+    const spec = parseProbe(`http://127.0.0.1:${port}/readyz`);
+    if (!spec.ok) throw new Error(spec.error);
+    const probe = makeProbe(spec.spec, { timeoutMs: 2000, ownership: { procRoot: proc, selfPid: -1 } });
+    // Twenty answers in a row, as the proof asked before, would fail nearly every round here.
+    for (let i = 0; i < 5; i++) expect(await probe()).toEqual({ ok: true });
+  });
+
+  it('a real shared port: our own server answering 500 is Starting, though the other answers 200', async () => {
+    const { port, proc } = await sharedPort(500, 200);
+    const spec = parseProbe(`http://127.0.0.1:${port}/readyz`);
+    if (!spec.ok) throw new Error(spec.error);
+    const probe = makeProbe(spec.spec, { timeoutMs: 2000, ownership: { procRoot: proc, selfPid: -1 } });
+    for (let i = 0; i < 5; i++) expect(await probe()).toMatchObject({ ok: false, error: expect.stringContaining('HTTP 500 (probe') });
   });
 
   it('none: Ready, marked unprobed', async () => {

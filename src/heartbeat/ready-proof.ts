@@ -16,6 +16,12 @@
 //      Alone on its port (the usual case), one success is enough. A TCP probe needs one accepted
 //      connection: the kernel accepts for a listening socket whatever its process is doing, so
 //      for `tcp://` the proof is (a).
+//  (c) on a shared port, each http(s) answer is attributed when it can be: the connection's
+//      accepted end is an open file of exactly one process (ownership.ts, acceptedBy). One answer
+//      from our own process decides the round either way; one from another listener is passed
+//      over, so a co-listener that is not Ready (a kube-apiserver copy that lost its service
+//      repair answers 500 for a minute, docs/real-node.md) cannot hold a Ready parent back. Only
+//      answers that cannot be attributed still count towards the N in a row of (b).
 //
 // (a) is checked again after the answers: a socket of ours that closed during the round (the
 // process exited) means the answers came from the other listeners.
@@ -56,9 +62,15 @@ export function ownershipProblem(o: Ownership): string | null {
   return `${held} of no process of this pod (another pod on this network, such as its checkpoint, holds it)`;
 }
 
+/** A probe's result, and whose process answered it when that was asked and could be told. */
+export type AttributedResult = ProbeResult & { owner?: 'ours' | 'theirs' };
+
 export interface ProofDeps {
-  /** One probe on a fresh connection, within `timeoutMs`. */
-  once: (timeoutMs: number) => Promise<ProbeResult>;
+  /**
+   * One probe on a fresh connection, within `timeoutMs`. Given `attributeTo` (the pids of this
+   * pod's processes holding the port), it also says whose process accepted the connection.
+   */
+  once: (timeoutMs: number, attributeTo?: readonly number[]) => Promise<AttributedResult>;
   port: number;
   /** http(s) needs N answers; tcp one accepted connection (see the header). */
   kind: 'http' | 'tcp';
@@ -105,26 +117,42 @@ export async function proveReady(d: ProofDeps): Promise<ProbeResult> {
       starved: true,
     };
   };
-  for (let i = 1; i <= needed; i++) {
+  // A shared port: each answer is attributed when it can be (the accepted socket's owner). One
+  // from our own listener decides the round; one from another listener says nothing of ours and
+  // is passed over (a copy not yet Ready, or stalled, beside a Ready parent must not hold the
+  // parent back); an answer that cannot be attributed counts towards the `needed` in a row.
+  const attributeTo = needed > 1 ? holders : undefined;
+  let inRow = 0;
+  let others = 0;
+  for (let i = 1; inRow < needed; i++) {
     const left = Math.floor(deadline - now());
-    if (left <= 0)
+    if (left <= 0 || i > MAX_PROBES_PER_ROUND + needed)
       return {
         ok: false,
         // Not `unanswered`: the round's time went on the scan or on slow answers, which is no hang.
-        error: `${i - 1} of ${needed} probes answered within ${d.timeoutMs}ms (port ${d.port} is shared by ${o.listeners.length} listeners)`,
+        error:
+          others > 0
+            ? `${inRow} of ${needed} probes answered within ${d.timeoutMs}ms, ${others} more by the port's other listeners (port ${d.port} is shared by ${o.listeners.length} listeners)`
+            : `${inRow} of ${needed} probes answered within ${d.timeoutMs}ms (port ${d.port} is shared by ${o.listeners.length} listeners)`,
       };
-    const r = await d.once(left);
+    const { owner, ...r } = await d.once(left, attributeTo);
+    if (owner === 'theirs') {
+      others++;
+      continue;
+    }
     if (!r.ok) {
       const failed: Extract<ProbeResult, { ok: false }> =
         needed === 1
           ? r
           : {
               ok: false,
-              error: `${r.error} (probe ${i} of ${needed}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)`,
+              error: `${r.error} (probe ${i}${owner === 'ours' ? ', answered by this pod' : ` of ${needed}`}: port ${d.port} is shared by ${o.listeners.length} listeners, ${o.ours.length} of them this pod's)`,
               ...(r.unanswered ? { unanswered: true } : {}),
             };
       return failed.unanswered ? unanswered(failed) : failed;
     }
+    if (owner === 'ours') break;
+    inRow++;
   }
   // (a) again: the answers prove something only if our sockets listened through all of them. A
   // process that exits during the round (a bad api-server giving up on its storage, seen on a
