@@ -92,8 +92,13 @@ async function probeHttp(
     let handshake = false;
     const req = lib.request(url, options, (res) => {
       const owner = attribute && res.socket.localPort !== undefined ? attribute(res.socket.localPort) : null;
+      if (attribute) {
+        // The server keeps a kept-alive connection open: the client ends it once the answer is read
+        // (an abort before that is this probe's own doing, not an error of the answer).
+        res.on('error', () => {});
+        res.once('end', () => req.destroy());
+      }
       res.resume();
-      if (attribute) req.destroy();
       const code = res.statusCode ?? 0;
       const r: ProbeResult = code >= 200 && code < 400 ? { ok: true } : { ok: false, error: `GET ${url.href}: HTTP ${code}` };
       resolve(owner ? { ...r, owner } : r);

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -350,10 +350,12 @@ describe('makeProbe with the ownership proof', () => {
    * answering with `status`. The fixture /proc shows the real socket tables and this process alone
    * (as a pod's PID namespace would), so the other process is another pod's.
    */
-  async function sharedPort(oursStatus: number, theirsStatus: number): Promise<{ port: number; proc: string }> {
+  async function sharedPort(oursStatus: number, theirsStatus: number, bodyAfterMs = 0): Promise<{ port: number; proc: string }> {
     const server: Server = createServer((_q, r) => {
       r.statusCode = oursStatus;
-      r.end('ours');
+      if (bodyAfterMs === 0) return r.end('ours');
+      r.write('our');
+      setTimeout(() => r.end('s'), bodyAfterMs);
     });
     await new Promise<void>((r) => server.listen({ port: 0, host: '127.0.0.1', reusePort: true }, () => r()));
     closers.push(() => server.close());
@@ -381,6 +383,22 @@ describe('makeProbe with the ownership proof', () => {
     const probe = makeProbe(spec.spec, { timeoutMs: 2000, ownership: { procRoot: proc, selfPid: -1 } });
     // Twenty answers in a row, as the proof asked before, would fail nearly every round here.
     for (let i = 0; i < 5; i++) expect(await probe()).toEqual({ ok: true });
+  });
+
+  it('a real shared port: an answer whose body comes later is attributed at its head, and its connection ended after', async () => {
+    const { port, proc } = await sharedPort(200, 500, 200);
+    const spec = parseProbe(`http://127.0.0.1:${port}/readyz`);
+    if (!spec.ok) throw new Error(spec.error);
+    const probe = makeProbe(spec.spec, { timeoutMs: 2000, ownership: { procRoot: proc, selfPid: -1 } });
+    for (let i = 0; i < 3; i++) expect(await probe()).toEqual({ ok: true });
+    // The bodies end and the client closes each connection: nothing of the probes is left open.
+    await new Promise((r) => setTimeout(r, 400));
+    const local = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+    const established = readFileSync('/proc/net/tcp', 'utf8')
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/))
+      .filter((f) => f[1]?.endsWith(local) && f[3] === '01');
+    expect(established).toEqual([]);
   });
 
   it('a real shared port: our own server answering 500 is Starting, though the other answers 200', async () => {
