@@ -61,20 +61,25 @@ export interface OwnershipOptions {
   selfPid?: number;
 }
 
+/** This network namespace's TCP socket tables, tcp and tcp6 (absent without IPv6: skipped). */
+function socketTables(proc: string): Array<{ family: 'tcp' | 'tcp6'; text: string }> {
+  const out: Array<{ family: 'tcp' | 'tcp6'; text: string }> = [];
+  for (const family of ['tcp', 'tcp6'] as const) {
+    try {
+      out.push({ family, text: readFileSync(join(proc, 'net', family), 'utf8') });
+    } catch {
+      // no IPv6 in this namespace: no tcp6 file
+    }
+  }
+  return out;
+}
+
 /** Scan `procRoot` for the listeners on `port` and the visible processes holding them. */
 export function portOwnership(port: number, opts: OwnershipOptions = {}): Ownership {
   const proc = opts.procRoot ?? '/proc';
   const self = opts.selfPid ?? process.pid;
   const listeners: Listener[] = [];
-  for (const family of ['tcp', 'tcp6'] as const) {
-    let text: string;
-    try {
-      text = readFileSync(join(proc, 'net', family), 'utf8');
-    } catch {
-      continue; // no IPv6 in this namespace: no tcp6 file
-    }
-    listeners.push(...parseListeners(text, family).filter((l) => l.port === port));
-  }
+  for (const { family, text } of socketTables(proc)) listeners.push(...parseListeners(text, family).filter((l) => l.port === port));
   const wanted = new Set(listeners.map((l) => l.inode));
   const ours: Ownership['ours'] = [];
   const unreadable: Ownership['unreadable'] = [];
@@ -127,13 +132,7 @@ export type AcceptedBy = 'ours' | 'theirs' | null;
 export function acceptedBy(port: number, peerPort: number, pids: readonly number[], opts: OwnershipOptions = {}): AcceptedBy {
   const proc = opts.procRoot ?? '/proc';
   const inodes: string[] = [];
-  for (const family of ['tcp', 'tcp6'] as const) {
-    let text: string;
-    try {
-      text = readFileSync(join(proc, 'net', family), 'utf8');
-    } catch {
-      continue;
-    }
+  for (const { text } of socketTables(proc)) {
     for (const line of text.split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
       if (f.length < 10 || f[3] === TCP_LISTEN) continue;
