@@ -114,6 +114,15 @@ describe('Ready means the parent pod own process, not its checkpoint', () => {
     await tb.apply([demoParent(tb.env, 'serve')]);
     const retiredS = await tb.waitFor('the checkpoint to be retired by the good spec', 120, () => !tb.checkpointActive(DEMO_NAME), 100);
     const back = (await demoPods(tb)).find((p) => p.uid !== good?.uid && p.uid !== crashing?.uid);
+    // The agent acts on the node's local beat file; the Lease is written in the same round but
+    // through the api-server, and may still hold the crashing pod's last (Stopping) beat when the
+    // first round of the good spec is already Ready (one answer from its own process proves it).
+    await tb
+      .waitFor("the good spec's Ready beat in the Lease", 15, async () => {
+        const b = await demoLeaseBeat(tb);
+        return b?.holder === back?.name && b?.phase === 'Ready';
+      })
+      .catch(() => undefined);
     const beat = await demoLeaseBeat(tb);
     await sleep(3000);
     const darkS = await watch.stop(t0);
