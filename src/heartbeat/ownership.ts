@@ -27,20 +27,61 @@ export interface Listener {
   family: 'tcp' | 'tcp6';
 }
 
-/** Listening sockets of one /proc/net/tcp{,6} text. Lines that do not parse are skipped. */
-export function parseListeners(text: string, family: 'tcp' | 'tcp6'): Listener[] {
-  const out: Listener[] = [];
+/** One socket line of /proc/net/tcp{,6}: local address (hex) and port, remote port, state, inode. */
+interface SocketLine {
+  address: string;
+  port: number;
+  remotePort: number;
+  state: string;
+  inode: string;
+}
+
+/** The socket lines of one /proc/net/tcp{,6} text. Lines that do not parse are skipped. */
+function parseSockets(text: string): SocketLine[] {
+  const out: SocketLine[] = [];
   for (const line of text.split('\n').slice(1)) {
     const f = line.trim().split(/\s+/);
     // sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
-    if (f.length < 10 || f[3] !== TCP_LISTEN) continue;
+    if (f.length < 10) continue;
     const local = f[1]!.split(':');
     const port = Number.parseInt(local[1] ?? '', 16);
     const inode = f[9]!;
-    if (!Number.isInteger(port) || !/^\d+$/.test(inode) || inode === '0') continue;
-    out.push({ address: local[0]!, port, inode, family });
+    if (!Number.isInteger(port) || !/^\d+$/.test(inode)) continue;
+    out.push({ address: local[0]!, port, remotePort: Number.parseInt(f[2]!.split(':')[1] ?? '', 16), state: f[3]!, inode });
   }
   return out;
+}
+
+/** Listening sockets of one /proc/net/tcp{,6} text. Lines that do not parse are skipped. */
+export function parseListeners(text: string, family: 'tcp' | 'tcp6'): Listener[] {
+  return parseSockets(text)
+    .filter((l) => l.state === TCP_LISTEN && l.inode !== '0')
+    .map(({ address, port, inode }) => ({ address, port, inode, family }));
+}
+
+/**
+ * The socket inodes among `pid`'s open files, and the error of a link that could not be read
+ * (ENOENT, closed meanwhile, is no error); or the error that kept its fd folder from being listed.
+ */
+function socketInodes(proc: string, pid: number): { inodes: Set<string>; denied: string | null } | { code: string } {
+  let fds: string[];
+  try {
+    fds = readdirSync(join(proc, String(pid), 'fd'));
+  } catch (e) {
+    return { code: (e as NodeJS.ErrnoException).code ?? 'EIO' };
+  }
+  const inodes = new Set<string>();
+  let denied: string | null = null;
+  for (const fd of fds) {
+    try {
+      const m = SOCKET_LINK.exec(readlinkSync(join(proc, String(pid), 'fd', fd)));
+      if (m) inodes.add(m[1]!);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? 'EIO';
+      if (code !== 'ENOENT') denied = code;
+    }
+  }
+  return { inodes, denied };
 }
 
 export interface Ownership {
@@ -90,28 +131,13 @@ export function portOwnership(port: number, opts: OwnershipOptions = {}): Owners
     // Our own process is scanned too (a parent may run the heartbeat in-process) but not counted.
     if (pid !== self) visible++;
     if (wanted.size === 0) continue;
-    let fds: string[];
-    try {
-      fds = readdirSync(join(proc, name, 'fd'));
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code ?? 'EIO';
-      if (code !== 'ENOENT') unreadable.push({ pid, code }); // ENOENT: it exited meanwhile
+    const open = socketInodes(proc, pid);
+    if ('code' in open) {
+      if (open.code !== 'ENOENT') unreadable.push({ pid, code: open.code }); // ENOENT: it exited meanwhile
       continue;
     }
-    let denied: string | null = null;
-    for (const fd of fds) {
-      let link: string;
-      try {
-        link = readlinkSync(join(proc, name, 'fd', fd));
-      } catch (e) {
-        const code = (e as NodeJS.ErrnoException).code ?? 'EIO';
-        if (code !== 'ENOENT') denied = code;
-        continue;
-      }
-      const m = SOCKET_LINK.exec(link);
-      if (m && wanted.has(m[1]!) && !ours.some((o) => o.inode === m[1])) ours.push({ inode: m[1]!, pid });
-    }
-    if (denied) unreadable.push({ pid, code: denied });
+    for (const inode of wanted) if (open.inodes.has(inode) && !ours.some((o) => o.inode === inode)) ours.push({ inode, pid });
+    if (open.denied) unreadable.push({ pid, code: open.denied });
   }
   return { port, listeners, ours, visibleProcesses: visible, unreadable };
 }
@@ -132,31 +158,13 @@ export type AcceptedBy = 'ours' | 'theirs' | null;
 export function acceptedBy(port: number, peerPort: number, pids: readonly number[], opts: OwnershipOptions = {}): AcceptedBy {
   const proc = opts.procRoot ?? '/proc';
   const inodes: string[] = [];
-  for (const { text } of socketTables(proc)) {
-    for (const line of text.split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f.length < 10 || f[3] === TCP_LISTEN) continue;
-      const local = Number.parseInt(f[1]?.split(':')[1] ?? '', 16);
-      const remote = Number.parseInt(f[2]?.split(':')[1] ?? '', 16);
-      if (local === port && remote === peerPort && /^\d+$/.test(f[9]!) && f[9] !== '0') inodes.push(f[9]!);
-    }
-  }
+  for (const { text } of socketTables(proc))
+    for (const l of parseSockets(text)) if (l.state !== TCP_LISTEN && l.port === port && l.remotePort === peerPort && l.inode !== '0') inodes.push(l.inode);
   if (inodes.length !== 1) return null;
-  const wanted = `socket:[${inodes[0]}]`;
   for (const pid of pids) {
-    let fds: string[];
-    try {
-      fds = readdirSync(join(proc, String(pid), 'fd'));
-    } catch {
-      return null;
-    }
-    for (const fd of fds) {
-      try {
-        if (readlinkSync(join(proc, String(pid), 'fd', fd)) === wanted) return 'ours';
-      } catch {
-        // closed meanwhile
-      }
-    }
+    const open = socketInodes(proc, pid);
+    if ('code' in open) return null;
+    if (open.inodes.has(inodes[0]!)) return 'ours';
   }
   return 'theirs';
 }
